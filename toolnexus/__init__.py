@@ -1,0 +1,35 @@
+"""toolnexus: the tool-calling loop of any OpenAI-style or Anthropic-style endpoint, as values."""
+
+from .client import (
+    ask,
+    conversation,
+    conversation_store,
+    create_client,
+    create_in_process_client,
+    run,
+)
+from .errors import ProviderError
+from .tool import define_tool, execute_tool, sanitize, tool, tool_result
+from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names, toolkit
+
+__all__ = [
+    "ProviderError",
+    "ask",
+    "conversation",
+    "conversation_store",
+    "create_client",
+    "create_in_process_client",
+    "define_tool",
+    "execute",
+    "execute_tool",
+    "register",
+    "run",
+    "sanitize",
+    "to_anthropic",
+    "to_gemini",
+    "to_openai",
+    "tool",
+    "tool_names",
+    "tool_result",
+    "toolkit",
+]

@@ -1,0 +1,42 @@
+"""The in-memory store: the default, a fresh one per client."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, MutableMapping, Sequence
+
+from ..transcript import freeze_transcript
+
+__all__ = ["in_memory_store"]
+
+
+def in_memory_store(state: MutableMapping | None = None) -> dict:
+    """Return a store backed by `state` (a dict you may keep for REPL inspection).
+
+    >>> s = in_memory_store()
+    >>> s["get"]("nobody") is None
+    True
+    >>> s["save"]("a", [{"role": "user", "content": "hi"}]); s["get"]("a")[0]["content"]
+    'hi'
+    """
+    backing = {} if state is None else state
+    lock = threading.Lock()
+
+    def get(id: str):
+        return backing.get(id)
+
+    def save(id: str, transcript: Sequence[Mapping]) -> None:
+        # Transcripts are values: keeping the frozen object is safe, no copy needed.
+        frozen = freeze_transcript(transcript)
+        with lock:
+            backing[id] = frozen
+
+    def delete(id: str) -> None:
+        with lock:
+            backing.pop(id, None)
+
+    def ids():
+        with lock:
+            return tuple(backing)
+
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": "in_memory()"}

@@ -1,0 +1,217 @@
+"""Tools as maps: build them, infer their schema, run them without raising."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pyrsistent import freeze, pmap
+
+__all__ = ["tool", "define_tool", "tool_result", "sanitize", "execute_tool", "schema_for"]
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def sanitize(s: str) -> str:
+    """Return `s` with every character outside [a-zA-Z0-9_-] replaced by '_'.
+
+    >>> sanitize("get weather/v2")
+    'get_weather_v2'
+    """
+    return _UNSAFE.sub("_", s)
+
+
+def tool_result(output: Any, is_error: bool = False, metadata: Mapping | None = None):
+    """Return a tool result map {output, is_error, metadata}.
+
+    >>> dict(tool_result("4"))
+    {'output': '4', 'is_error': False, 'metadata': pmap({})}
+    """
+    return pmap(
+        {"output": output, "is_error": bool(is_error), "metadata": freeze(dict(metadata or {}))}
+    )
+
+
+def _as_result(value: Any):
+    """Normalize what a tool function returned into a tool result map."""
+    if isinstance(value, Mapping) and "output" in value and "is_error" in value:
+        return tool_result(value["output"], value["is_error"], value.get("metadata"))
+    if isinstance(value, str):
+        return tool_result(value)
+    if value is None:
+        return tool_result("")
+    # Anything else is serialised so the model still sees a string.
+    import json
+
+    try:
+        return tool_result(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return tool_result(str(value))
+
+
+def _error_result(e: Exception):
+    return tool_result(f"{type(e).__name__}: {e}", True)
+
+
+def _guarded(fn: Callable[[Mapping], Any]) -> Callable[[Mapping], Any]:
+    """Wrap fn so it returns a result map and never raises (an async fn stays async)."""
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_async(args: Mapping):
+            try:
+                return _as_result(await fn(args))
+            except Exception as e:  # a tool's failure is something the model should see
+                return _error_result(e)
+
+        run_async.__wrapped__ = fn
+        return run_async
+
+    def run(args: Mapping):
+        try:
+            return _as_result(fn(args))
+        except Exception as e:  # a tool's failure is something the model should see
+            return _error_result(e)
+
+    run.__wrapped__ = fn
+    return run
+
+
+def execute_tool(t: Mapping, args: Mapping):
+    """Run tool `t` with `args`; return a result map and never raise (errors become values)."""
+    return t["execute"](args)
+
+
+def tool(
+    name: str,
+    description: str,
+    input_schema: Mapping | None,
+    execute: Callable[[Mapping], Any],
+    source: str = "function",
+):
+    """Return a tool map {name, description, input_schema, source, execute}."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a tool needs a non-empty string name")
+    if not callable(execute):
+        raise ValueError(f"tool {name!r}: execute must be callable")
+    schema = input_schema if input_schema is not None else {"type": "object", "properties": {}}
+    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
+        raise ValueError(f"tool {name!r}: input_schema must be a JSON schema of type object")
+    return pmap(
+        {
+            "name": name,
+            "description": description or "",
+            "input_schema": freeze(dict(schema)),
+            "source": source,
+            "execute": execute if hasattr(execute, "__wrapped__") else _guarded(execute),
+        }
+    )
+
+
+_SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def schema_for(hint: Any) -> dict:
+    """Return the JSON schema of a type hint.
+
+    >>> schema_for(list[int])
+    {'type': 'array', 'items': {'type': 'integer'}}
+    >>> schema_for(typing.Literal["c", "f"])
+    {'type': 'string', 'enum': ['c', 'f']}
+    """
+    origin = typing.get_origin(hint)
+    targs = typing.get_args(hint)
+    if hint in _SCALARS:
+        return {"type": _SCALARS[hint]}
+    if origin is typing.Literal:
+        kinds = {_SCALARS.get(type(a), "string") for a in targs}
+        out = {"enum": list(targs)}
+        return {"type": kinds.pop(), **out} if len(kinds) == 1 else out
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in targs if a is not type(None)]
+        return schema_for(rest[0]) if len(rest) == 1 else {"anyOf": [schema_for(a) for a in rest]}
+    if hint in (list, tuple, set) or origin in (list, tuple, set, frozenset):
+        return {"type": "array", "items": schema_for(targs[0])} if targs else {"type": "array"}
+    if hint is dict or origin is dict or hint is Mapping or origin is Mapping:
+        return {"type": "object"}
+    return {}
+
+
+def _optional(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in (
+        typing.get_args(hint)
+    )
+
+
+def _infer_schema(fn: Callable) -> dict:
+    hints = typing.get_type_hints(fn)
+    props, required = {}, []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        hint = hints.get(p.name, str)
+        props[p.name] = schema_for(hint)
+        if p.default is p.empty and not _optional(hint):
+            required.append(p.name)
+    schema = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _caller(fn: Callable) -> Callable[[Mapping], Any]:
+    """Adapt a keyword function into execute(args); unknown keys are a clear error."""
+    params = inspect.signature(fn).parameters
+    takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+    def check(args: Mapping) -> None:
+        extra = [k for k in args if k not in params] if not takes_kwargs else []
+        if extra:
+            raise TypeError(f"unexpected argument(s) {extra}; expected {list(params)}")
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def execute_async(args: Mapping) -> Any:
+            check(args)
+            return await fn(**dict(args))
+
+        return execute_async
+
+    def execute(args: Mapping) -> Any:
+        check(args)
+        return fn(**dict(args))
+
+    return execute
+
+
+def define_tool(
+    fn: Callable | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping | None = None,
+):
+    """Return a tool map built from a function's signature and docstring (usable as a decorator).
+
+    >>> @define_tool
+    ... def add(a: float, b: float = 0) -> str:
+    ...     '''Add two numbers.'''
+    ...     return str(a + b)
+    >>> add["name"], add["description"], add["input_schema"]["required"]
+    ('add', 'Add two numbers.', pvector(['a']))
+    """
+    if fn is None:
+        return lambda f: define_tool(
+            f, name=name, description=description, input_schema=input_schema
+        )
+    doc = inspect.getdoc(fn) or ""
+    first_line = doc.strip().splitlines()[0].strip() if doc.strip() else ""
+    return tool(
+        name or fn.__name__,
+        description if description is not None else first_line,
+        input_schema if input_schema is not None else _infer_schema(fn),
+        _caller(fn),
+    )

@@ -1,0 +1,69 @@
+"""Shared pure helpers of the wire codecs: usage maps, JSON encoding of frozen values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pyrsistent import PMap, PVector, pmap
+
+__all__ = ["usage", "add_usage", "ZERO_USAGE", "encode_json", "turn"]
+
+ZERO_USAGE = pmap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
+
+
+def usage(prompt: Any, completion: Any) -> PMap:
+    """Return a usage map from prompt and completion token counts (missing counts are 0).
+
+    >>> dict(usage(3, None))
+    {'prompt_tokens': 3, 'completion_tokens': 0, 'total_tokens': 3}
+    """
+    p, c = int(prompt or 0), int(completion or 0)
+    return pmap({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
+
+
+def add_usage(a: Mapping, b: Mapping) -> PMap:
+    """Return the sum of two usage maps."""
+    return usage(
+        a["prompt_tokens"] + b["prompt_tokens"], a["completion_tokens"] + b["completion_tokens"]
+    )
+
+
+def _plain(o: Any) -> Any:
+    # json's C encoder calls this only for values it cannot encode itself:
+    # frozen maps and vectors become a shallow dict/list and it recurses on.
+    if isinstance(o, PMap):
+        return dict(o)
+    if isinstance(o, (PVector, tuple)):
+        return list(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_plain)
+
+
+def encode_json(value: Any) -> bytes:
+    """Return compact UTF-8 JSON of a value that may hold pmaps and pvectors."""
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+def turn(message: Mapping, text: str, tool_calls, use: Mapping, finish: Any, model: Any) -> PMap:
+    """Return a normalized model turn, the one shape every codec decodes into.
+
+    `message` is the assistant message to append to the transcript (provider shape);
+    `tool_calls` is a sequence of {id, name, arguments} where `arguments` is raw: a
+    JSON string (openai) or a mapping (anthropic); the loop parses it.
+    """
+    from pyrsistent import freeze
+
+    return pmap(
+        {
+            "message": freeze(message, strict=False),
+            "text": text,
+            "tool_calls": freeze(list(tool_calls), strict=False),
+            "usage": use,
+            "finish": finish,
+            "model": model,
+        }
+    )
