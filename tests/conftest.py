@@ -1,0 +1,61 @@
+"""Shared fixtures: a bounded hypothesis profile and the real servers (Redis, PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Bounded in CI so the suite stays fast; `HYPOTHESIS_PROFILE=dev` explores more.
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=300, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+REQUIRE = os.environ.get("TOOLNEXUS_REQUIRE_SERVICES") == "1"
+
+
+def _unavailable(what: str, why: str):
+    if REQUIRE:
+        pytest.fail(f"{what} is required (TOOLNEXUS_REQUIRE_SERVICES=1) but {why}")
+    pytest.skip(f"{what} not available: {why}")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis URL (TOOLNEXUS_TEST_REDIS_URL), checked reachable; else skip or fail."""
+    url = os.environ.get("TOOLNEXUS_TEST_REDIS_URL")
+    if not url:
+        _unavailable("Redis", "TOOLNEXUS_TEST_REDIS_URL is not set")
+    try:
+        import redis
+
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except Exception as e:  # any failure to reach it is a reason to skip (or fail in CI)
+        _unavailable("Redis", f"{type(e).__name__}: {e}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The test PostgreSQL DSN (TOOLNEXUS_TEST_POSTGRES_DSN), checked reachable; else skip or fail."""
+    dsn = os.environ.get("TOOLNEXUS_TEST_POSTGRES_DSN")
+    if not dsn:
+        _unavailable("PostgreSQL", "TOOLNEXUS_TEST_POSTGRES_DSN is not set")
+    try:
+        import psycopg
+
+        with psycopg.connect(dsn, connect_timeout=3) as conn:
+            conn.execute("select 1")
+    except Exception as e:
+        _unavailable("PostgreSQL", f"{type(e).__name__}: {e}")
+    return dsn
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique name, for tables, key prefixes and ids that must not clash across tests."""
+    return "t" + uuid.uuid4().hex[:12]
