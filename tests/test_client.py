@@ -1,0 +1,316 @@
+"""The client and the loop over real HTTP (the loopback fake provider), both dialects."""
+
+import json
+import threading
+
+import pytest
+
+from toolnexus import (
+    ProviderError,
+    ask,
+    conversation,
+    conversation_store,
+    create_client,
+    create_in_process_client,
+    define_tool,
+    run,
+    toolkit,
+)
+from toolnexus.store import file_store, in_memory_store
+from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+
+KEY = "sk-test-very-secret-key"
+STYLES = ["openai", "anthropic"]
+
+
+@define_tool
+def get_weather(city: str) -> str:
+    """Return the weather for a city."""
+    return f"sunny in {city}"
+
+
+@define_tool
+def add(a: float, b: float) -> str:
+    """Add two numbers."""
+    return str(a + b)
+
+
+TK = toolkit(get_weather, add)
+WEATHER = [
+    tool_calls_reply(("get_weather", {"city": "Paris"}), ("add", {"a": 2, "b": 2})),
+    text_reply("Sunny, and 4."),
+]
+
+
+def counting(store):
+    calls = {"get": 0, "save": 0}
+
+    def get(id):
+        calls["get"] += 1
+        return store["get"](id)
+
+    def save(id, t):
+        calls["save"] += 1
+        store["save"](id, t)
+
+    return {"get": get, "save": save}, calls
+
+
+def texts(messages):
+    """The text of each message, whatever its dialect shape."""
+    return [
+        m["content"]
+        if isinstance(m["content"], str)
+        else "".join(b.get("text", "") for b in m["content"])
+        for m in messages
+    ]
+
+
+def tool_messages(style, body):
+    """The tool results a request carries, as (call id, content) pairs."""
+    msgs = body["messages"]
+    if style == "openai":
+        return [(m["tool_call_id"], m["content"]) for m in msgs if m["role"] == "tool"]
+    return [
+        (b["tool_use_id"], b["content"])
+        for m in msgs
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_weather_scenario(style):
+    with fake_provider(WEATHER) as fp:
+        c = create_client(base_url=fp.url, style=style, model="m", api_key=KEY)
+        r = run(c, "What's the weather in Paris and what is 2+2?", toolkit=TK)
+    assert r["text"] == "Sunny, and 4."
+    assert r["status"] == "done" and r["limit"] is None and r["turns"] == 2
+    assert r["tool_call_count"] == 2
+    assert [(t["name"], dict(t["args"]), t["output"]) for t in r["tool_calls"]] == [
+        ("get_weather", {"city": "Paris"}, "sunny in Paris"),
+        ("add", {"a": 2, "b": 2}, "4"),
+    ]
+    assert dict(r["usage"]) == {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
+    first, second = fp.requests
+    if style == "openai":
+        assert first["path"] == "/v1/chat/completions"
+        assert first["headers"]["Authorization"] == f"Bearer {KEY}"
+        assert first["body"]["tools"][0]["function"]["name"] == "get_weather"
+    else:
+        assert first["path"] == "/v1/messages"
+        assert first["headers"]["x-api-key"] == KEY
+        assert first["headers"]["anthropic-version"] == "2023-06-01"
+        assert first["body"]["max_tokens"] == 4096 and "system" not in first["body"]
+        assert first["body"]["tools"][0]["input_schema"]["required"] == ["city"]
+    ids = [c["id"] for c in r["tool_calls"]]
+    assert tool_messages(style, second["body"]) == list(zip(ids, ["sunny in Paris", "4"]))
+    assert KEY not in repr(r) and KEY not in repr(c)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_tool_calls_of_one_turn_run_concurrently_and_return_in_order(style):
+    barrier = threading.Barrier(3, timeout=5)  # every call must be running at once to pass
+
+    @define_tool
+    def slow(n: int) -> str:
+        """Wait for the others."""
+        barrier.wait()
+        return f"done {n}"
+
+    script = [tool_calls_reply(*[("slow", {"n": i}) for i in range(3)]), text_reply("ok")]
+    with fake_provider(script) as fp:
+        r = run(create_client(base_url=fp.url, style=style, model="m"), "go", toolkit=toolkit(slow))
+    assert [t["output"] for t in r["tool_calls"]] == ["done 0", "done 1", "done 2"]
+    assert [o for _, o in tool_messages(style, fp.requests[1]["body"])] == [
+        "done 0", "done 1", "done 2",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_calls_chain_over_turns_and_max_turns_stops_incomplete(style):
+    script = [tool_calls_reply(("add", {"a": i, "b": 1})) for i in range(5)]
+    store, calls = counting(in_memory_store())
+    with fake_provider(script) as fp:
+        c = create_client(base_url=fp.url, style=style, model="m", max_turns=3, store=store)
+        r = ask(c, "count", toolkit=TK, id="x")
+    assert r["status"] == "incomplete" and r["limit"] == "max_turns"
+    assert r["turns"] == 3 and r["tool_call_count"] == 3 and len(fp.requests) == 3
+    assert calls == {"get": 1, "save": 1}
+    assert store["get"]("x") == r["messages"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_bad_arguments_and_unknown_tools_are_fed_back(style):
+    bad = {"id": "c1", "name": "add", "arguments": "{not json"}
+    arr = {"id": "c2", "name": "add", "arguments": "[1, 2]"}
+    unknown = {"id": "c3", "name": "nope", "arguments": {}}
+    calls = [arr, unknown] if style == "anthropic" else [bad, arr, unknown]
+    with fake_provider([tool_calls_reply(*calls), text_reply("sorry")]) as fp:
+        r = run(create_client(base_url=fp.url, style=style, model="m"), "x", toolkit=TK)
+    assert r["text"] == "sorry"
+    outs = [o for _, o in tool_messages(style, fp.requests[1]["body"])]
+    assert "Unknown tool 'nope'" in outs[-1] and "get_weather, add" in outs[-1]
+    assert "must be a JSON object" in outs[-2]
+    if style == "openai":
+        assert "not valid JSON" in outs[0]
+    assert all(t["is_error"] for t in r["tool_calls"])
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_provider_error_carries_status_and_excerpt_never_the_key(style):
+    body = json.dumps({"error": f"invalid key {KEY}", "pad": "x" * 5000})
+    with fake_provider([{"status": 401, "body": body}]) as fp:
+        c = create_client(base_url=fp.url, style=style, model="m", api_key=KEY)
+        store, calls = counting(conversation_store(c))
+        with pytest.raises(ProviderError) as e:
+            run(c, "hi", conversation_id="e")
+    assert e.value.status == 401
+    assert KEY not in str(e.value) and KEY not in e.value.body and "***" in e.value.body
+    assert len(str(e.value)) < 1000
+    assert conversation_store(c)["get"]("e") is None  # an error saves nothing
+
+
+def test_unreachable_endpoint_is_a_provider_error():
+    with fake_provider([]) as fp:
+        url = fp.url
+    with pytest.raises(ProviderError, match="POST"):
+        run(create_client(base_url=url, model="m", api_key=KEY), "hi")
+
+
+@pytest.mark.parametrize(
+    "opts, match",
+    [
+        ({"base_url": "http://x", "model": "m", "style": "gemini"}, "unknown style"),
+        ({"model": "m"}, "base_url is required"),
+        ({"base_url": "http://x"}, "model is required"),
+        ({"base_url": "http://x", "model": "m", "max_turns": 0}, "max_turns"),
+        ({"base_url": "http://x", "model": "m", "max_tunrs": 3}, "unknown client option"),
+        ({"base_url": "http://x", "model": "m", "store": {"get": 1}}, "store"),
+    ],
+)
+def test_bad_options_fail_at_once(opts, match):
+    with pytest.raises(ValueError, match=match):
+        create_client(**opts)
+
+
+def test_key_from_environment_and_never_in_repr(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with fake_provider([text_reply("hi")]) as fp:
+        c = create_client(base_url=fp.url, style="anthropic", model="m")
+        r = run(c, "hi")
+    assert fp.requests[0]["headers"]["x-api-key"] == KEY
+    assert KEY not in repr(c) and KEY not in str(c) and KEY not in repr(r)
+
+
+# ---- memory by id: the seeds' scenarios ------------------------------------
+
+
+def test_default_store_is_fresh_per_client_and_unknown_id_is_none():
+    gen = lambda req: {"content": "hi"}  # noqa: E731
+    a = create_in_process_client(model="m", generate=gen)
+    b = create_in_process_client(model="m", generate=gen)
+    assert conversation_store(a)["get"]("nobody") is None
+    ask(a, "hello", id="u")
+    assert conversation_store(a)["get"]("u") is not None
+    assert conversation_store(b)["get"]("u") is None
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_custom_store_through_ask_counts_gets_and_saves(style):
+    store, calls = counting(in_memory_store())
+    with fake_provider([text_reply("one"), text_reply("two")]) as fp:
+        c = create_client(base_url=fp.url, style=style, model="m", store=store)
+        ask(c, "first", id="u")
+        r = ask(c, "second", id="u")
+    assert calls == {"get": 2, "save": 2}
+    assert texts(fp.requests[1]["body"]["messages"]) == ["first", "one", "second"]
+    assert [m["role"] for m in r["messages"]] == ["user", "assistant", "user", "assistant"]
+
+
+def test_without_an_id_the_store_is_never_touched():
+    store, calls = counting(in_memory_store())
+    c = create_in_process_client(model="m", generate=lambda r: {"content": "x"}, store=store)
+    run(c, "a")
+    run(c, "b", history=[{"role": "user", "content": "z"}, {"role": "assistant", "content": "y"}])
+    assert calls == {"get": 0, "save": 0}
+
+
+def test_explicit_history_wins_over_the_store():
+    seen = []
+    c = create_in_process_client(model="m", generate=lambda r: seen.append(r) or {"content": "x"})
+    conversation_store(c)["save"]("u", [{"role": "user", "content": "stored"}])
+    run(c, "now", history=[{"role": "user", "content": "given"}], conversation_id="u")
+    assert [m["content"] for m in seen[0]["messages"]] == ["given", "now"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_per_id_file_store_and_restart(style, tmp_path):
+    with fake_provider([text_reply("A1"), text_reply("B1"), text_reply("A2")]) as fp:
+        c1 = create_client(base_url=fp.url, style=style, model="m", store=file_store(tmp_path))
+        ask(c1, "alice 1", id="alice")
+        ask(c1, "bob 1", id="bob/../x")
+        # A "restart": a new client over the same directory continues alice only.
+        c2 = create_client(base_url=fp.url, style=style, model="m", store=file_store(tmp_path))
+        r = ask(c2, "alice 2", id="alice")
+    sent = texts(fp.requests[2]["body"]["messages"])
+    assert sent == ["alice 1", "A1", "alice 2"]
+    assert conversation_store(c2)["get"]("alice") == r["messages"]
+    assert [p.name for p in tmp_path.iterdir()].__len__() == 2
+    assert all(p.parent == tmp_path for p in tmp_path.iterdir())
+
+
+def test_two_clients_sharing_one_store_continue_one_conversation():
+    shared = in_memory_store()
+    gen = lambda req: {"content": f"seen {len(req['messages'])}"}  # noqa: E731
+    a = create_in_process_client(model="m", generate=gen, store=shared)
+    b = create_in_process_client(model="m", generate=gen, store=shared)
+    ask(a, "one", id="t")
+    r = ask(b, "two", id="t")
+    assert r["text"] == "seen 3"
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_seeded_transcript_grows_from_exactly_what_was_saved(style):
+    seed = [{"role": "user", "content": "my name is Ada"}, {"role": "assistant", "content": "Hi Ada"}]
+    with fake_provider([text_reply("Ada")]) as fp:
+        c = create_client(base_url=fp.url, style=style, model="m")
+        conversation_store(c)["save"]("s", seed)
+        r = ask(c, "what is my name?", id="s")
+    assert fp.requests[0]["body"]["messages"][:2] == seed
+    assert list(r["messages"][:2]) == seed
+    assert conversation_store(c)["get"]("s") == r["messages"]
+
+
+def test_conversation_keeps_history_in_process_and_never_touches_the_store():
+    store, calls = counting(in_memory_store())
+    c = create_in_process_client(
+        model="m", generate=lambda r: {"content": str(len(r["messages"]))}, store=store
+    )
+    chat = conversation(c)
+    assert chat["send"]("a")["text"] == "1"
+    assert chat["send"]("b")["text"] == "3"
+    assert len(chat["messages"]()) == 4
+    chat["reset"]()
+    assert chat["send"]("c")["text"] == "1"
+    assert calls == {"get": 0, "save": 0}
+
+
+def test_in_process_client_runs_the_same_loop_with_tools():
+    def gen(req):
+        if req["messages"][-1]["role"] == "tool":
+            return {"content": "answer " + req["messages"][-1]["content"]}
+        return {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}], "usage": {"prompt_tokens": 3}}
+
+    r = run(create_in_process_client(model="m", generate=gen), "1+2?", toolkit=TK)
+    assert r["text"] == "answer 3" and r["usage"]["prompt_tokens"] == 3
+    assert r["tool_calls"][0]["id"] == "call_1_0"
+
+
+def test_run_rejects_bad_input():
+    c = create_in_process_client(model="m", generate=lambda r: {"content": "x"})
+    with pytest.raises(TypeError):
+        run(c, None)
+    with pytest.raises(ValueError):
+        run(c, "x", conversation_id="")
