@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyrsistent import PMap, pmap, pvector, thaw
 
+from .skills import list_skills, skill_tool
 from .tool import tool_result
+
+SkillsDir = str | os.PathLike | Sequence[str | os.PathLike]
 
 __all__ = ["toolkit", "register", "execute", "tool_names", "to_openai", "to_anthropic", "to_gemini"]
 
@@ -32,15 +36,22 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
     return tk.update({"tools": ordered, "index": index})
 
 
-def toolkit(*tools: Mapping) -> PMap:
+def toolkit(*tools: Mapping, skills_dir: SkillsDir | None = None) -> PMap:
     """Return a toolkit value holding `tools` (in order).
+
+    With `skills_dir` (a path or a list of paths), the skills found there are kept under
+    "skills" and the `skill` tool that loads them is registered first.
 
     >>> from toolnexus.tool import tool
     >>> tk = toolkit(tool("echo", "Echo.", None, lambda a: a.get("s", "")))
     >>> tool_names(tk)
     ('echo',)
     """
-    return register(EMPTY, *tools)
+    found = list_skills(skills_dir)["skills"] if skills_dir is not None else ()
+    if not found:
+        return register(EMPTY, *tools)
+    tk = register(EMPTY, skill_tool(found), *tools)
+    return tk.set("skills", pvector(found))
 
 
 def tool_names(tk: PMap | None) -> tuple[str, ...]:
