@@ -15,6 +15,7 @@ from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
 
 from . import loop
 from .errors import ProviderError, excerpt
+from .skills import system_for
 from .store.locks import local_lock
 from .store.memory import in_memory_store
 from .toolkit import execute as execute_tool
@@ -236,7 +237,7 @@ def _drive(client: Client, state: PMap, tk: Any) -> PMap:
     """Run the pure loop to its end, doing the I/O it asks for."""
     params = client.options.get("request_params") or {}
     while True:
-        body = loop.request(state, client.model, tk, client.system_prompt, params)
+        body = loop.request(state, client.model, tk, system_for(client.system_prompt, tk), params)
         state, calls = loop.on_turn(state, client.post(body, state["turns"] + 1))
         if not calls:
             return state
