@@ -9,6 +9,7 @@ from .client import (
     run,
 )
 from .errors import ProviderError
+from .skills import list_skills, skills_prompt
 from .tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names, toolkit
 
@@ -22,9 +23,11 @@ __all__ = [
     "define_tool",
     "execute",
     "execute_tool",
+    "list_skills",
     "register",
     "run",
     "sanitize",
+    "skills_prompt",
     "to_anthropic",
     "to_gemini",
     "to_openai",
