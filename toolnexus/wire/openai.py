@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, pmap
+from pyrsistent import PMap, pmap, pvector
 
 from ..toolkit import to_openai
 from .common import turn, usage
+from .sse import load_json, stream_error
 
 __all__ = [
     "url",
@@ -18,6 +19,11 @@ __all__ = [
     "parse_response",
     "parse_generated",
     "tool_result_messages",
+    "stream_body",
+    "stream_start",
+    "stream_event",
+    "stream_response",
+    "stream_turn",
 ]
 
 
@@ -144,3 +150,144 @@ def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -
 
 def _content(output: Any) -> str:
     return output if isinstance(output, str) else _args_text(output)
+
+
+# ---- streaming: SSE events -> deltas -> the same normalized turn -----------------
+
+
+def stream_body(body: Mapping) -> dict:
+    """Return a copy of a request body that asks for a stream ending in a usage chunk.
+
+    >>> stream_body({"model": "m"})
+    {'model': 'm', 'stream': True, 'stream_options': {'include_usage': True}}
+    """
+    options = {**(body.get("stream_options") or {}), "include_usage": True}
+    return {**body, "stream": True, "stream_options": options}
+
+
+_EMPTY_CALL = pmap({"id": None, "name": "", "args": pvector()})
+
+
+def stream_start() -> PMap:
+    """Return the accumulator of a stream that has delivered nothing yet.
+
+    Its keys: text, refusal (pvectors of fragments), calls (index -> {id, name, args}),
+    usage, finish, model, and done (True once `data: [DONE]` arrived).
+    """
+    return pmap(
+        {
+            "text": pvector(),
+            "refusal": pvector(),
+            "calls": pmap(),
+            "usage": None,
+            "finish": None,
+            "model": None,
+            "done": False,
+        }
+    )
+
+
+def _call_index(calls: PMap, fragment: Mapping) -> int:
+    # Every OpenAI fragment has an index; some compatible servers omit it and send each
+    # call whole, so a fragment with a new id opens the next index.
+    if "index" in fragment and fragment["index"] is not None:
+        return int(fragment["index"])
+    known = {c["id"]: i for i, c in calls.items()}
+    fid = fragment.get("id")
+    if fid and fid not in known:
+        return max(calls, default=-1) + 1
+    return known.get(fid, max(calls, default=0))
+
+
+def _add_fragment(acc: PMap, fragment: Mapping, deltas: list) -> PMap:
+    calls = acc["calls"]
+    index = _call_index(calls, fragment)
+    call = calls.get(index)
+    fn = fragment.get("function") or {}
+    if call is None:
+        call = _EMPTY_CALL.update({"id": fragment.get("id"), "name": fn.get("name") or ""})
+        deltas.append(
+            pmap(
+                {"type": "tool_call_start", "index": index, "id": call["id"], "name": call["name"]}
+            )
+        )
+    else:
+        if not call["id"] and fragment.get("id"):
+            call = call.set("id", fragment["id"])
+        if not call["name"] and fn.get("name"):
+            call = call.set("name", fn["name"])
+    args = fn.get("arguments")
+    if args:
+        call = call.set("args", call["args"].append(_args_text(args)))
+    return acc.set("calls", calls.set(index, call))
+
+
+def stream_event(acc: PMap, event: Mapping) -> tuple[PMap, tuple[PMap, ...]]:
+    """Return the accumulator after one SSE event and the deltas it carries.
+
+    Deltas: {"type": "text", "delta"}, {"type": "refusal", "delta"} and
+    {"type": "tool_call_start", "index", "id", "name"}. An `error` event, or a chunk
+    holding "error", raises ProviderError with the provider's message.
+    """
+    data = event["data"]
+    if event.get("event") == "error":
+        raise stream_error(data)
+    if data.strip() == "[DONE]":
+        return acc.set("done", True), ()
+    chunk = load_json(data)
+    if chunk.get("error") is not None:
+        raise stream_error(chunk)
+    deltas: list = []
+    changes: dict = {}
+    if acc["model"] is None and chunk.get("model"):
+        changes["model"] = chunk["model"]
+    if chunk.get("usage") is not None:  # the include_usage chunk (choices may be empty)
+        changes["usage"] = chunk["usage"]
+    if changes:
+        acc = acc.update(changes)
+    for choice in chunk.get("choices") or ():
+        if choice.get("index", 0) != 0:  # parse_response reads choices[0] only
+            continue
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            acc = acc.set("text", acc["text"].append(delta["content"]))
+            deltas.append(pmap({"type": "text", "delta": delta["content"]}))
+        if delta.get("refusal"):
+            acc = acc.set("refusal", acc["refusal"].append(delta["refusal"]))
+            deltas.append(pmap({"type": "refusal", "delta": delta["refusal"]}))
+        for fragment in delta.get("tool_calls") or ():
+            acc = _add_fragment(acc, fragment, deltas)
+        if choice.get("finish_reason") is not None:  # a later null never resets it
+            acc = acc.set("finish", choice["finish_reason"])
+    return acc, tuple(deltas)
+
+
+def stream_response(acc: PMap) -> dict:
+    """Return the chat completions response a stream amounts to (what parse_response reads)."""
+    calls = [
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": "".join(c["args"])},
+        }
+        for _, c in sorted(acc["calls"].items())
+    ]
+    message: dict = {"role": "assistant", "content": "".join(acc["text"]) or None}
+    if calls:
+        message["tool_calls"] = calls
+    if acc["refusal"]:
+        message["refusal"] = "".join(acc["refusal"])
+    return {
+        "model": acc["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": acc["finish"]}],
+        "usage": acc["usage"],
+    }
+
+
+def stream_turn(acc: PMap) -> PMap:
+    """Return the normalized turn of a finished stream: exactly what parse_response gives.
+
+    Tool arguments stay raw (the joined fragments), so JSON cut off at max_tokens
+    reaches the loop, which feeds back an invalid-arguments error.
+    """
+    return parse_response(stream_response(acc))

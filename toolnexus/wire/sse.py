@@ -1,0 +1,166 @@
+"""A pure, incremental Server-Sent Events decoder: bytes in, events out.
+
+    state = start()
+    for chunk in network_chunks:
+        state, events = feed(state, chunk)
+        ...                              # each event is pmap({"event", "data"})
+    events = end(state)                  # the unterminated last event, if any
+
+It follows the WHATWG event-stream rules: lines end in CRLF, CR or LF (a CRLF split
+across two chunks counts once); `:` lines are comments (keep-alive pings); `event:` names
+the event (default "message"); `data:` lines are joined with "\\n"; `id:`, `retry:` and
+unknown fields are ignored; one leading space after the colon is dropped; a blank line
+dispatches. Chunks may split anywhere, even inside a multi-byte UTF-8 character: bytes
+are decoded only once a whole line has arrived. Unlike a browser, `end` dispatches an
+event that has data but no final blank line (some recorded streams end that way).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from pyrsistent import PMap, pmap
+
+from ..errors import ProviderError, excerpt
+
+__all__ = ["SSEState", "start", "feed", "end", "decode", "stream_error", "load_json"]
+
+# Line terminators are ASCII, so they never occur inside a multi-byte UTF-8 sequence:
+# splitting bytes on them is safe before decoding.
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+class SSEState(NamedTuple):
+    """The decoder state: an immutable value, replaced (never mutated) by `feed`."""
+
+    buffer: bytes = b""  # bytes of the line not yet terminated
+    skip_lf: bool = False  # the last chunk ended in CR: a leading LF is its CRLF's tail
+    event: str = ""  # the `event:` field of the event being built
+    data: tuple[str, ...] = ()  # its `data:` lines
+    fresh: bool = True  # nothing decoded yet (a leading BOM is dropped)
+
+
+def start() -> SSEState:
+    """Return the state of a decoder that has seen no bytes."""
+    return SSEState()
+
+
+def _event(name: str, data: tuple[str, ...]) -> PMap:
+    return pmap({"event": name or "message", "data": "\n".join(data)})
+
+
+def _lines(state: SSEState, lines: list[str], out: list) -> SSEState:
+    # Apply complete lines to the event being built; dispatched events go to `out`.
+    event, data = state.event, state.data
+    for line in lines:
+        if not line:
+            if data:
+                out.append(_event(event, data))
+            event, data = "", ()
+            continue
+        if line[0] == ":":
+            continue  # a comment: keep-alive pings such as ": OPENROUTER PROCESSING"
+        name, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            data = (*data, value)
+        elif name == "event":
+            event = value
+        # `id`, `retry` and unknown fields carry nothing a model turn needs.
+    return state._replace(event=event, data=data)
+
+
+def _decode(raw: bytes, fresh: bool) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    return text[1:] if fresh and text[:1] == "\ufeff" else text
+
+
+def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[PMap, ...]]:
+    """Return the new state and the events completed by `chunk`; does not modify `state`.
+
+    >>> s, ev = feed(start(), b'event: ping\\ndata: {"a"')
+    >>> ev
+    ()
+    >>> s, ev = feed(s, b': 1}\\r\\n: keep-alive\\r\\ndata: 2\\r')
+    >>> ev
+    ()
+    >>> s, ev = feed(s, b'\\n\\r\\n')
+    >>> [(e["event"], e["data"]) for e in ev]
+    [('ping', '{"a": 1}\\n2')]
+    """
+    if state.skip_lf and chunk[:1] == b"\n":
+        chunk = chunk[1:]
+    if not chunk:
+        return state, ()
+    # Search only the new bytes, so a long line arriving in tiny chunks stays cheap.
+    cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+    if cut < 0:  # still inside one line: keep its bytes, decode nothing yet
+        return state._replace(buffer=state.buffer + chunk, skip_lf=False), ()
+    complete, rest = state.buffer + chunk[: cut + 1], chunk[cut + 1 :]
+    # The split leaves "" after the final terminator: drop it, it is not a line.
+    lines = _EOL.split(_decode(complete, state.fresh))[:-1]
+    out: list = []
+    state = _lines(state, lines, out)
+    # A final CR may be the first half of a CRLF whose LF opens the next chunk.
+    ends_cr = not rest and chunk[cut : cut + 1] == b"\r"
+    return state._replace(buffer=rest, skip_lf=ends_cr, fresh=False), tuple(out)
+
+
+def end(state: SSEState) -> tuple[PMap, ...]:
+    """Return the events still held at end of stream: an unterminated last line and event.
+
+    >>> [(e["event"], e["data"]) for e in end(feed(start(), b'data: {"stop": 1}')[0])]
+    [('message', '{"stop": 1}')]
+    """
+    out: list = []
+    lines = [_decode(state.buffer, state.fresh)] if state.buffer else []
+    state = _lines(state, lines, out)
+    if state.data:
+        out.append(_event(state.event, state.data))
+    return tuple(out)
+
+
+def decode(raw: bytes) -> tuple[PMap, ...]:
+    """Return every event of a whole stream (a convenience over `feed` and `end`)."""
+    state, events = feed(start(), raw)
+    return events + end(state)
+
+
+def stream_error(payload: Any) -> ProviderError:
+    """Return the ProviderError for an in-stream error event (its message, the data as body).
+
+    `payload` is the event's data: JSON text or an already decoded object, shaped
+    {"error": {"message", "type"?}} (openai-compatible, anthropic) or {"message"}.
+
+    >>> str(stream_error('{"type":"error","error":{"message":"Overloaded"}}'))
+    'Overloaded'
+    """
+    text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
+    obj = payload
+    if isinstance(payload, str):
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            obj = None
+    err = obj.get("error", obj) if isinstance(obj, Mapping) else obj
+    message = err.get("message") if isinstance(err, Mapping) else err
+    if not isinstance(message, str) or not message:
+        message = f"error event in stream: {excerpt(text, limit=200)}"
+    return ProviderError(message, body=excerpt(text))
+
+
+def load_json(data: str) -> Mapping:
+    """Return the JSON object of an event's data; an unreadable one is a ProviderError."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, Mapping):
+        raise ProviderError(
+            f"unreadable stream event: {excerpt(data, limit=200)}", body=excerpt(data)
+        )
+    return obj
