@@ -1,14 +1,37 @@
-"""Pure transcript algebra: JSON freeze/thaw (more to come: turn groups, trim, repair)."""
+"""Pure transcript algebra: tool calls and results, turn groups, safe cuts, trim, repair,
+and the versioned JSON freeze/thaw every durable store uses.
+
+A transcript is a sequence of messages in the provider's own shape (openai or
+anthropic); every function here reads the dialect from the messages themselves.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
-from pyrsistent import PVector, freeze, pvector, thaw
+from pyrsistent import PMap, PVector, freeze, pmap, pvector, thaw
 
-__all__ = ["FORMAT_VERSION", "freeze_transcript", "thaw_transcript", "dumps", "loads"]
+__all__ = [
+    "FORMAT_VERSION",
+    "INTERRUPTED",
+    "TranscriptFormatError",
+    "dangling",
+    "dumps",
+    "freeze_transcript",
+    "is_system",
+    "is_tool_result",
+    "loads",
+    "repair",
+    "safe_cuts",
+    "thaw_transcript",
+    "tool_call_ids",
+    "tool_result_ids",
+    "trim",
+    "turn_groups",
+]
 
 FORMAT_VERSION = 1
 
@@ -20,8 +43,9 @@ class TranscriptFormatError(ValueError):
 def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
     """Return `messages` as an immutable pvector of pmaps (a no-op on frozen input).
 
-    >>> freeze_transcript([{"role": "user", "content": "hi"}])
-    pvector([pmap({'role': 'user', 'content': 'hi'})])
+    >>> t = freeze_transcript([{"role": "user", "content": "hi"}])
+    >>> type(t).__name__, t[0] == {"role": "user", "content": "hi"}, freeze_transcript(t) is t
+    ('PVector', True, True)
     """
     if messages is None:
         return pvector()
@@ -68,3 +92,277 @@ def loads(text: str | bytes) -> PVector:
     except (ValueError, TypeError) as e:
         raise TranscriptFormatError(f"not JSON: {e}") from None
     return freeze_transcript(_migrate(doc))
+
+
+# ---- the algebra: tool calls, results, turn groups, safe cuts ---------------
+#
+# Dialect-neutral: the shape of each message says what it is. An openai assistant
+# message calls tools through "tool_calls" and is answered by "tool" messages; an
+# anthropic assistant message holds "tool_use" blocks and is answered by ONE user
+# message of "tool_result" blocks. A message that answers tool calls is never a
+# safe place to start a transcript: the calls it answers would be cut away.
+
+INTERRUPTED = "Error: interrupted: the tool call did not complete, so it has no result."
+
+
+def _blocks(message: Mapping) -> Sequence:
+    content = message.get("content")
+    return content if isinstance(content, Sequence) and not isinstance(content, str) else ()
+
+
+def _is_block(b: Any, kind: str) -> bool:
+    return isinstance(b, Mapping) and b.get("type") == kind
+
+
+def is_system(message: Mapping) -> bool:
+    """Return whether a message is a system message.
+
+    >>> is_system({"role": "system", "content": "be brief"}), is_system({"role": "user"})
+    (True, False)
+    """
+    return message.get("role") == "system"
+
+
+def tool_call_ids(message: Mapping) -> tuple[str, ...]:
+    """Return the ids of the tool calls a message makes (openai or anthropic shape).
+
+    >>> tool_call_ids({"role": "assistant", "content": None,
+    ...                "tool_calls": [{"id": "c1", "type": "function",
+    ...                                "function": {"name": "f", "arguments": "{}"}}]})
+    ('c1',)
+    >>> tool_call_ids({"role": "assistant", "content": [{"type": "text", "text": "hm"},
+    ...                {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]})
+    ('t1',)
+    """
+    if message.get("role") != "assistant":
+        return ()
+    calls = message.get("tool_calls") or ()
+    ids = [c.get("id") for c in calls if isinstance(c, Mapping)]
+    ids += [b.get("id") for b in _blocks(message) if _is_block(b, "tool_use")]
+    return tuple(i for i in ids if isinstance(i, str))
+
+
+def tool_result_ids(message: Mapping) -> tuple[str, ...]:
+    """Return the ids of the tool calls a message answers (openai or anthropic shape).
+
+    >>> tool_result_ids({"role": "tool", "tool_call_id": "c1", "content": "4"})
+    ('c1',)
+    >>> tool_result_ids({"role": "user", "content": [
+    ...     {"type": "tool_result", "tool_use_id": "t1", "content": "4", "is_error": False}]})
+    ('t1',)
+    >>> tool_result_ids({"role": "user", "content": "hi"})
+    ()
+    """
+    role = message.get("role")
+    if role == "tool":
+        return (message.get("tool_call_id"),)
+    if role == "user":
+        return tuple(b.get("tool_use_id") for b in _blocks(message) if _is_block(b, "tool_result"))
+    return ()
+
+
+def is_tool_result(message: Mapping) -> bool:
+    """Return whether a message answers tool calls (so a transcript must not start with it).
+
+    >>> is_tool_result({"role": "tool", "tool_call_id": "c1", "content": "4"})
+    True
+    >>> is_tool_result({"role": "user", "content": [{"type": "text", "text": "hi"}]})
+    False
+    """
+    return bool(tool_result_ids(message))
+
+
+def _body_start(transcript: Sequence[Mapping]) -> int:
+    # A leading system message belongs to the whole conversation, not to a turn.
+    return 1 if transcript and is_system(transcript[0]) else 0
+
+
+def safe_cuts(transcript: Sequence[Mapping]) -> tuple[int, ...]:
+    """Return the indices where a retained tail may start (never at a tool result).
+
+    A leading system message is not a cut point: it is kept apart from any tail.
+
+    >>> safe_cuts([{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+    ...            {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+    ...            {"role": "tool", "tool_call_id": "c", "content": "r"},
+    ...            {"role": "assistant", "content": "a"}])
+    (1, 2, 4)
+    """
+    start = _body_start(transcript)
+    return tuple(i for i in range(start, len(transcript)) if not is_tool_result(transcript[i]))
+
+
+def turn_groups(transcript: Sequence[Mapping]) -> tuple[PVector, ...]:
+    """Return the transcript split at its safe cuts: each group starts at a safe boundary.
+
+    A leading system message is a group of its own; a group is a message plus the tool
+    results that answer it, so no group can be split without orphaning a result.
+
+    >>> [len(g) for g in turn_groups([{"role": "user", "content": "q"},
+    ...     {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+    ...     {"role": "tool", "tool_call_id": "a", "content": "1"},
+    ...     {"role": "tool", "tool_call_id": "b", "content": "2"},
+    ...     {"role": "assistant", "content": "3"}])]
+    [1, 3, 1]
+    """
+    t = freeze_transcript(transcript)
+    start = _body_start(t)
+    bounds = sorted({start, *safe_cuts(t), len(t)})
+    head = (t[:1],) if start else ()
+    return head + tuple(t[a:b] for a, b in pairwise(bounds) if b > a)
+
+
+def trim(transcript: Sequence[Mapping], max_messages: int) -> PVector:
+    """Return the longest tail of at most `max_messages` messages starting at a safe cut.
+
+    A leading system message is kept as is and does not count against the budget. When
+    no safe tail fits, the tail from the most recent safe cut is returned (safety over
+    size): a tool result never loses its call. Returns a new transcript; does not modify
+    the input.
+
+    >>> t = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+    ...      {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+    ...      {"role": "tool", "tool_call_id": "c", "content": "r"},
+    ...      {"role": "assistant", "content": "a"}]
+    >>> [m["role"] for m in trim(t, 3)]
+    ['system', 'assistant', 'tool', 'assistant']
+    >>> [m["role"] for m in trim(t, 2)]
+    ['system', 'assistant']
+    """
+    if not isinstance(max_messages, int) or isinstance(max_messages, bool) or max_messages < 0:
+        raise ValueError(f"max_messages must be an integer >= 0, got {max_messages!r}")
+    t = freeze_transcript(transcript)
+    start = _body_start(t)
+    if len(t) - start <= max_messages:
+        return t
+    cuts = safe_cuts(t)
+    fitting = [i for i in cuts if len(t) - i <= max_messages]
+    cut = fitting[0] if fitting else (cuts[-1] if cuts else len(t))
+    # pvector slices and extend share structure: this costs O(kept), not O(len(t)).
+    return t[:start] + t[cut:]
+
+
+# ---- repair: every call answered right after it, no result without its call --
+
+
+def _synthesized(caller: Mapping, ids: Sequence[str]) -> list[PMap]:
+    """Return error results for unanswered calls, in the caller's dialect."""
+    if caller.get("tool_calls"):
+        return [pmap({"role": "tool", "tool_call_id": i, "content": INTERRUPTED}) for i in ids]
+    return [pmap({"role": "user", "content": pvector(_synthesized_block(i) for i in ids)})]
+
+
+def _synthesized_block(id: str) -> PMap:
+    return pmap(
+        {"type": "tool_result", "tool_use_id": id, "content": INTERRUPTED, "is_error": True}
+    )
+
+
+def _close(out: list, caller: Mapping | None, open_calls: list, merge_at: int | None) -> None:
+    """Append (or merge) synthesized results for the calls still open; mutates `out` only."""
+    if not open_calls:
+        return
+    if merge_at is not None and not caller.get("tool_calls"):
+        # Anthropic wants all results of a turn in ONE user message, results before text.
+        blocks = _blocks(out[merge_at])
+        results = [b for b in blocks if _is_block(b, "tool_result")]
+        others = [b for b in blocks if not _is_block(b, "tool_result")]
+        synth = [_synthesized_block(i) for i in open_calls]
+        out[merge_at] = _with_content(out[merge_at], results + synth + others)
+    else:
+        out.extend(_synthesized(caller, open_calls))
+
+
+def _with_content(message: Mapping, blocks: Sequence) -> PMap:
+    # A frozen transcript may still hold plain dicts (freeze_transcript keeps a pvector as is).
+    return pmap(message).set("content", freeze(list(blocks), strict=False))
+
+
+def _answered_part(message: PMap, open_calls: list) -> PMap | None:
+    """Return `message` without the results that answer no open call (None if nothing is left).
+
+    Removes the answered ids from `open_calls` (a local list of the repair pass).
+    """
+    if message.get("role") == "tool":
+        i = message.get("tool_call_id")
+        if i in open_calls:
+            open_calls.remove(i)
+            return message
+        return None
+    kept = []
+    for b in _blocks(message):
+        if _is_block(b, "tool_result"):
+            if b.get("tool_use_id") not in open_calls:
+                continue
+            open_calls.remove(b.get("tool_use_id"))
+        kept.append(b)
+    if len(kept) == len(_blocks(message)):
+        return message
+    return _with_content(message, kept) if kept else None
+
+
+def repair(transcript: Sequence[Mapping]) -> PVector:
+    """Return a transcript every provider accepts: each tool call answered, no orphan result.
+
+    Calls left without a result (a crash mid-turn, a hand-written store) get a
+    synthesized error result ("interrupted") right after their message, in that
+    message's dialect; a result whose call is not the message just before it is
+    dropped. Idempotent; a well-formed transcript is returned as is (the same object).
+
+    >>> t = repair([{"role": "user", "content": "q"},
+    ...             {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}])
+    >>> t[-1]["role"], t[-1]["tool_call_id"], t[-1]["content"].split(":")[1].strip()
+    ('tool', 'c', 'interrupted')
+    >>> len(repair([{"role": "tool", "tool_call_id": "x", "content": "?"}]))
+    0
+    """
+    t = freeze_transcript(transcript)
+    out: list = []
+    open_calls: list = []
+    caller: Mapping | None = None
+    merge_at: int | None = None  # this turn's anthropic result message, to merge into
+    changed = False
+    for m in t:
+        if is_tool_result(m):
+            kept = _answered_part(m, open_calls)
+            changed = changed or kept is not m
+            if kept is not None and is_tool_result(kept):
+                out.append(kept)
+                merge_at = len(out) - 1 if kept.get("role") == "user" else merge_at
+                continue
+            if kept is None:
+                continue
+            m = kept  # only non-result blocks are left: an ordinary user message
+        changed = changed or bool(open_calls)
+        _close(out, caller, open_calls, merge_at)
+        out.append(m)
+        caller, open_calls, merge_at = m, list(tool_call_ids(m)), None
+    changed = changed or bool(open_calls)
+    _close(out, caller, open_calls, merge_at)
+    return pvector(out) if changed else t
+
+
+def dangling(transcript: Sequence[Mapping]) -> PMap:
+    """Return {"unanswered": call ids without a result, "orphaned": result ids without a call}.
+
+    A result counts only in the messages right after its call, as providers require.
+
+    >>> d = dangling([{"role": "tool", "tool_call_id": "x", "content": "?"}])
+    >>> d["unanswered"], d["orphaned"]
+    ((), ('x',))
+    """
+    unanswered: list = []
+    orphaned: list = []
+    open_calls: list = []
+    for m in freeze_transcript(transcript):
+        if is_tool_result(m):
+            for i in tool_result_ids(m):
+                if i in open_calls:
+                    open_calls.remove(i)
+                else:
+                    orphaned.append(i)
+            continue
+        unanswered += open_calls
+        open_calls = list(tool_call_ids(m))
+    unanswered += open_calls
+    return pmap({"unanswered": tuple(unanswered), "orphaned": tuple(orphaned)})
