@@ -1,0 +1,144 @@
+"""Connecting to Redis and PostgreSQL for stores and locks (imports the drivers lazily).
+
+Every address that can reach an error or a `desc` goes through `redact` first:
+a password never leaves this module.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import StoreUnavailableError
+
+# key=value conninfo: password='it''s' or password=secret
+_CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact(address: str) -> str:
+    """Return a URL or conninfo string with any password replaced by '***'.
+
+    >>> redact("redis://:s3cret@host:6379/0"), redact("host=db password=s3cret user=me")
+    ('redis://:***@host:6379/0', 'host=db password=*** user=me')
+    >>> redact("postgresql://me:s3cret@db/app?sslmode=require&password=x")
+    'postgresql://me:***@db/app?sslmode=require&password=***'
+    """
+    if "://" not in address:
+        return _CONNINFO_PASSWORD.sub(r"\1***", address)
+    parts = urlsplit(address)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{host}" if ":" in userinfo else netloc
+    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query, flags=re.IGNORECASE)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
+    """Return `text` with every non-empty secret replaced by '***'."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+# ---- Redis -----------------------------------------------------------------
+
+
+def redis_client(client_or_url: Any) -> Any:
+    """Return a redis-py client: the one given, or one for a redis:// URL."""
+    if isinstance(client_or_url, str):
+        import redis
+
+        return redis.Redis.from_url(client_or_url, socket_connect_timeout=5, socket_timeout=30)
+    if not callable(getattr(client_or_url, "execute_command", None)):
+        raise TypeError(f"expected a redis client or a redis:// URL, got {type(client_or_url)}")
+    return client_or_url
+
+
+def redis_address(client: Any) -> str:
+    """Return where a redis-py client connects, without its password."""
+    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+    if kw.get("path"):
+        return f"unix:{kw['path']}/{kw.get('db', 0)}"
+    return f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
+
+
+def redis_password(client: Any) -> str | None:
+    """Return the client's password (only to scrub it from driver messages)."""
+    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+    return kw.get("password")
+
+
+def redis_unavailable(client: Any, e: BaseException, what: str) -> StoreUnavailableError:
+    """Return the error for a Redis server that is down or refused (`what` names it)."""
+    detail = scrub(f"{type(e).__name__}: {e}", (redis_password(client),))
+    return StoreUnavailableError(f"{what} is unavailable: {detail}")
+
+
+# ---- PostgreSQL ------------------------------------------------------------
+
+
+def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any, str, bool]:
+    """Return `(pool, redacted address, owned)` for a psycopg_pool pool or a DSN.
+
+    A pool built here opens lazily (see `pg_open`) and is `owned` (ours to close).
+    """
+    if isinstance(pool_or_dsn, str):
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(
+            pool_or_dsn,
+            min_size=1,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            kwargs={"connect_timeout": max(1, int(timeout))},
+        )
+        return pool, redact(pool_or_dsn), True
+    if not callable(getattr(pool_or_dsn, "connection", None)):
+        raise TypeError(f"expected a psycopg_pool pool or a DSN, got {type(pool_or_dsn)}")
+    return pool_or_dsn, redact(str(getattr(pool_or_dsn, "conninfo", "") or "pool")), False
+
+
+def pg_password(pool: Any) -> str | None:
+    """Return the pool's password if its conninfo names one (only to scrub messages)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        return conninfo_to_dict(getattr(pool, "conninfo", "") or "").get("password")
+    except Exception:  # an unparsable conninfo has no password we can find
+        return None
+
+
+def pg_unavailable(pool: Any, e: BaseException, what: str) -> StoreUnavailableError:
+    """Return the error for a PostgreSQL server that is down or refused (`what` names it)."""
+    detail = scrub(f"{type(e).__name__}: {e}", (pg_password(pool),))
+    return StoreUnavailableError(f"{what} is unavailable: {detail}")
+
+
+def pg_open(pool: Any, timeout: float, what: str) -> None:
+    """Open a pool we own (idempotent); a server that is down fails fast, with its reason."""
+    import psycopg
+
+    if not getattr(pool, "closed", False):
+        return
+    try:
+        # One direct connection first: a refused port fails at once with libpq's reason,
+        # where the pool would only time out after `timeout` seconds. On failure the pool
+        # stays unopened (a psycopg pool cannot be reopened once closed), so a later call
+        # tries again.
+        psycopg.connect(pool.conninfo, connect_timeout=max(1, int(timeout))).close()
+    except Exception as e:
+        raise pg_unavailable(pool, e, what) from None
+    pool.open(wait=False)
+
+
+def is_pg_unavailable(e: BaseException) -> bool:
+    """Whether an exception means the server is down or unreachable (not bad data)."""
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    return isinstance(e, (psycopg.OperationalError, PoolTimeout))

@@ -1,0 +1,168 @@
+"""The PostgreSQL store: one row per message, a head row per conversation (psycopg 3 + pool)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..transcript import freeze_transcript
+from . import _connect, _rows
+from .errors import StoreCorruptError, StoreUnavailableError
+
+__all__ = ["postgres_store"]
+
+_NAME = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,48}")
+
+
+def _identifiers(table: str):
+    from psycopg import sql
+
+    if not isinstance(table, str) or not _NAME.fullmatch(table):
+        raise ValueError(f"table must be a plain SQL name like 'toolnexus_messages', got {table!r}")
+    *schema, name = table.split(".")
+    return sql.Identifier(*schema, name), sql.Identifier(*schema, name + "_heads")
+
+
+def _statements(table: str) -> dict:
+    from psycopg import sql
+
+    messages, heads = _identifiers(table)
+    q = {
+        "create": """
+            CREATE TABLE IF NOT EXISTS {heads} (id text PRIMARY KEY, version integer NOT NULL,
+                count integer NOT NULL, digest text NOT NULL);
+            CREATE TABLE IF NOT EXISTS {messages} (id text NOT NULL, seq integer NOT NULL,
+                body text NOT NULL, PRIMARY KEY (id, seq))""",
+        # One statement: one snapshot, even while another session saves.
+        "get": """SELECT h.version, h.count, h.digest, m.seq, m.body FROM {heads} h
+            LEFT JOIN {messages} m ON m.id = h.id WHERE h.id = %s ORDER BY m.seq""",
+        "orphan": "SELECT 1 FROM {messages} WHERE id = %s LIMIT 1",
+        # Locks the head row (creating a placeholder of version 0 the first time, so two
+        # first saves queue up instead of colliding) and returns what is stored.
+        "lock_head": """INSERT INTO {heads} (id, version, count, digest) VALUES (%s, 0, 0, '')
+            ON CONFLICT (id) DO UPDATE SET id = excluded.id RETURNING version, count, digest""",
+        "clear": "DELETE FROM {messages} WHERE id = %s",
+        "copy": "COPY {messages} (id, seq, body) FROM STDIN",
+        "put_head": "UPDATE {heads} SET version = %s, count = %s, digest = %s WHERE id = %s",
+        "drop_head": "DELETE FROM {heads} WHERE id = %s",
+        "ids": "SELECT id FROM {heads} ORDER BY id",
+    }
+    return {k: sql.SQL(v).format(messages=messages, heads=heads) for k, v in q.items()}
+
+
+def _ddl_key(table: str) -> int:
+    # An advisory lock key so concurrent first uses create the tables one at a time
+    # (CREATE TABLE IF NOT EXISTS alone can still collide on the catalog).
+    digest = hashlib.blake2b(f"toolnexus-ddl:{table}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _check_id(id: Any) -> str:
+    if not isinstance(id, str) or not id:
+        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
+    if "\x00" in id:
+        raise ValueError("a PostgreSQL store cannot keep a conversation id containing NUL")
+    return id
+
+
+def postgres_store(
+    pool_or_dsn: Any, table: str = "toolnexus_messages", *, timeout: float = 10.0
+) -> dict:
+    """Return a durable store in PostgreSQL (a psycopg_pool pool or a DSN).
+
+    Messages go in `table` (one row each), heads in `{table}_heads`; both are created
+    if missing. Each save is one transaction: it appends only the new messages when
+    the stored transcript is a prefix of the new one, else replaces them. A pool made
+    from a DSN opens on first use and is closed by the store's "close".
+    """
+    import psycopg
+
+    sql = _statements(table)
+    pool, address, owned = _connect.pg_pool(pool_or_dsn, timeout=timeout)
+    desc = f"postgres({address!r}, table={table!r})"
+    memo = _rows.Memo()
+    ready = threading.Lock()
+    created: list[bool] = []
+
+    @contextmanager
+    def errors(id: str | None):
+        try:
+            yield
+        except StoreUnavailableError:
+            raise
+        except (psycopg.IntegrityError, psycopg.DataError) as e:
+            what = f"conversation {id!r:.120} in " if id is not None else ""
+            raise StoreCorruptError(f"{what}{desc} is corrupt: {e}") from None
+        except Exception as e:
+            if _connect.is_pg_unavailable(e):
+                raise _connect.pg_unavailable(pool, e, desc) from None
+            if isinstance(e, psycopg.Error):
+                raise StoreUnavailableError(f"{desc} refused: {type(e).__name__}: {e}") from None
+            raise
+
+    @contextmanager
+    def connection():
+        """A pooled connection, the tables created on first use; commits on success."""
+        with ready:
+            if owned:
+                _connect.pg_open(pool, timeout, desc)
+            if not created:
+                with pool.connection() as conn, conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ddl_key(table),))
+                    conn.execute(sql["create"])
+                created.append(True)
+        with pool.connection() as conn:
+            yield conn
+
+    def get(id: str):
+        _check_id(id)
+        with errors(id), connection() as conn:
+            rows = conn.execute(sql["get"], (id,)).fetchall()
+            if not rows:
+                if conn.execute(sql["orphan"], (id,)).fetchone():
+                    raise StoreCorruptError(
+                        f"{desc}: conversation {id!r:.120} has rows but no head"
+                    )
+                return None
+        version, count, digest = rows[0][:3]
+        message_rows = [(seq, body) for *_, seq, body in rows if seq is not None]
+        transcript = _rows.decode_rows(desc, id, version, count, message_rows)
+        memo.remember(id, transcript, digest)
+        return transcript
+
+    def save(id: str, transcript: Sequence[Mapping]) -> None:
+        _check_id(id)
+        frozen = freeze_transcript(transcript)
+        with errors(id), connection() as conn, conn.transaction():
+            stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
+            plan = _rows.plan_save(id, stored, frozen, memo)
+            if not plan.append:
+                conn.execute(sql["clear"], (id,))
+            if plan.encoded:
+                with conn.cursor().copy(sql["copy"]) as copy:
+                    for i, body in enumerate(plan.encoded):
+                        copy.write_row((id, plan.start + i, body))
+            conn.execute(sql["put_head"], (*plan.head, id))
+        memo.remember(id, frozen, plan.head.digest)
+
+    def delete(id: str) -> None:
+        _check_id(id)
+        memo.forget(id)
+        with errors(id), connection() as conn, conn.transaction():
+            conn.execute(sql["clear"], (id,))
+            conn.execute(sql["drop_head"], (id,))
+
+    def ids() -> tuple:
+        with errors(None), connection() as conn:
+            return tuple(r[0] for r in conn.execute(sql["ids"]).fetchall())
+
+    def close() -> None:
+        """Close the pool if the store made it from a DSN (a pool you gave stays yours)."""
+        if owned:
+            pool.close()
+
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "close": close, "desc": desc}

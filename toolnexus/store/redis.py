@@ -1,0 +1,136 @@
+"""The Redis store: a list of JSON messages and a small head hash per conversation (redis-py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..transcript import freeze_transcript
+from . import _connect, _rows
+from .errors import StoreCorruptError, StoreUnavailableError
+
+__all__ = ["redis_store"]
+
+# KEYS: head, list, ids set. ARGV: mode, expected version/count/digest, new
+# version/count/digest, id, then the messages to push. An append only happens if the
+# head is still the one the plan was made against (compare-and-set), so the whole
+# save is one atomic step; RPUSH in chunks because Lua's unpack has a small limit.
+_SAVE = """
+if ARGV[1] == 'append' then
+  local h = redis.call('HMGET', KEYS[1], 'version', 'count', 'digest')
+  if h[1] ~= ARGV[2] or h[2] ~= ARGV[3] or h[3] ~= ARGV[4] then return 0 end
+  if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return -1 end
+else
+  redis.call('DEL', KEYS[2])
+end
+for i = 9, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[5], 'count', ARGV[6], 'digest', ARGV[7])
+redis.call('SADD', KEYS[3], ARGV[8])
+return 1
+"""
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _int(value: Any) -> Any:
+    try:
+        return int(_text(value))
+    except (TypeError, ValueError):
+        return _text(value)  # left as is: decode_rows names it as the bad value
+
+
+def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
+    """Return a durable store in Redis (a redis-py client or a redis:// URL).
+
+    Per conversation: a list of JSON messages at `{prefix}m:{id}`, a head hash at
+    `{prefix}c:{id}` and the id in the set `{prefix}ids`. Each save is one Lua script:
+    it appends only the new messages when the stored transcript is a prefix of the new
+    one, else replaces the list.
+    """
+    import redis as redis_py
+
+    client = _connect.redis_client(client_or_url)
+    desc = f"redis({_connect.redis_address(client)!r}, prefix={prefix!r})"
+    script = client.register_script(_SAVE)
+    ids_key = prefix + "ids"
+    memo = _rows.Memo()
+
+    def keys(id: str) -> tuple[str, str]:
+        if not isinstance(id, str) or not id:
+            raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
+        return prefix + "c:" + id, prefix + "m:" + id
+
+    @contextmanager
+    def errors(id: str | None):
+        try:
+            yield
+        except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+            raise _connect.redis_unavailable(client, e, desc) from None
+        except redis_py.ResponseError as e:
+            if "WRONGTYPE" in str(e) and id is not None:
+                raise StoreCorruptError(
+                    f"{desc}: conversation {id!r:.120} is not a transcript: {e}"
+                ) from None
+            raise StoreUnavailableError(f"{desc} refused: {e}") from None
+
+    def get(id: str):
+        head_key, list_key = keys(id)
+        with errors(id):
+            pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one consistent snapshot
+            pipe.hmget(head_key, "version", "count", "digest")
+            pipe.lrange(list_key, 0, -1)
+            (version, count, digest), bodies = pipe.execute()
+        if version is None and count is None:
+            if bodies:
+                raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has rows but no head")
+            return None
+        transcript = _rows.decode_rows(desc, id, _int(version), _int(count), enumerate(bodies))
+        memo.remember(id, transcript, _text(digest))
+        return transcript
+
+    def run(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> int:
+        head_key, list_key = keys(id)
+        exp = expected or _rows.Head("", "", "")
+        args = ["append" if plan.append else "replace", str(exp.version), str(exp.count)]
+        args += [exp.digest, str(plan.head.version), str(plan.head.count), plan.head.digest, id]
+        return script(keys=[head_key, list_key, ids_key], args=args + list(plan.encoded))
+
+    def save(id: str, transcript: Sequence[Mapping]) -> None:
+        frozen = freeze_transcript(transcript)
+        head_key, _ = keys(id)
+        with errors(id):
+            version, count, digest = client.hmget(head_key, "version", "count", "digest")
+            stored = None
+            if count is not None:
+                stored = _rows.Head(_int(version), _int(count), _text(digest))
+            plan = _rows.plan_save(id, stored, frozen, memo)
+            done = run(id, plan, stored)
+            if done == -1:
+                raise StoreCorruptError(
+                    f"{desc}: conversation {id!r:.120}: its list length does not match its head"
+                )
+            if done == 0:  # someone saved in between: a full replace is always correct
+                plan = _rows.plan_save(id, None, frozen, memo)
+                run(id, plan, None)
+        memo.remember(id, frozen, plan.head.digest)
+
+    def delete(id: str) -> None:
+        head_key, list_key = keys(id)
+        memo.forget(id)
+        with errors(id):
+            pipe = client.pipeline(transaction=True)
+            pipe.delete(head_key, list_key)
+            pipe.srem(ids_key, id)
+            pipe.execute()
+
+    def ids() -> tuple:
+        with errors(None):
+            members = client.smembers(ids_key)
+        return tuple(sorted(_text(m) for m in members))
+
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": desc}

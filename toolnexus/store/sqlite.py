@@ -1,0 +1,139 @@
+"""The SQLite store: the embedded durable default (stdlib sqlite3, WAL, one row per message)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..transcript import freeze_transcript
+from . import _rows
+from .errors import StoreCorruptError, StoreUnavailableError
+
+__all__ = ["sqlite_store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolnexus_conversations (
+    id TEXT PRIMARY KEY, version INTEGER NOT NULL, count INTEGER NOT NULL, digest TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS toolnexus_messages (
+    id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (id, seq)
+) WITHOUT ROWID;
+"""
+
+# One statement, so it reads one consistent snapshot even while another process writes.
+_GET = """
+SELECT c.version, c.count, c.digest, m.seq, m.body FROM toolnexus_conversations c
+LEFT JOIN toolnexus_messages m ON m.id = c.id WHERE c.id = ? ORDER BY m.seq
+"""
+_HEAD = "SELECT version, count, digest FROM toolnexus_conversations WHERE id = ?"
+_PUT_HEAD = """
+INSERT INTO toolnexus_conversations (id, version, count, digest) VALUES (?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET version = excluded.version, count = excluded.count,
+digest = excluded.digest
+"""
+
+
+def _connect(path: str, timeout: float) -> sqlite3.Connection:
+    # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=True)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(_SCHEMA)
+    return conn
+
+
+def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0) -> dict:
+    """Return a durable store in the SQLite file at `path` (created if missing).
+
+    One row per message: a save that extends the stored transcript appends only the
+    new messages; one that rewrites history replaces it, in one transaction. Safe from
+    several threads (a connection per thread) and processes (WAL; writers wait up to
+    `timeout` seconds for each other).
+    """
+    name = str(path)
+    if name == ":memory:" or name.startswith("file::memory:"):
+        raise ValueError("sqlite_store needs a file path; use in_memory_store() for memory")
+    if Path(name).parent != Path(""):
+        Path(name).parent.mkdir(parents=True, exist_ok=True)
+    desc = f"sqlite({name!r})"
+    local = threading.local()
+    memo = _rows.Memo()
+
+    def conn() -> sqlite3.Connection:
+        # A connection per thread (and per process, should the store cross a fork).
+        c = getattr(local, "conn", None)
+        if c is None or local.pid != os.getpid():
+            c = local.conn = _connect(name, timeout)
+            local.pid = os.getpid()
+        return c
+
+    @contextmanager
+    def errors(id: str | None):
+        try:
+            yield
+        except sqlite3.OperationalError as e:  # locked past the timeout, unopenable file
+            raise StoreUnavailableError(f"{desc} is unavailable: {e}") from None
+        except sqlite3.DatabaseError as e:  # not a database, malformed, constraint broken
+            what = f"conversation {id!r:.120} in " if id is not None else ""
+            raise StoreCorruptError(f"{what}{desc} is corrupt: {e}") from None
+
+    @contextmanager
+    def transaction():
+        c = conn()
+        c.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+
+    def get(id: str):
+        with errors(id):
+            rows = conn().execute(_GET, (id,)).fetchall()
+            if not rows:
+                orphan = (
+                    conn()
+                    .execute("SELECT 1 FROM toolnexus_messages WHERE id = ? LIMIT 1", (id,))
+                    .fetchone()
+                )
+                if orphan:
+                    raise StoreCorruptError(
+                        f"{desc}: conversation {id!r:.120} has rows but no head"
+                    )
+                return None
+        version, count, digest = rows[0][:3]
+        message_rows = [(seq, body) for *_, seq, body in rows if seq is not None]
+        transcript = _rows.decode_rows(desc, id, version, count, message_rows)
+        memo.remember(id, transcript, digest)
+        return transcript
+
+    def save(id: str, transcript: Sequence[Mapping]) -> None:
+        frozen = freeze_transcript(transcript)
+        with errors(id), transaction() as c:
+            stored = c.execute(_HEAD, (id,)).fetchone()
+            plan = _rows.plan_save(id, _rows.Head(*stored) if stored else None, frozen, memo)
+            if not plan.append:
+                c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (id,))
+            c.executemany(
+                "INSERT INTO toolnexus_messages (id, seq, body) VALUES (?, ?, ?)",
+                ((id, plan.start + i, body) for i, body in enumerate(plan.encoded)),
+            )
+            c.execute(_PUT_HEAD, (id, *plan.head))
+        memo.remember(id, frozen, plan.head.digest)
+
+    def delete(id: str) -> None:
+        memo.forget(id)
+        with errors(id), transaction() as c:
+            c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (id,))
+            c.execute("DELETE FROM toolnexus_conversations WHERE id = ?", (id,))
+
+    def ids() -> tuple:
+        with errors(None):
+            rows = conn().execute("SELECT id FROM toolnexus_conversations ORDER BY id").fetchall()
+        return tuple(r[0] for r in rows)
+
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": desc}
