@@ -9,6 +9,7 @@ from .client import (
     run,
 )
 from .errors import ProviderError
+from .history.tool import chat_history_tool
 from .skills import list_skills, skills_prompt
 from .tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names, toolkit
@@ -16,6 +17,7 @@ from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool
 __all__ = [
     "ProviderError",
     "ask",
+    "chat_history_tool",
     "conversation",
     "conversation_store",
     "create_client",

@@ -1,0 +1,213 @@
+"""The PostgreSQL message log: a timestamptz index and, when pg_trgm is available, a trigram index.
+
+Text search compares a casefolded copy of the text with `LIKE` and escaped wildcards,
+so it is literal and means the same as in every other backend; the trigram GIN index
+only makes it fast. psycopg and psycopg_pool are imported lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pyrsistent import pmap
+
+from .entry import check_entry, check_query, fold, utc
+
+__all__ = ["postgres_log", "like_pattern"]
+
+log = logging.getLogger("toolnexus.history")
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}\Z")
+# Serializes the DDL of concurrent first uses (CREATE ... IF NOT EXISTS can still race).
+_SETUP_LOCK_KEY = 0x746E686973  # "tnhis"
+
+
+def like_pattern(text: str) -> str:
+    r"""Return a LIKE pattern matching `text` literally anywhere (escape character `\`).
+
+    >>> like_pattern("100%_a\\b")
+    '%100\\%\\_a\\\\b%'
+    """
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _pool(pool_or_dsn: Any):
+    """Return (pool, owned): a pool given is used as is; a DSN gets a small pool of our own."""
+    if isinstance(pool_or_dsn, str):
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(pool_or_dsn, min_size=1, max_size=4, open=True, name="toolnexus-log")
+        return pool, True
+    if not callable(getattr(pool_or_dsn, "connection", None)):
+        raise TypeError("postgres_log needs a psycopg_pool.ConnectionPool or a DSN string")
+    return pool_or_dsn, False
+
+
+def _ddl(table: str) -> list:
+    from psycopg import sql
+
+    t = sql.Identifier(table)
+    return [
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (seq bigserial PRIMARY KEY, id text NOT NULL UNIQUE, "
+            "conversation_id text, text text NOT NULL, folded text NOT NULL, "
+            "ts timestamptz NOT NULL, "
+            "direction text NOT NULL CHECK (direction IN ('user', 'ai')))"
+        ).format(t),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (ts, seq)").format(
+            sql.Identifier(f"{table}_ts"), t
+        ),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (conversation_id, ts, seq)").format(
+            sql.Identifier(f"{table}_conv_ts"), t
+        ),
+    ]
+
+
+def _trigram_index(conn: Any, table: str) -> bool:
+    """Create the pg_trgm GIN index if the extension exists or can be created; return success."""
+    import psycopg
+    from psycopg import sql
+
+    try:
+        with conn.transaction():  # a savepoint: a refusal must not abort the setup
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    except psycopg.Error:
+        pass  # maybe no privilege; it may still be installed already
+    row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'").fetchone()
+    if row is None:
+        return False
+    conn.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (folded gin_trgm_ops)").format(
+            sql.Identifier(f"{table}_trgm"), sql.Identifier(table)
+        )
+    )
+    return True
+
+
+def _setup(pool: Any, table: str) -> bool:
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK_KEY,))
+        for stmt in _ddl(table):
+            conn.execute(stmt)
+        return _trigram_index(conn, table)
+
+
+def _to_entry(row: tuple):
+    eid, cid, text, ts, direction = row
+    return pmap(
+        {
+            "id": eid,
+            "conversation_id": cid,
+            "text": text,
+            "timestamp": ts.replace(tzinfo=UTC),  # selected as UTC wall time: exact
+            "direction": direction,
+        }
+    )
+
+
+def _where(q: Mapping) -> tuple[list[str], list]:
+    conds, params = [], []
+    if q["conversation_id"] is not None:
+        conds.append("conversation_id = %s")
+        params.append(q["conversation_id"])
+    if q["since"] is not None:
+        conds.append("ts >= %s")
+        params.append(q["since"])
+    if q["until"] is not None:
+        conds.append("ts <= %s")
+        params.append(q["until"])
+    if q["contains"] is not None:
+        conds.append("folded LIKE %s ESCAPE '\\'")
+        params.append(like_pattern(q["contains"]))
+    return conds, params
+
+
+def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_messages") -> dict:
+    """Return a message log in PostgreSQL table `table` (created if needed).
+
+    `pool_or_dsn` is a psycopg_pool.ConnectionPool (used as is) or a DSN string (a small
+    pool is opened; "close" closes it). When pg_trgm cannot be used the log still works
+    by scanning, logs a warning, and says so in its "index" key ("trigram" or "scan").
+    """
+    if not isinstance(table, str) or not _NAME.match(table):
+        raise ValueError(f"table must be a plain SQL identifier of at most 48 chars, got {table!r}")
+    from psycopg import sql
+
+    pool, owned = _pool(pool_or_dsn)
+    trigram = _setup(pool, table)
+    if not trigram:
+        log.warning(
+            "postgres_log(%s): pg_trgm is not available, text search will scan the table "
+            "(ask an administrator to run CREATE EXTENSION pg_trgm)",
+            table,
+        )
+    t = sql.Identifier(table)
+    insert = sql.SQL(
+        "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING"
+    ).format(t)
+
+    def record_many(entries: Iterable[Mapping]) -> None:
+        checked = [check_entry(e) for e in entries]  # all or nothing: validate first
+        if not checked:
+            return
+        rows = [
+            (e["id"], e["conversation_id"], e["text"], fold(e["text"]), e["timestamp"],
+             e["direction"])
+            for e in checked
+        ]  # fmt: skip
+        with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(insert, rows)
+
+    def record(e: Mapping) -> None:
+        record_many((e,))
+
+    def query(
+        *,
+        contains: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        conversation_id: str | None = None,
+    ) -> tuple:
+        q = check_query(contains, since, until, limit, conversation_id)
+        if q["limit"] == 0:
+            return ()
+        conds, params = _where(q)
+        where = sql.SQL(" WHERE " + " AND ".join(conds) if conds else "")
+        stmt = sql.SQL(
+            "SELECT id, conversation_id, text, ts AT TIME ZONE 'UTC', direction FROM "
+            "(SELECT * FROM {}{} ORDER BY ts DESC, seq DESC LIMIT %s) AS newest ORDER BY ts, seq"
+        ).format(t, where)
+        with pool.connection() as conn:
+            rows = conn.execute(stmt, (*params, q["limit"])).fetchall()
+        return tuple(_to_entry(r) for r in rows)
+
+    def clear(*, before: datetime | None = None) -> int:
+        with pool.connection() as conn:
+            if before is None:
+                cur = conn.execute(sql.SQL("DELETE FROM {}").format(t))
+            else:
+                cut = utc(before, "before")
+                cur = conn.execute(sql.SQL("DELETE FROM {} WHERE ts <= %s").format(t), (cut,))
+            return cur.rowcount
+
+    def close() -> None:
+        if owned:
+            pool.close()
+
+    return {
+        "record": record,
+        "record_many": record_many,
+        "query": query,
+        "clear": clear,
+        "close": close,
+        "index": "trigram" if trigram else "scan",
+        # Never the DSN: it may carry a password.
+        "desc": f"postgres_log(table={table!r})",
+    }

@@ -1,0 +1,274 @@
+"""The SQLite message log: WAL, an index on time, and an FTS5 index for text search.
+
+Text search is exact whatever the index: FTS5 only narrows the candidates, and a
+literal casefolded substring check (a Python function registered on the connection)
+has the final word, so FTS query syntax in a user's text is never interpreted.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+
+from pyrsistent import pmap
+
+from .entry import check_entry, check_query, fold, from_micros, micros, utc
+
+__all__ = ["sqlite_log", "trigram_supported", "word_prefilter"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    conversation_id TEXT,
+    text TEXT NOT NULL,
+    ts INTEGER NOT NULL,
+    direction TEXT NOT NULL CHECK (direction IN ('user', 'ai'))
+);
+CREATE INDEX IF NOT EXISTS messages_ts ON messages (ts, seq);
+CREATE INDEX IF NOT EXISTS messages_conversation_ts ON messages (conversation_id, ts, seq);
+"""
+
+# The FTS table holds the casefolded text, its rowid is messages.seq.
+_FTS = {
+    # Every 3-character window is a token: a quoted phrase is an exact substring query.
+    "trigram": "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5("
+    "folded, tokenize = 'trigram case_sensitive 1')",
+    # Older SQLite: whole words only, so the index can only rule rows out (a prefilter).
+    "unicode61": "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5("
+    "folded, tokenize = 'unicode61 remove_diacritics 0')",
+}
+
+_COLUMNS = "id, conversation_id, text, ts, direction"
+
+
+def trigram_supported() -> bool:
+    """Return True when this SQLite has the FTS5 trigram tokenizer (3.34+)."""
+    try:
+        con = sqlite3.connect(":memory:")
+        try:
+            con.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'trigram')")
+            return True
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+
+
+def _phrase(s: str) -> str:
+    """Return `s` as an FTS5 string literal (the only quoting FTS5 has: double the quotes)."""
+    return '"' + s.replace('"', '""') + '"'
+
+
+# ASCII letters and digits are token characters for unicode61, and every other ASCII
+# character is a separator: only words bounded by those are sure to be whole tokens.
+_ASCII_SEP = r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]"
+_INNER_WORD = re.compile(rf"(?<={_ASCII_SEP})[a-z0-9]+(?={_ASCII_SEP})")
+_LAST_WORD = re.compile(rf"(?<={_ASCII_SEP})[a-z0-9]+\Z")
+
+
+def word_prefilter(folded: str) -> str | None:
+    """Return an FTS5 unicode61 query that every row containing `folded` matches, or None.
+
+    A word with a separator on both sides inside the needle is a whole token of any
+    matching text; the last word, separated on its left only, is a token prefix. The
+    first word may be the tail of a longer token, so it is never used.
+
+    >>> word_prefilter("say near now")
+    '"near" AND "now"*'
+    >>> word_prefilter("zanzibar") is None
+    True
+    """
+    words = [_phrase(w) for w in _INNER_WORD.findall(folded)]
+    last = _LAST_WORD.search(folded)
+    if last:
+        words.append(_phrase(last.group()) + "*")
+    return " AND ".join(words) or None
+
+
+def _fts_match(kind: str, folded: str) -> str | None:
+    if kind == "trigram":
+        # Fewer than 3 characters have no trigram: those queries scan (the time filters
+        # still use their index).
+        return _phrase(folded) if len(folded) >= 3 else None
+    return word_prefilter(folded)
+
+
+def _contains(text: str | None, folded_needle: str) -> bool:
+    return text is not None and folded_needle in fold(text)
+
+
+def _connect(path: str, timeout: float) -> sqlite3.Connection:
+    # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE for writes), so two
+    # processes never deadlock upgrading a read lock to a write lock.
+    con = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    con.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL keeps it safe
+    con.create_function("tn_contains", 2, _contains, deterministic=True)
+    return con
+
+
+def _setup(con: sqlite3.Connection, fts: str) -> str:
+    """Create the schema if needed; return the FTS kind the database actually uses."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in filter(str.strip, _SCHEMA.split(";")):
+            con.execute(stmt)
+        row = con.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'"
+        ).fetchone()
+        if row is None:
+            con.execute(_FTS[fts])
+            kind = fts
+        else:  # an existing database keeps the index it was created with
+            kind = "trigram" if "trigram" in row[0] else "unicode61"
+        con.execute("COMMIT")
+        return kind
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _to_entry(row: tuple):
+    eid, cid, text, ts, direction = row
+    return pmap(
+        {
+            "id": eid,
+            "conversation_id": cid,
+            "text": text,
+            "timestamp": from_micros(ts),
+            "direction": direction,
+        }
+    )
+
+
+def _where(q: Mapping, kind: str) -> tuple[list[str], list]:
+    """Return the SQL conditions and parameters of a validated query."""
+    conds, params = [], []
+    if q["conversation_id"] is not None:
+        conds.append("conversation_id = ?")
+        params.append(q["conversation_id"])
+    if q["since"] is not None:
+        conds.append("ts >= ?")
+        params.append(micros(q["since"]))
+    if q["until"] is not None:
+        conds.append("ts <= ?")
+        params.append(micros(q["until"]))
+    needle = q["contains"]
+    if needle is not None:
+        match = _fts_match(kind, needle)
+        if match is not None:
+            conds.append("seq IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)")
+            params.append(match)
+        conds.append("tn_contains(text, ?)")  # the final word, whatever the index said
+        params.append(needle)
+    return conds, params
+
+
+def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) -> dict:
+    """Return a message log in the SQLite file `path`, safe across threads and processes.
+
+    `fts` picks the text index for a new file: "trigram" (exact substring index),
+    "unicode61" (word index used as a prefilter, for SQLite older than 3.34) or
+    "auto" (trigram when available). Searching is literal and case-insensitive either way.
+    Extra keys: "record_many" (one transaction), "close", "fts" (the index in use).
+    """
+    if fts not in ("auto", "trigram", "unicode61"):
+        raise ValueError(f"fts must be 'auto', 'trigram' or 'unicode61', got {fts!r}")
+    if fts == "auto":
+        fts = "trigram" if trigram_supported() else "unicode61"
+    path = str(path)
+    con = _connect(path, timeout)
+    kind = _setup(con, fts)
+    # One connection, used under a lock: sqlite3 objects must not be shared concurrently.
+    lock = threading.Lock()
+
+    def record_many(entries: Iterable[Mapping]) -> None:
+        checked = [check_entry(e) for e in entries]  # all or nothing: validate first
+        if not checked:
+            return
+        with lock:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                for e in checked:
+                    cur = con.execute(
+                        f"INSERT OR IGNORE INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                        (
+                            e["id"],
+                            e["conversation_id"],
+                            e["text"],
+                            micros(e["timestamp"]),
+                            e["direction"],
+                        ),
+                    )
+                    if cur.rowcount == 1:  # an id already recorded is left as it was
+                        con.execute(
+                            "INSERT INTO messages_fts (rowid, folded) VALUES (?, ?)",
+                            (cur.lastrowid, fold(e["text"])),
+                        )
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def record(e: Mapping) -> None:
+        record_many((e,))
+
+    def query(
+        *,
+        contains: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        conversation_id: str | None = None,
+    ) -> tuple:
+        q = check_query(contains, since, until, limit, conversation_id)
+        if q["limit"] == 0:
+            return ()
+        conds, params = _where(q, kind)
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
+        # Newest `limit` first in the inner query, then back to oldest first.
+        sql = (
+            f"SELECT {_COLUMNS} FROM (SELECT seq, {_COLUMNS} FROM messages {where} "
+            "ORDER BY ts DESC, seq DESC LIMIT ?) ORDER BY ts, seq"
+        )
+        with lock:
+            rows = con.execute(sql, (*params, -1 if q["limit"] is None else q["limit"]))
+            rows = rows.fetchall()
+        return tuple(_to_entry(r) for r in rows)
+
+    def clear(*, before: datetime | None = None) -> int:
+        cut = None if before is None else micros(utc(before, "before"))
+        where, params = ("", ()) if cut is None else (" WHERE ts <= ?", (cut,))
+        with lock:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.execute(
+                    f"DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages{where})",
+                    params,
+                )
+                removed = con.execute(f"DELETE FROM messages{where}", params).rowcount
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return removed
+
+    def close() -> None:
+        with lock:
+            con.close()
+
+    return {
+        "record": record,
+        "record_many": record_many,
+        "query": query,
+        "clear": clear,
+        "close": close,
+        "fts": kind,
+        "desc": f"sqlite_log({Path(path).name!r})",
+    }

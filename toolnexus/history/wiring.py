@@ -1,0 +1,115 @@
+"""Helpers the client uses to wire a message log into runs (the log never imports the client)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pyrsistent import PMap
+
+from ..toolkit import register, toolkit
+from .entry import make_entry
+from .tool import TOOL_NAME, chat_history_tool
+
+__all__ = ["record_exchange", "require_log", "lookup_tool_for", "with_lookup_tool"]
+
+logger = logging.getLogger("toolnexus.history")
+
+
+class NoMessageLogError(ValueError):
+    """The client was created without `message_log`, so it has no history to read or clear."""
+
+
+def require_log(log: Any) -> Mapping:
+    """Return `log` when it is a message log; else raise NoMessageLogError saying how to get one."""
+    if log is None:
+        raise NoMessageLogError(
+            "this client has no message log: create it with "
+            "message_log=sqlite_log('history.db') (or in_memory_log(), postgres_log(...))"
+        )
+    missing = [k for k in ("record", "query", "clear") if not callable(log.get(k))]
+    if missing:
+        raise NoMessageLogError(f"message_log lacks callable {missing}: not a message log")
+    return log
+
+
+def _report(on_metric: Callable | None, event: Mapping) -> None:
+    if on_metric is None:
+        return
+    try:
+        on_metric(event)
+    except Exception:  # a broken metrics hook must not turn a logged failure into a lost run
+        logger.exception("on_metric raised while reporting a message-log error")
+
+
+def record_exchange(
+    log: Mapping,
+    conversation_id: str | None,
+    prompt: str,
+    answer: str | None,
+    now: datetime | None = None,
+    strict: bool = False,
+    on_metric: Callable[[Mapping], Any] | None = None,
+    *,
+    asked_at: datetime | None = None,
+) -> tuple:
+    """Record a run's user prompt and final AI answer; return the entries recorded.
+
+    The prompt is stamped `asked_at` (default `now`), the answer `now` (default: the current
+    UTC time); an empty or missing answer is not recorded. Both go in one `record_many`
+    when the log has it. A failure never loses the run: it is logged and reported as
+    on_metric({"event": "log_error", "conversation_id", "error"}), and raised only if `strict`.
+    """
+    try:
+        at = now or datetime.now(UTC)
+        entries = [make_entry(conversation_id, prompt, "user", asked_at or at)]
+        if answer:
+            entries.append(make_entry(conversation_id, answer, "ai", at))
+        if callable(log.get("record_many")):
+            log["record_many"](entries)
+        else:
+            for e in entries:
+                log["record"](e)
+        return tuple(entries)
+    except Exception as e:
+        # Only the exception type and message: never the prompt (it may be private).
+        error = f"{type(e).__name__}: {e}"
+        logger.warning("message log: recording conversation %r failed: %s", conversation_id, error)
+        _report(
+            on_metric,
+            {"event": "log_error", "conversation_id": conversation_id, "error": error},
+        )
+        if strict:
+            raise
+        return ()
+
+
+def lookup_tool_for(
+    log: Mapping | None, conversation_id: str | None, enabled: bool = True
+) -> PMap | None:
+    """Return the `chat_history` tool scoped to `conversation_id`, or None when there is none.
+
+    None when there is no log, no conversation id (privacy: nothing to scope to) or the
+    lookup tool is disabled.
+    """
+    if log is None or conversation_id is None or not enabled:
+        return None
+    return chat_history_tool(log, scope=conversation_id)
+
+
+def with_lookup_tool(
+    tk: PMap | None, log: Mapping | None, conversation_id: str | None, enabled: bool = True
+) -> PMap | None:
+    """Return toolkit `tk` plus the scoped lookup tool (a new toolkit; `tk` is unchanged).
+
+    A toolkit that already has a tool named "chat_history" is returned as it is: the
+    caller's own tool wins.
+    """
+    t = lookup_tool_for(log, conversation_id, enabled)
+    if t is None:
+        return tk
+    if tk is None:
+        return toolkit(t)
+    return tk if TOOL_NAME in tk["index"] else register(tk, t)
