@@ -10,6 +10,7 @@ from .client import (
 )
 from .errors import ProviderError
 from .history.tool import chat_history_tool
+from .http_tool import http_tool
 from .skills import list_skills, skills_prompt
 from .tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names, toolkit
@@ -25,6 +26,7 @@ __all__ = [
     "define_tool",
     "execute",
     "execute_tool",
+    "http_tool",
     "list_skills",
     "register",
     "run",
