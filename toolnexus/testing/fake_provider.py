@@ -9,16 +9,30 @@ A script entry is a reply map, dialect-neutral:
   {"content": str}                                 a text answer
   {"tool_calls": [{"id"?, "name", "arguments"}]}   tool calls (arguments: dict or JSON text)
   optional "usage": {"prompt_tokens", "completion_tokens"}, "delay": seconds,
+  "finish": a finish/stop reason to report instead of the natural one ("length", ...),
   {"status": 429, "body": "...", "headers": {...}} a failure on cue
+  {"stall": seconds}     sleep, then answer (or nothing if the provider stops first)
+  {"drop": True}         close the connection without any response (a network error)
 or a function(request_body, dialect) -> reply for dynamic scripts.
 The dialect of a request is read from its path: /chat/completions or /messages.
+
+A request whose body has `"stream": true` gets real SSE in its dialect: openai
+chunks (text and tool-call arguments in fragments, a usage chunk when
+`stream_options.include_usage`, then `data: [DONE]`), or anthropic's whole event
+sequence (message_start, content blocks with text_delta / input_json_delta
+fragments, pings, message_delta, message_stop). Stream-only reply keys:
+  "chunk": n bytes per network write (default: the provider's `chunk`, else one
+  write per event), "chunk_delay": seconds between writes,
+  "stream_error": {"type", "message"}   an SSE error event halfway through,
+  "stream_stall": seconds               send the first event, then stall,
+  "stream_drop": True                   cut the connection halfway through.
+`openai_stream` and `anthropic_stream` return the SSE bytes of a reply (pure).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,6 +44,8 @@ __all__ = [
     "tool_calls_reply",
     "openai_response",
     "anthropic_response",
+    "openai_stream",
+    "anthropic_stream",
 ]
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
@@ -44,6 +60,19 @@ def tool_calls_reply(*calls: tuple[str, Mapping] | Mapping, **extra: Any) -> dic
     """Return a script entry calling tools: (name, args) pairs or {"id"?, "name", "arguments"}."""
     norm = [c if isinstance(c, Mapping) else {"name": c[0], "arguments": c[1]} for c in calls]
     return {"tool_calls": norm, **extra}
+
+
+def _finish(reply: Mapping, dialect: str) -> str:
+    if reply.get("finish"):
+        return reply["finish"]
+    calls = bool(reply.get("tool_calls"))
+    if dialect == "openai":
+        return "tool_calls" if calls else "stop"
+    return "tool_use" if calls else "end_turn"
+
+
+def _args_json(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def _calls(reply: Mapping, seq: int) -> list[dict]:
@@ -64,12 +93,7 @@ def openai_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> 
             {
                 "id": c["id"],
                 "type": "function",
-                "function": {
-                    "name": c["name"],
-                    "arguments": c["arguments"]
-                    if isinstance(c["arguments"], str)
-                    else json.dumps(c["arguments"]),
-                },
+                "function": {"name": c["name"], "arguments": _args_json(c["arguments"])},
             }
             for c in calls
         ]
@@ -77,9 +101,7 @@ def openai_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> 
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "model": model,
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply, "openai")}],
         "usage": {
             "prompt_tokens": u["prompt_tokens"],
             "completion_tokens": u["completion_tokens"],
@@ -112,23 +134,145 @@ def anthropic_response(reply: Mapping, model: str = "fake-model", seq: int = 0) 
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_reason": _finish(reply, "anthropic"),
         "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]},
     }
 
 
 RESPONSES = {"openai": openai_response, "anthropic": anthropic_response}
 
+# ---- SSE bodies (pure) ---------------------------------------------------------
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    # Fixed-size fragments: split mid-word, mid-key and mid-number like real streams.
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _sse(data: Any, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def openai_stream(
+    reply: Mapping,
+    model: str = "fake-model",
+    seq: int = 0,
+    *,
+    include_usage: bool = True,
+    piece: int = 5,
+) -> list[bytes]:
+    """Return the SSE events (bytes each) of a chat completions stream of a reply."""
+
+    def chunk(delta: Mapping, finish: str | None = None, **extra: Any) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return _sse(
+            {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+             "model": model, "choices": [choice], **extra}
+        )  # fmt: skip
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": p}) for p in _pieces(reply.get("content") or "", piece)]
+    for i, c in enumerate(_calls(reply, seq)):
+        start = {"index": i, "id": c["id"], "type": "function"}
+        events.append(
+            chunk({"tool_calls": [{**start, "function": {"name": c["name"], "arguments": ""}}]})
+        )
+        events += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+            for p in _pieces(_args_json(c["arguments"]), piece)
+        ]
+    events.append(chunk({}, _finish(reply, "openai")))
+    if include_usage:
+        u = reply.get("usage") or DEFAULT_USAGE
+        total = u["prompt_tokens"] + u["completion_tokens"]
+        usage = {**u, "total_tokens": total}
+        events.append(
+            _sse({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                  "model": model, "choices": [], "usage": usage})
+        )  # fmt: skip
+    return [*events, _sse("[DONE]")]
+
+
+def anthropic_stream(
+    reply: Mapping, model: str = "fake-model", seq: int = 0, *, piece: int = 5
+) -> list[bytes]:
+    """Return the SSE events (bytes each) of a messages stream of a reply."""
+    u = reply.get("usage") or DEFAULT_USAGE
+    message = {
+        "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": 1},
+    }  # fmt: skip
+    events = [_sse({"type": "message_start", "message": message}, "message_start")]
+
+    def block(index: int, start: Mapping, deltas: list[Mapping]) -> list[bytes]:
+        return [
+            _sse({"type": "content_block_start", "index": index, "content_block": start},
+                 "content_block_start"),
+            *(_sse({"type": "content_block_delta", "index": index, "delta": d},
+                   "content_block_delta") for d in deltas),
+            _sse({"type": "content_block_stop", "index": index}, "content_block_stop"),
+        ]  # fmt: skip
+
+    index = 0
+    if reply.get("content"):
+        texts = _pieces(reply["content"], piece)
+        events += block(
+            0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in texts]
+        )
+        index = 1
+    events.append(_sse({"type": "ping"}, "ping"))
+    for c in _calls(reply, seq):
+        raw = _args_json(c["arguments"])
+        # The API sends one empty fragment for an empty input, as recorded streams show.
+        parts = ["" if raw.strip() == "{}" else p for p in _pieces(raw, piece)] or [""]
+        start = {"type": "tool_use", "id": c["id"], "name": c["name"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in parts]
+        events += block(index, start, deltas)
+        index += 1
+    stop = {"stop_reason": _finish(reply, "anthropic"), "stop_sequence": None}
+    done = {
+        "type": "message_delta",
+        "delta": stop,
+        "usage": {"output_tokens": u["completion_tokens"]},
+    }
+    events.append(_sse(done, "message_delta"))
+    return [*events, _sse({"type": "message_stop"}, "message_stop")]
+
+
+def _stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq: int) -> list:
+    if dialect == "openai":
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = openai_stream(reply, model, seq, include_usage=usage)
+    else:
+        events = anthropic_stream(reply, model, seq)
+    if reply.get("stream_error") is not None:
+        err = reply["stream_error"]
+        data = {"error": err} if dialect == "openai" else {"type": "error", "error": err}
+        events = [*events[: max(1, len(events) // 2)], _sse(data, "error")]
+    return events
+
 
 class FakeProvider:
     """A running fake provider; use as a context manager (it stops on exit)."""
 
     def __init__(
-        self, script: Sequence | Callable, *, delay: float = 0.0, model: str = "fake-model"
+        self,
+        script: Sequence | Callable,
+        *,
+        delay: float = 0.0,
+        model: str = "fake-model",
+        chunk: int | None = None,
+        chunk_delay: float = 0.0,
     ):
         self.script = script
         self.delay = delay
         self.model = model
+        self.chunk = chunk  # bytes per write of a streamed answer (None: one per event)
+        self.chunk_delay = chunk_delay
+        self._stopping = threading.Event()  # wakes stalled handlers when the provider stops
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._next = 0
@@ -149,6 +293,7 @@ class FakeProvider:
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -173,6 +318,9 @@ class FakeProvider:
 def _handler(fp: FakeProvider) -> type:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, so clients reuse connections
+        # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
+        # algorithm and delayed ACKs stall each response by ~40 ms.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:  # quiet: tests read fp.requests instead
             pass
@@ -185,6 +333,36 @@ def _handler(fp: FakeProvider) -> type:
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(payload)
+
+        def _wait(self, seconds: float) -> bool:
+            # Interruptible sleep: a stopping provider must not leave threads asleep.
+            return bool(seconds) and fp._stopping.wait(seconds)
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def _stream(self, reply: Mapping, events: list[bytes]) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            size = reply.get("chunk", fp.chunk)
+            pause = reply.get("chunk_delay", fp.chunk_delay)
+            half = max(1, len(events) // 2)
+            for n, event in enumerate(events):
+                if n == half and reply.get("stream_drop"):
+                    self.close_connection = True  # no final chunk: the body is cut short
+                    return
+                if n == 1 and self._wait(reply.get("stream_stall", 0)):
+                    return
+                for i in range(0, len(event), size or len(event)):
+                    self._write_chunk(event[i : i + (size or len(event))])
+                    if pause and self._wait(pause):
+                        return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -199,13 +377,18 @@ def _handler(fp: FakeProvider) -> type:
                 fp.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 seq = len(fp.requests)
             reply = fp.reply_for(body, dialect)
-            delay = reply.get("delay", fp.delay)
-            if delay:
-                time.sleep(delay)
+            if self._wait(reply.get("delay", fp.delay)) or self._wait(reply.get("stall", 0)):
+                self.close_connection = True
+                return
+            if reply.get("drop"):
+                self.close_connection = True  # the client sees the connection end, no reply
+                return
             if "status" in reply:
                 payload = reply.get("body", "")
                 payload = payload if isinstance(payload, str) else json.dumps(payload)
                 return self._send(reply["status"], payload.encode(), reply.get("headers", {}))
+            if body.get("stream") is True:
+                return self._stream(reply, _stream_events(reply, body, dialect, fp.model, seq))
             self._send(200, json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode())
 
     return Handler
