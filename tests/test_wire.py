@@ -83,14 +83,14 @@ def test_tool_result_shapes_for_parallel_calls(outs):
 
 def test_bodies_omit_empty_tools_and_system():
     msgs = [openai.user_message("hi")]
-    b = openai.body("m", msgs, toolkit(), "", {})
+    b = openai.body("m", msgs, openai.encode_tools(toolkit()), "", {})
     assert "tools" not in b and b["messages"] == msgs
-    b = openai.body("m", msgs, None, "be brief", {"temperature": 0})
+    b = openai.body("m", msgs, [], "be brief", {"temperature": 0})
     assert b["messages"][0] == {"role": "system", "content": "be brief"} and b["temperature"] == 0
-    a = anthropic.body("m", msgs, toolkit(), "", {})
+    a = anthropic.body("m", msgs, anthropic.encode_tools(toolkit()), "", {})
     assert "system" not in a and "tools" not in a and a["max_tokens"] == 4096
     tk = toolkit(tool("x", "X.", None, lambda a: ""))
-    a = anthropic.body("m", msgs, tk, "sys", {})
+    a = anthropic.body("m", msgs, anthropic.encode_tools(tk), "sys", {})
     assert a["system"] == "sys" and a["tools"][0]["name"] == "x"
 
 

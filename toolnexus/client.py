@@ -129,10 +129,41 @@ def _base(options: Mapping, style: str, post: Callable, http: Any) -> Client:
     )
 
 
-def _http_post(http: httpx.Client, url: str, codec: Any, key: str | None) -> Callable:
+def _send(transport: httpx.BaseTransport, request: httpx.Request) -> httpx.Response:
+    """Send on the transport directly and read the body.
+
+    httpx.Client adds cookies, auth flows, redirects and event hooks per request; an
+    LLM POST needs none of them, and skipping that layer is most of our speed.
+    """
+    resp = transport.handle_request(request)
+    try:
+        resp.read()
+    finally:
+        resp.close()
+    return resp
+
+
+def _http_post(
+    transport: httpx.BaseTransport,
+    url: str,
+    headers: Mapping,
+    timeout: dict,
+    codec: Any,
+    key: str | None,
+) -> Callable:
+    target = httpx.URL(url)
+    headers = dict(headers)
+
     def post(body: Mapping, turn_no: int) -> PMap:
+        request = httpx.Request(
+            "POST",
+            target,
+            headers=headers,
+            content=encode_json(body),
+            extensions={"timeout": timeout},
+        )
         try:
-            resp = http.post(url, content=encode_json(body))
+            resp = _send(transport, request)
         except httpx.HTTPError as e:
             raise ProviderError(f"POST {url} failed: {type(e).__name__}: {e}", url=url) from None
         if not 200 <= resp.status_code < 300:
@@ -172,17 +203,17 @@ def create_client(**options: Any) -> Client:
     )
     codec = DIALECTS[style]
     timeout = options.get("timeout_ms")
-    http = httpx.Client(
-        headers={
-            "content-type": "application/json",
-            **codec.headers(key),
-            **dict(options.get("headers") or {}),
-        },
-        timeout=httpx.Timeout(timeout / 1000 if timeout else 600.0),
-        transport=options.get("transport"),
-    )
-    post = _http_post(http, codec.url(options["base_url"]), codec, key)
-    return _base({**options, "api_key": key}, style, post, http)
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json",
+        **codec.headers(key),
+        **dict(options.get("headers") or {}),
+    }
+    # One pooled transport per client: connections are reused across turns and runs.
+    transport = options.get("transport") or httpx.HTTPTransport()
+    limits = httpx.Timeout(timeout / 1000 if timeout else 600.0).as_dict()
+    post = _http_post(transport, codec.url(options["base_url"]), headers, limits, codec, key)
+    return _base({**options, "api_key": key}, style, post, transport)
 
 
 def create_in_process_client(*, model: str, generate: Callable[[dict], Mapping], **options: Any):
@@ -228,16 +259,21 @@ def _run_tool(tk: Any, call: Mapping) -> PMap:
 
 
 def _execute(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
-    if len(calls) == 1:  # no thread hop for the common single call
-        return [_run_tool(tk, calls[0])]
-    return list(client.pool.map(lambda c: _run_tool(tk, c), calls))
+    """Run a turn's calls concurrently; results in call order."""
+    # The first call runs on this thread while the pool runs the rest: one thread hop fewer.
+    rest = [client.pool.submit(_run_tool, tk, c) for c in calls[1:]]
+    first = _run_tool(tk, calls[0])
+    return [first, *(f.result() for f in rest)]
 
 
 def _drive(client: Client, state: PMap, tk: Any) -> PMap:
     """Run the pure loop to its end, doing the I/O it asks for."""
     params = client.options.get("request_params") or {}
+    # Encoded once per run, not once per turn.
+    tools = DIALECTS[client.style].encode_tools(tk)
+    system = system_for(client.system_prompt, tk)
     while True:
-        body = loop.request(state, client.model, tk, system_for(client.system_prompt, tk), params)
+        body = loop.request(state, client.model, tools, system, params)
         state, calls = loop.on_turn(state, client.post(body, state["turns"] + 1))
         if not calls:
             return state

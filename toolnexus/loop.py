@@ -51,9 +51,9 @@ def start(dialect: str, history: Sequence, prompt: str) -> PMap:
     )
 
 
-def request(state: PMap, model: str, toolkit: Any, system: str, params: Mapping) -> dict:
-    """Return the request body for the next model call."""
-    return DIALECTS[state["dialect"]].body(model, state["messages"], toolkit, system, params)
+def request(state: PMap, model: str, tools: Sequence, system: str, params: Mapping) -> dict:
+    """Return the request body for the next model call (`tools` in wire shape)."""
+    return DIALECTS[state["dialect"]].body(model, state["messages"], tools, system, params)
 
 
 def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:

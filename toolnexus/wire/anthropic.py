@@ -30,6 +30,9 @@ VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
 
+encode_tools = to_anthropic  # toolkit -> the `tools` list of a request body
+
+
 def url(base_url: str) -> str:
     """Return the messages URL; `/v1` is appended only when the base lacks it.
 
@@ -53,12 +56,14 @@ def user_message(text: str) -> PMap:
     return pmap({"role": "user", "content": text})
 
 
-def body(model: str, messages: Sequence, toolkit: Any, system: str, params: Mapping) -> dict:
-    """Return a request body: `system` only when non-empty, `tools` only when any."""
+def body(model: str, messages: Sequence, tools: Sequence, system: str, params: Mapping) -> dict:
+    """Return a request body: `system` only when non-empty, `tools` only when any.
+
+    `tools` is already in wire shape (`encode_tools(toolkit)`), encoded once per run.
+    """
     out: dict = {"model": model, "max_tokens": DEFAULT_MAX_TOKENS, "messages": messages}
     if system:
         out["system"] = system
-    tools = to_anthropic(toolkit)
     if tools:
         out["tools"] = tools
     out.update(params)

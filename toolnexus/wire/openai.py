@@ -27,6 +27,9 @@ __all__ = [
 ]
 
 
+encode_tools = to_openai  # toolkit -> the `tools` list of a request body
+
+
 def url(base_url: str) -> str:
     """Return the chat completions URL of a base URL.
 
@@ -46,11 +49,13 @@ def user_message(text: str) -> PMap:
     return pmap({"role": "user", "content": text})
 
 
-def body(model: str, messages: Sequence, toolkit: Any, system: str, params: Mapping) -> dict:
-    """Return a request body; the system prompt leads, an empty toolkit omits `tools`."""
+def body(model: str, messages: Sequence, tools: Sequence, system: str, params: Mapping) -> dict:
+    """Return a request body; the system prompt leads, no tools omits `tools`.
+
+    `tools` is already in wire shape (`encode_tools(toolkit)`), encoded once per run.
+    """
     msgs = [{"role": "system", "content": system}, *messages] if system else messages
     out = {"model": model, "messages": msgs}
-    tools = to_openai(toolkit)
     if tools:
         out["tools"] = tools
     out.update(params)

@@ -1,0 +1,21 @@
+"""Quick modes of the benchmarks, so they cannot rot (figures are printed, not asserted)."""
+
+import importlib.util
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name):
+    """Import benchmarks/<name>.py as a module."""
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_overhead_quick(capsys):
+    report = load("overhead").main(["--quick"])
+    assert set(report["median_ms"]) == {"run", "httpx", "http.client"}
+    assert all(v > 0 for v in report["median_ms"].values())
+    assert "run/httpx" in capsys.readouterr().out
