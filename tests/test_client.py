@@ -105,7 +105,9 @@ def test_weather_scenario(style):
         assert first["body"]["max_tokens"] == 4096 and "system" not in first["body"]
         assert first["body"]["tools"][0]["input_schema"]["required"] == ["city"]
     ids = [c["id"] for c in r["tool_calls"]]
-    assert tool_messages(style, second["body"]) == list(zip(ids, ["sunny in Paris", "4"]))
+    assert tool_messages(style, second["body"]) == list(
+        zip(ids, ["sunny in Paris", "4"], strict=True)
+    )
     assert KEY not in repr(r) and KEY not in repr(c)
 
 
@@ -273,7 +275,10 @@ def test_two_clients_sharing_one_store_continue_one_conversation():
 
 @pytest.mark.parametrize("style", STYLES)
 def test_seeded_transcript_grows_from_exactly_what_was_saved(style):
-    seed = [{"role": "user", "content": "my name is Ada"}, {"role": "assistant", "content": "Hi Ada"}]
+    seed = [
+        {"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": "Hi Ada"},
+    ]
     with fake_provider([text_reply("Ada")]) as fp:
         c = create_client(base_url=fp.url, style=style, model="m")
         conversation_store(c)["save"]("s", seed)
@@ -301,7 +306,10 @@ def test_in_process_client_runs_the_same_loop_with_tools():
     def gen(req):
         if req["messages"][-1]["role"] == "tool":
             return {"content": "answer " + req["messages"][-1]["content"]}
-        return {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}], "usage": {"prompt_tokens": 3}}
+        return {
+            "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}],
+            "usage": {"prompt_tokens": 3},
+        }
 
     r = run(create_in_process_client(model="m", generate=gen), "1+2?", toolkit=TK)
     assert r["text"] == "answer 3" and r["usage"]["prompt_tokens"] == 3

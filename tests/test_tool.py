@@ -6,8 +6,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolnexus import define_tool, execute, register, sanitize, tool, tool_result, toolkit
-from toolnexus import to_anthropic, to_gemini, to_openai  # noqa: I001
+from toolnexus import (
+    define_tool,
+    execute,
+    register,
+    sanitize,
+    to_anthropic,
+    to_gemini,
+    to_openai,
+    tool,
+    tool_result,
+    toolkit,
+)
 
 
 def test_define_tool_infers_schema_from_hints_and_docstring():
@@ -111,7 +121,10 @@ def test_adapters_shapes():
     tk = toolkit(t)
     params = {"type": "object", "properties": {"a": {"type": "number"}}}
     assert to_openai(tk) == [
-        {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": params}}
+        {
+            "type": "function",
+            "function": {"name": "add", "description": "Add.", "parameters": params},
+        }
     ]
     assert to_anthropic(tk) == [{"name": "add", "description": "Add.", "input_schema": params}]
     assert to_gemini(tk) == [

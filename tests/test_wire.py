@@ -20,7 +20,9 @@ replies = st.one_of(
               st.text(min_size=1), counts, counts),
     st.builds(
         lambda calls, p, c: {
-            "tool_calls": [{"id": f"id{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(calls)],
+            "tool_calls": [
+                {"id": f"id{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(calls)
+            ],
             "usage": {"prompt_tokens": p, "completion_tokens": c},
         },
         st.lists(st.tuples(names, args), min_size=1, max_size=5), counts, counts,
