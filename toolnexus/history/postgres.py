@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from pyrsistent import pmap
 
+from ..store._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
 from .entry import check_entry, check_query, fold, utc
 
 __all__ = ["postgres_log", "like_pattern"]
 
-log = logging.getLogger("toolnexus.history")
+logger = logging.getLogger("toolnexus.history")
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}\Z")
 # Serializes the DDL of concurrent first uses (CREATE ... IF NOT EXISTS can still race).
@@ -34,18 +36,6 @@ def like_pattern(text: str) -> str:
     """
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-def _pool(pool_or_dsn: Any):
-    """Return (pool, owned): a pool given is used as is; a DSN gets a small pool of our own."""
-    if isinstance(pool_or_dsn, str):
-        from psycopg_pool import ConnectionPool
-
-        pool = ConnectionPool(pool_or_dsn, min_size=1, max_size=4, open=True, name="toolnexus-log")
-        return pool, True
-    if not callable(getattr(pool_or_dsn, "connection", None)):
-        raise TypeError("postgres_log needs a psycopg_pool.ConnectionPool or a DSN string")
-    return pool_or_dsn, False
 
 
 def _ddl(table: str) -> list:
@@ -89,8 +79,8 @@ def _trigram_index(conn: Any, table: str) -> bool:
     return True
 
 
-def _setup(pool: Any, table: str) -> bool:
-    with pool.connection() as conn, conn.transaction():
+def _setup(pool: Any, table: str, what: str) -> bool:
+    with _connection(pool, what) as conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK_KEY,))
         for stmt in _ddl(table):
             conn.execute(stmt)
@@ -127,24 +117,42 @@ def _where(q: Mapping) -> tuple[list[str], list]:
     return conds, params
 
 
-def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_messages") -> dict:
+@contextmanager
+def _connection(pool: Any, what: str) -> Iterator[Any]:
+    """A pooled connection; a server that is down becomes StoreUnavailableError (no password)."""
+    try:
+        with pool.connection() as conn:
+            yield conn
+    except Exception as e:
+        if is_pg_unavailable(e):
+            raise pg_unavailable(pool, e, what) from None
+        raise
+
+
+def postgres_log(
+    pool_or_dsn: Any, table: str = "toolnexus_messages", *, timeout: float = 10.0
+) -> dict:
     """Return a message log in PostgreSQL table `table` (created if needed).
 
     `pool_or_dsn` is a psycopg_pool.ConnectionPool (used as is) or a DSN string (a small
-    pool is opened; "close" closes it). When pg_trgm cannot be used the log still works
+    pool is opened; "close" closes it). A server that is down raises StoreUnavailableError
+    (never showing a password). When pg_trgm cannot be used the log still works
     by scanning, logs a warning, and says so in its "index" key ("trigram" or "scan").
     """
     if not isinstance(table, str) or not _NAME.match(table):
         raise ValueError(f"table must be a plain SQL identifier of at most 48 chars, got {table!r}")
     from psycopg import sql
 
-    pool, owned = _pool(pool_or_dsn)
-    trigram = _setup(pool, table)
+    pool, address, owned = pg_pool(pool_or_dsn, timeout=timeout, max_size=4)
+    what = f"postgres_log({address}, table={table!r})"
+    if owned:
+        pg_open(pool, timeout, what)
+    trigram = _setup(pool, table, what)
     if not trigram:
-        log.warning(
-            "postgres_log(%s): pg_trgm is not available, text search will scan the table "
+        logger.warning(
+            "%s: pg_trgm is not available, text search will scan the table "
             "(ask an administrator to run CREATE EXTENSION pg_trgm)",
-            table,
+            what,
         )
     t = sql.Identifier(table)
     insert = sql.SQL(
@@ -161,7 +169,7 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_messages") -> dict:
              e["direction"])
             for e in checked
         ]  # fmt: skip
-        with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with _connection(pool, what) as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(insert, rows)
 
     def record(e: Mapping) -> None:
@@ -184,12 +192,12 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_messages") -> dict:
             "SELECT id, conversation_id, text, ts AT TIME ZONE 'UTC', direction FROM "
             "(SELECT * FROM {}{} ORDER BY ts DESC, seq DESC LIMIT %s) AS newest ORDER BY ts, seq"
         ).format(t, where)
-        with pool.connection() as conn:
+        with _connection(pool, what) as conn:
             rows = conn.execute(stmt, (*params, q["limit"])).fetchall()
         return tuple(_to_entry(r) for r in rows)
 
     def clear(*, before: datetime | None = None) -> int:
-        with pool.connection() as conn:
+        with _connection(pool, what) as conn:
             if before is None:
                 cur = conn.execute(sql.SQL("DELETE FROM {}").format(t))
             else:
@@ -208,6 +216,5 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_messages") -> dict:
         "clear": clear,
         "close": close,
         "index": "trigram" if trigram else "scan",
-        # Never the DSN: it may carry a password.
-        "desc": f"postgres_log(table={table!r})",
+        "desc": what,  # the address is redacted: never a password
     }
