@@ -1,0 +1,210 @@
+"""The store contract: a hypothesis state machine that runs any store against a dict.
+
+    from toolnexus.testing import check_store_contract
+    def test_my_store(tmp_path):
+        check_store_contract(lambda: my_store(tmp_path / "chat.db"))
+
+`make_store()` must return a store over the SAME backing on every call: calling it
+again is a "restart", and the new store must see everything saved before.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from pyrsistent import PVector, freeze
+
+from .strategies import conversation_ids, id_pools
+from .strategies import transcripts as transcript_strategy
+
+__all__ = ["check_store_contract", "store_contract_machine", "DEFAULT_SETTINGS"]
+
+# Modest by default (stores do real I/O); callers pass more through **settings.
+DEFAULT_SETTINGS = {
+    "max_examples": 20,
+    "stateful_step_count": 15,
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow],
+}
+
+
+def _plain(value: Any) -> Any:
+    """Return a value as plain lists and dicts, for value-equal comparison."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _vandalize(value: Any) -> None:
+    """Mutate a plain transcript in place, deeply (a no-op on frozen values)."""
+    if not isinstance(value, list):
+        return
+    for m in value:
+        if isinstance(m, dict):
+            content = m.get("content")
+            if isinstance(content, list):
+                content.append({"type": "text", "text": "VANDALIZED"})
+            m["content"] = content if isinstance(content, list) else "VANDALIZED"
+            m["vandalized"] = True
+    value.append({"role": "user", "content": "VANDALIZED"})
+
+
+def store_contract_machine(
+    make_store: Callable[[], Mapping],
+    *,
+    model: Callable[[PVector], Any] | None = None,
+    ids: st.SearchStrategy[str] | None = None,
+    transcripts: st.SearchStrategy | None = None,
+) -> type[RuleBasedStateMachine]:
+    """Return a RuleBasedStateMachine class checking `make_store()` against a dict.
+
+    `model(saved)` maps the last saved transcript (frozen) to what `get` must return
+    (default: the transcript itself; None means "reads as absent"); `ids` and
+    `transcripts` are hypothesis strategies replacing the defaults. Use `.TestCase`
+    of the result to run it under unittest or pytest.
+    """
+    expect = model if model is not None else (lambda t: t)
+    pools = id_pools(ids)
+    values = transcripts if transcripts is not None else transcript_strategy(max_turns=3)
+    fresh_ids = ids if ids is not None else conversation_ids()
+
+    class StoreContract(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.store = make_store()
+            self.saved: dict[str, PVector] = {}
+            self.touched: set[str] = set()
+            # Without "delete" the kit cannot clean up between examples, so it salts ids.
+            self.salt = "" if callable(self.store.get("delete")) else "#" + uuid.uuid4().hex[:8]
+            self.pool: list[str] = []
+
+        @property
+        def desc(self) -> str:
+            return self.store.get("desc") or "store"
+
+        @initialize(pool=pools)
+        def choose_ids(self, pool: list[str]) -> None:
+            self.pool = [i + self.salt for i in pool]
+            assert isinstance(self.store.get("desc", ""), str), "a store's 'desc' is a string"
+
+        def _id(self, i: int) -> str:
+            id = self.pool[i % len(self.pool)]
+            self.touched.add(id)
+            note(f"id = {id!r}")
+            return id
+
+        def _expected(self, id: str):
+            return expect(self.saved[id]) if id in self.saved else None
+
+        def _check_get(self, id: str) -> Any:
+            got = self.store["get"](id)
+            want = self._expected(id)
+            if want is None:
+                assert got is None, f"{self.desc}: get({id!r}) should be None, got {got!r:.300}"
+            else:
+                assert got is not None, f"{self.desc}: get({id!r}) lost the saved transcript"
+                assert _plain(got) == _plain(want), (
+                    f"{self.desc}: get({id!r}) returned {_plain(got)!r:.500}\n"
+                    f"expected {_plain(want)!r:.500}"
+                )
+            return got
+
+        @rule(i=st.integers(0, 7), transcript=values, frozen=st.booleans())
+        def save(self, i: int, transcript: list, frozen: bool) -> None:
+            id = self._id(i)
+            before = _plain(transcript)  # a private copy: the drawn value stays printable
+            given = freeze(before, strict=False) if frozen else _plain(before)
+            self.store["save"](id, given)
+            assert _plain(given) == before, f"{self.desc}: save({id!r}) modified its input"
+            self.saved[id] = freeze(before, strict=False)
+            _vandalize(given)  # what the caller does with its list later is not the store's
+            self._check_get(id)
+
+        @rule(i=st.integers(0, 7))
+        def get(self, i: int) -> None:
+            id = self._id(i)
+            got = self._check_get(id)
+            _vandalize(got)  # nor what it does with the list it was given
+            self._check_get(id)
+
+        @rule(id=fresh_ids)
+        def get_unknown(self, id: str) -> None:
+            id = id + self.salt
+            if id not in self.saved:
+                got = self.store["get"](id)
+                assert got is None, f"{self.desc}: get({id!r}) of a never-saved id returned {got!r}"
+
+        @precondition(lambda self: callable(self.store.get("delete")))
+        @rule(i=st.integers(0, 7))
+        def delete(self, i: int) -> None:
+            id = self._id(i)
+            self.store["delete"](id)
+            self.saved.pop(id, None)
+            self._check_get(id)
+
+        @rule()
+        def restart(self) -> None:
+            self.store = make_store()
+            for id in self.pool:
+                self._check_get(id)
+
+        @precondition(lambda self: callable(self.store.get("ids")))
+        @rule()
+        def list_ids(self) -> None:
+            listed = list(self.store["ids"]())
+            assert all(isinstance(i, str) for i in listed), f"{self.desc}: ids() are strings"
+            assert len(listed) == len(set(listed)), f"{self.desc}: ids() repeats an id"
+            want = {i for i in self.saved if self._expected(i) is not None}
+            # Salted runs share the backing with earlier examples: look at ours only.
+            seen = set(listed) & set(self.pool) if self.salt else set(listed)
+            assert seen == want, (
+                f"{self.desc}: ids() listed {sorted(seen)!r}, saved {sorted(want)!r}"
+            )
+
+        def teardown(self) -> None:
+            delete = self.store.get("delete")
+            if callable(delete):
+                for id in self.touched:
+                    delete(id)
+
+    StoreContract.__name__ = StoreContract.__qualname__ = "StoreContract"
+    return StoreContract
+
+
+def check_store_contract(
+    make_store: Callable[[], Mapping],
+    *,
+    model: Callable[[PVector], Any] | None = None,
+    ids: st.SearchStrategy[str] | None = None,
+    transcripts: st.SearchStrategy | None = None,
+    **hypothesis_settings: Any,
+) -> None:
+    """Check that `make_store()` honours the store contract; raise AssertionError if not.
+
+    Runs random get/save/delete/restart/ids sequences against a dict model and checks:
+    an unknown id reads None; get returns exactly the last saved transcript (value-equal),
+    and mutating what was passed to save or returned by get later changes nothing stored;
+    save never modifies its input; distinct ids (hostile ones too) are isolated; a fresh
+    `make_store()` on the same backing sees what was saved; `ids()` lists what is stored.
+    `model(saved)` maps a saved transcript to what get must return (e.g. a trim, for
+    capped stores). The backing must start empty; the kit deletes what it saved after each
+    example (a store without "delete" gets ids salted per example instead). Extra keyword
+    arguments are hypothesis settings (max_examples, stateful_step_count, ...).
+    """
+    machine = store_contract_machine(make_store, model=model, ids=ids, transcripts=transcripts)
+    run_state_machine_as_test(
+        machine, settings=settings(**{**DEFAULT_SETTINGS, **hypothesis_settings})
+    )
