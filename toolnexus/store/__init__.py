@@ -1,5 +1,16 @@
 """Stores: `{"get", "save"}` closures (plus optional "delete", "ids", "desc")."""
 
+from .decorators import (
+    DecryptionError,
+    capped_store,
+    encrypted,
+    namespaced,
+    observed,
+    read_through,
+    retention,
+    sanitize_ids,
+    sanitized_file_store,
+)
 from .errors import StoreCorruptError, StoreUnavailableError
 from .file import file_store
 from .locks import LockTimeoutError, local_lock
@@ -11,5 +22,14 @@ __all__ = [
     "LockTimeoutError",
     "in_memory_store",
     "file_store",
+    "DecryptionError",
+    "capped_store",
+    "encrypted",
+    "namespaced",
+    "observed",
+    "read_through",
+    "retention",
+    "sanitize_ids",
+    "sanitized_file_store",
     "local_lock",
 ]

@@ -16,4 +16,25 @@ __all__ = [
     "openai_response",
     "text_reply",
     "tool_calls_reply",
+    "check_store_contract",
+    "store_contract_machine",
+    "transcripts",
+    "conversation_ids",
 ]
+
+# The contract kit needs hypothesis (a test dependency): loaded on first use, so the
+# fake provider stays importable without it.
+_KIT = {
+    "check_store_contract": "contract",
+    "store_contract_machine": "contract",
+    "transcripts": "strategies",
+    "conversation_ids": "strategies",
+}
+
+
+def __getattr__(name: str):
+    if name in _KIT:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_KIT[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
