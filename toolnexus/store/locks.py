@@ -1,13 +1,25 @@
-"""Per-conversation locks: `fn(id) -> context manager` held around get -> run -> save."""
+"""Per-conversation locks: `fn(id) -> context manager` held around get -> run -> save.
+
+`local_lock` serves one process; `file_lock` several processes on one host;
+`redis_lock` and `postgres_lock` many processes on many hosts. A lock not taken
+within its timeout raises LockTimeoutError: a run never goes on without its lock.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import secrets
 import threading
+import time
+import warnings
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
 
-__all__ = ["local_lock", "LockTimeoutError"]
+__all__ = ["local_lock", "file_lock", "redis_lock", "postgres_lock", "LockTimeoutError"]
 
 
 class LockTimeoutError(TimeoutError):
@@ -33,3 +45,244 @@ def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]
             lock.release()
 
     return hold
+
+
+# ---- cross-process locks ---------------------------------------------------
+# Each one is a `take(id, seconds) -> release` function wrapped by `_per_id`: threads
+# of one process first queue on a local (reentrant) lock, so only one of them at a
+# time polls the shared backend, and a thread that already holds the id re-enters
+# without asking the backend again.
+
+Take = Callable[[str, float], Callable[[], None]]
+
+
+def _per_id(take: Take, timeout: float) -> Callable[[str], AbstractContextManager]:
+    inner = local_lock(timeout)
+    held: dict[str, Callable[[], None]] = {}  # id -> release; touched only by its holder
+
+    @contextmanager
+    def hold(id: str):
+        deadline = time.monotonic() + timeout
+        with inner(id):
+            outer = id not in held
+            if outer:
+                held[id] = take(id, max(0.0, deadline - time.monotonic()))
+            try:
+                yield
+            finally:
+                if outer:
+                    held.pop(id)()
+
+    return hold
+
+
+def _poll(try_once: Callable[[], bool], seconds: float, what: str) -> None:
+    """Call `try_once` until it returns True, backing off from 1 ms to 50 ms; time out."""
+    deadline = time.monotonic() + seconds
+    pause = 0.001
+    while not try_once():
+        if time.monotonic() >= deadline:
+            raise LockTimeoutError(f"{what} not taken within {seconds:.3g}s")
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.05)
+
+
+def _lock_file_name(id: str) -> str:
+    from .file import file_name_for
+
+    try:
+        return file_name_for(id) + ".lock"
+    except ValueError:
+        if not isinstance(id, str) or not id:
+            raise
+        # Too long for a readable name: a hash ('~~' never starts a file_name_for name).
+        return "~~" + hashlib.sha256(id.encode("utf-8", "surrogatepass")).hexdigest() + ".lock"
+
+
+def file_lock(directory: str | os.PathLike, timeout: float = 60.0) -> Callable:
+    """Return a lock per conversation for several processes on one host (fcntl.flock).
+
+    Each id locks its own file under `directory` (named like the file store names
+    ids). The files stay after release: removing them would race with a waiter.
+    """
+    import fcntl
+
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+
+    def take(id: str, seconds: float) -> Callable[[], None]:
+        fd = os.open(root / _lock_file_name(id), os.O_RDWR | os.O_CREAT, 0o644)
+
+        def try_once() -> bool:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                return False
+
+        try:
+            _poll(try_once, seconds, f"file lock for {id!r:.120} in {str(root)!r}")
+        except BaseException:
+            os.close(fd)
+            raise
+
+        def release() -> None:
+            # Closing the descriptor drops the flock even if the unlock were to fail.
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+        return release
+
+    return _per_id(take, timeout)
+
+
+# KEYS[1] lock key; ARGV[1] our token (ARGV[2] ttl in ms): act only on our own lock.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _warn_lost(what: str) -> None:
+    warnings.warn(
+        f"{what} was lost while held (expired or its session ended): another process may "
+        "have written the conversation at the same time",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def redis_lock(
+    redis_client_or_url: Any,
+    ttl: float = 30.0,
+    *,
+    timeout: float = 60.0,
+    prefix: str = "toolnexus:lock:",
+) -> Callable:
+    """Return a lock per conversation in Redis, for many processes and hosts.
+
+    SET NX PX with a random token; released only if the token is still ours (a Lua
+    compare-and-delete); renewed every ttl/3 by a background thread while held, so a
+    long run keeps it and a crashed holder frees it after `ttl` seconds.
+    """
+    import redis as redis_py
+
+    from ._connect import redis_address, redis_client, redis_unavailable
+
+    client = redis_client(redis_client_or_url)
+    what = f"redis_lock({redis_address(client)!r})"
+    renew, unlock = client.register_script(_RENEW), client.register_script(_RELEASE)
+    ttl_ms = max(1, int(ttl * 1000))
+
+    def take(id: str, seconds: float) -> Callable[[], None]:
+        key, token = prefix + id, secrets.token_hex(16)
+        try:
+            _poll(lambda: bool(client.set(key, token, nx=True, px=ttl_ms)), seconds, what)
+        except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+            raise redis_unavailable(client, e, what) from None
+        stop, lost = threading.Event(), threading.Event()
+
+        def keep() -> None:
+            while not stop.wait(ttl / 3):
+                try:
+                    if not renew(keys=[key], args=[token, ttl_ms]):
+                        lost.set()
+                        return
+                except redis_py.RedisError:
+                    continue  # a blip: try again next period, the ttl still covers us
+
+        renewer = threading.Thread(target=keep, name="toolnexus-redis-lock", daemon=True)
+        renewer.start()
+
+        def release() -> None:
+            stop.set()
+            renewer.join()
+            try:
+                released = unlock(keys=[key], args=[token])
+            except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+                raise redis_unavailable(client, e, what) from None
+            if lost.is_set() or not released:
+                _warn_lost(f"{what} for {id!r:.120}")
+
+        return release
+
+    return _per_id(take, timeout)
+
+
+def _advisory_key(id: str) -> int:
+    """Return the signed 64-bit advisory lock key of a conversation id."""
+    digest = hashlib.blake2b(id.encode("utf-8", "surrogatepass"), digest_size=8, person=b"tnx-lock")
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def postgres_lock(pool_or_dsn: Any, *, timeout: float = 60.0) -> Callable:
+    """Return a lock per conversation as a PostgreSQL advisory lock, for many processes and hosts.
+
+    Holds a dedicated pooled connection while held (a pool shared with a store needs
+    a connection more than the locks held at once); the server frees the lock if that
+    session dies. Waits use `lock_timeout`, so no polling.
+    """
+    import psycopg
+
+    from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
+
+    pool, address, owned = pg_pool(pool_or_dsn, timeout=min(timeout, 10.0), max_size=64)
+    what = f"postgres_lock({address!r})"
+    ready = threading.Lock()
+
+    def connect(seconds: float) -> Any:
+        try:
+            with ready:
+                if owned:
+                    pg_open(pool, min(timeout, 10.0), what)
+            return pool.getconn(timeout=max(seconds, 0.001))
+        except Exception as e:
+            if is_pg_unavailable(e):
+                raise pg_unavailable(pool, e, what) from None
+            raise
+
+    def take(id: str, seconds: float) -> Callable[[], None]:
+        key = _advisory_key(id)
+        conn = connect(seconds)
+        autocommit = conn.autocommit
+        try:
+            conn.autocommit = True
+            ms = max(1, int(seconds * 1000))
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            finally:
+                conn.execute("RESET lock_timeout")
+        except psycopg.errors.LockNotAvailable:
+            conn.autocommit = autocommit
+            pool.putconn(conn)
+            raise LockTimeoutError(
+                f"{what} for {id!r:.120} not taken within {seconds:.3g}s"
+            ) from None
+        except BaseException as e:
+            pool.putconn(conn)
+            if isinstance(e, Exception) and is_pg_unavailable(e):
+                raise pg_unavailable(pool, e, what) from None
+            raise
+
+        def release() -> None:
+            try:
+                if not conn.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()[0]:
+                    _warn_lost(f"{what} for {id!r:.120}")
+                conn.autocommit = autocommit
+            except psycopg.OperationalError:
+                _warn_lost(f"{what} for {id!r:.120}")  # the session died: so did its lock
+            finally:
+                pool.putconn(conn)
+
+        return release
+
+    return _per_id(take, timeout)

@@ -15,8 +15,15 @@ __all__ = ["redis_store"]
 # KEYS: head, list, ids set. ARGV: mode, expected version/count/digest, new
 # version/count/digest, id, then the messages to push. An append only happens if the
 # head is still the one the plan was made against (compare-and-set), so the whole
-# save is one atomic step; RPUSH in chunks because Lua's unpack has a small limit.
+# save is one atomic step. Key types are checked before any write, because Redis does
+# not roll a script back when a command in it fails. RPUSH goes in chunks because
+# Lua's unpack has a small limit.
 _SAVE = """
+local kinds = {'hash', 'list', 'set'}
+for i = 1, 3 do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= 'none' and t ~= kinds[i] then return -2 end
+end
 if ARGV[1] == 'append' then
   local h = redis.call('HMGET', KEYS[1], 'version', 'count', 'digest')
   if h[1] ~= ARGV[2] or h[2] ~= ARGV[3] or h[3] ~= ARGV[4] then return 0 end
@@ -110,10 +117,9 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
                 stored = _rows.Head(_int(version), _int(count), _text(digest))
             plan = _rows.plan_save(id, stored, frozen, memo)
             done = run(id, plan, stored)
-            if done == -1:
-                raise StoreCorruptError(
-                    f"{desc}: conversation {id!r:.120}: its list length does not match its head"
-                )
+            if done < 0:
+                why = "its list length does not match its head" if done == -1 else "wrong key types"
+                raise StoreCorruptError(f"{desc}: conversation {id!r:.120} is corrupt: {why}")
             if done == 0:  # someone saved in between: a full replace is always correct
                 plan = _rows.plan_save(id, None, frozen, memo)
                 run(id, plan, None)

@@ -1,0 +1,158 @@
+"""The SQLite store over real files: append vs replace, restart, corruption, threads, processes."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import durable_store_cases as cases
+import pytest
+from pyrsistent import freeze, thaw
+
+from toolnexus.store import StoreCorruptError, StoreUnavailableError
+from toolnexus.store.sqlite import sqlite_store
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "sub" / "chat.db"
+
+
+def raw_for(path) -> dict:
+    """Reach past the store into its SQLite file."""
+
+    def run(sql, *args):
+        with sqlite3.connect(path, timeout=10) as c:
+            return c.execute(sql, args).fetchall()
+
+    return {
+        "set_body": lambda id, seq, text: run(
+            "UPDATE toolnexus_messages SET body = ? WHERE id = ? AND seq = ?", text, id, seq
+        ),
+        "drop_row": lambda id, seq: run(
+            "DELETE FROM toolnexus_messages WHERE id = ? AND seq = ?", id, seq
+        ),
+        "set_version": lambda id, v: run(
+            "UPDATE toolnexus_conversations SET version = ? WHERE id = ?", v, id
+        ),
+        "set_count": lambda id, n: run(
+            "UPDATE toolnexus_conversations SET count = ? WHERE id = ?", n, id
+        ),
+        "rows": lambda id: [
+            r[0] for r in run("SELECT body FROM toolnexus_messages WHERE id = ? ORDER BY seq", id)
+        ],
+    }
+
+
+def test_round_trip_and_restart(db):
+    cases.check_round_trip_and_restart(lambda: sqlite_store(db))
+
+
+def test_empty_transcript(db):
+    cases.check_empty_transcript(lambda: sqlite_store(db))
+
+
+def test_hostile_ids(db):
+    cases.check_hostile_ids(lambda: sqlite_store(db))
+
+
+def test_extend_appends_only_new_rows(db):
+    cases.check_extend_appends(lambda: sqlite_store(db), raw_for(db))
+
+
+def test_rewrite_replaces(db):
+    cases.check_rewrite_replaces(lambda: sqlite_store(db), raw_for(db))
+
+
+def test_interleaved_writers(db):
+    cases.check_interleaved_writers(lambda: sqlite_store(db))
+
+
+def test_corruption_is_an_error_naming_the_id(db):
+    cases.check_corruption(lambda: sqlite_store(db), raw_for(db))
+
+
+def test_large_transcript(db):
+    cases.check_large_transcript(lambda: sqlite_store(db))
+
+
+def test_rows_without_a_head_are_corrupt(db):
+    s = sqlite_store(db)
+    s["save"]("a", cases.turns(2))
+    with sqlite3.connect(db) as c:
+        c.execute("DELETE FROM toolnexus_conversations WHERE id = 'a'")
+    with pytest.raises(StoreCorruptError, match="'a'"):
+        s["get"]("a")
+
+
+def test_a_file_that_is_not_a_database(tmp_path):
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not an sqlite database at all" * 100)
+    with pytest.raises(StoreCorruptError, match="junk.db"):
+        sqlite_store(path)["get"]("a")
+
+
+def test_failed_save_leaves_the_stored_transcript_unchanged(db):
+    s = sqlite_store(db)
+    s["save"]("a", cases.turns(2))
+    with sqlite3.connect(db) as c:  # the database refuses the third row, mid-save
+        c.execute(
+            "CREATE TRIGGER refuse AFTER INSERT ON toolnexus_messages WHEN new.seq = 3 "
+            "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+    with pytest.raises((StoreCorruptError, StoreUnavailableError)):
+        s["save"]("a", cases.turns(2) + cases.turns(3, tag="x"))
+    with pytest.raises((StoreCorruptError, StoreUnavailableError)):
+        s["save"]("a", cases.turns(6, tag="y"))  # a replace, refused as well
+    assert thaw(sqlite_store(db)["get"]("a")) == cases.turns(2)
+
+
+def test_a_locked_database_is_unavailable_not_lost(db):
+    s = sqlite_store(db, timeout=0.05)
+    s["save"]("a", cases.turns(2))
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailableError, match="chat.db"):
+            s["save"]("a", cases.turns(4))
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert thaw(s["get"]("a")) == cases.turns(2)
+
+
+def test_memory_path_is_refused():
+    with pytest.raises(ValueError, match="in_memory_store"):
+        sqlite_store(":memory:")
+
+
+def test_desc_names_the_file(db):
+    assert sqlite_store(db)["desc"] == f"sqlite({str(db)!r})"
+
+
+def test_threads_share_one_store(db):
+    s = sqlite_store(db)
+    errors = []
+
+    def work(n):
+        try:
+            t = freeze([])
+            for i in range(20):
+                t = t.append(freeze(cases.msg("user", f"{n}-{i}")))
+                s["save"](f"thread-{n}", t)
+                assert s["get"](f"thread-{n}") == t
+        except Exception as e:  # collected: an assert in a thread would not fail the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [20] * 4
+
+
+def test_property_against_a_dict(tmp_path_factory):
+    db = tmp_path_factory.mktemp("prop") / "p.db"
+    cases.property_against_a_dict(lambda: sqlite_store(db), max_examples=40)()
