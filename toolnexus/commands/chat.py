@@ -146,7 +146,8 @@ def render_transcript(messages: Iterable[Mapping], system: str | None = None) ->
     lines = [f"system: {system}"] if system else []
     for m in messages:
         lines.extend(_lines_of(m, names))
-    return "\n".join(lines)
+    # continuation lines are indented, so each entry stays visibly one entry
+    return "\n".join(line.replace("\n", "\n  ") for line in lines)
 
 
 # ---- the REPL ---------------------------------------------------------------------
