@@ -1,0 +1,191 @@
+"""The PostgreSQL store against the real test server: append vs replace, restart, corruption."""
+
+from __future__ import annotations
+
+import threading
+
+import durable_store_cases as cases
+import pytest
+from pyrsistent import freeze, thaw
+
+from toolnexus.store import StoreCorruptError, StoreUnavailableError
+from toolnexus.store.postgres import postgres_store
+
+
+@pytest.fixture
+def pool(postgres_dsn):
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(postgres_dsn, min_size=1, max_size=4) as p:
+        yield p
+
+
+@pytest.fixture
+def table(pool, unique):
+    name = f"tnx_{unique}"
+    yield name
+    with pool.connection() as c:
+        c.execute(f"DROP TABLE IF EXISTS {name}, {name}_heads")
+
+
+def raw_for(pool, table) -> dict:
+    """Reach past the store into its tables."""
+
+    def run(sql, *args):
+        with pool.connection() as c:
+            cur = c.execute(sql.format(m=table, h=table + "_heads"), args)
+            return cur.fetchall() if cur.description else None
+
+    return {
+        "set_body": lambda id, seq, text: run(
+            "UPDATE {m} SET body = %s WHERE id = %s AND seq = %s", text, id, seq
+        ),
+        "drop_row": lambda id, seq: run("DELETE FROM {m} WHERE id = %s AND seq = %s", id, seq),
+        "set_version": lambda id, v: run("UPDATE {h} SET version = %s WHERE id = %s", v, id),
+        "set_count": lambda id, n: run("UPDATE {h} SET count = %s WHERE id = %s", n, id),
+        "rows": lambda id: [
+            r[0] for r in run("SELECT body FROM {m} WHERE id = %s ORDER BY seq", id)
+        ],
+    }
+
+
+def test_round_trip_and_restart(pool, table):
+    cases.check_round_trip_and_restart(lambda: postgres_store(pool, table))
+
+
+def test_a_dsn_works_like_a_pool(postgres_dsn, pool, table):
+    s = postgres_store(postgres_dsn, table)
+    try:
+        s["save"]("a", cases.turns(3))
+        assert thaw(postgres_store(pool, table)["get"]("a")) == cases.turns(3)
+    finally:
+        s["close"]()
+
+
+def test_empty_transcript(pool, table):
+    cases.check_empty_transcript(lambda: postgres_store(pool, table))
+
+
+def test_hostile_ids(pool, table):
+    cases.check_hostile_ids(lambda: postgres_store(pool, table))
+
+
+def test_an_id_with_nul_is_a_clear_error(pool, table):
+    with pytest.raises(ValueError, match="NUL"):
+        postgres_store(pool, table)["save"]("a\x00b", [])
+
+
+def test_extend_appends_only_new_rows(pool, table):
+    cases.check_extend_appends(lambda: postgres_store(pool, table), raw_for(pool, table))
+
+
+def test_rewrite_replaces(pool, table):
+    cases.check_rewrite_replaces(lambda: postgres_store(pool, table), raw_for(pool, table))
+
+
+def test_interleaved_writers(pool, table):
+    cases.check_interleaved_writers(lambda: postgres_store(pool, table))
+
+
+def test_corruption_is_an_error_naming_the_id(pool, table):
+    cases.check_corruption(lambda: postgres_store(pool, table), raw_for(pool, table))
+
+
+def test_large_transcript(pool, table):
+    cases.check_large_transcript(lambda: postgres_store(pool, table))
+
+
+def test_rows_without_a_head_are_corrupt(pool, table):
+    s = postgres_store(pool, table)
+    s["save"]("a", cases.turns(2))
+    with pool.connection() as c:
+        c.execute(f"DELETE FROM {table}_heads WHERE id = 'a'")
+    with pytest.raises(StoreCorruptError, match="'a'"):
+        s["get"]("a")
+
+
+def test_failed_save_leaves_the_stored_transcript_unchanged(pool, table):
+    s = postgres_store(pool, table)
+    s["save"]("a", cases.turns(2))
+    with pool.connection() as c:  # the server refuses the fourth row, mid-transaction
+        c.execute(
+            f"CREATE FUNCTION {table}_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN IF new.seq = 3 THEN RAISE EXCEPTION 'refused'; END IF; RETURN new; END $$"
+        )
+        c.execute(
+            f"CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW "
+            f"EXECUTE FUNCTION {table}_refuse()"
+        )
+    try:
+        for t in (cases.turns(2) + cases.turns(3, tag="x"), cases.turns(6, tag="y")):
+            with pytest.raises((StoreCorruptError, StoreUnavailableError)):
+                s["save"]("a", t)
+        assert thaw(postgres_store(pool, table)["get"]("a")) == cases.turns(2)
+    finally:
+        with pool.connection() as c:
+            c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")
+            c.execute(f"DROP FUNCTION IF EXISTS {table}_refuse()")
+
+
+def test_concurrent_first_use_creates_the_tables_once(postgres_dsn, table):
+    from psycopg_pool import ConnectionPool
+
+    errors = []
+
+    def first_use(n):
+        with ConnectionPool(postgres_dsn, min_size=1, max_size=2) as p:
+            try:
+                postgres_store(p, table)["save"](f"first-{n}", cases.turns(1))
+            except Exception as e:  # collected: a thread's assert would not fail the test
+                errors.append(e)
+
+    threads = [threading.Thread(target=first_use, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_a_bad_table_name_is_refused(pool):
+    with pytest.raises(ValueError, match="table"):
+        postgres_store(pool, "x; drop table y")
+
+
+def test_a_server_that_is_down_is_a_clear_error_without_the_password():
+    for dsn in (
+        "postgresql://me:hunter2@127.0.0.1:1/test",
+        "host=127.0.0.1 port=1 user=me password=hunter2 dbname=test",
+    ):
+        s = postgres_store(dsn, timeout=1)
+        for name, args in (("get", ("a",)), ("save", ("a", [])), ("ids", ())):
+            with pytest.raises(StoreUnavailableError) as e:
+                s[name](*args)
+            assert "127.0.0.1" in str(e.value) and "hunter2" not in str(e.value)
+        assert "hunter2" not in s["desc"]
+
+
+def test_concurrent_savers_from_threads(pool, table):
+    s = postgres_store(pool, table)
+    errors = []
+
+    def work(n):
+        try:
+            t = freeze([])
+            for i in range(10):
+                t = t.append(freeze(cases.msg("user", f"{n}-{i}")))
+                s["save"](f"thread-{n}", t)
+        except Exception as e:  # collected: an assert in a thread would not fail the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [10] * 4
+
+
+def test_property_against_a_dict(pool, table):
+    cases.property_against_a_dict(lambda: postgres_store(pool, table), 25)()
