@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import toolnexus
 from toolnexus.cli import main
-from toolnexus.commands.chat import render_transcript
+from toolnexus.commands.chat import render_transcript, show_events
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 
 KEY = "sk-chat-test-secret-0042"
@@ -187,6 +187,21 @@ def test_chat_streams_text_and_tool_calls_as_they_come(tmp_path, monkeypatch, ca
     assert code == 0 and fp.requests[0]["body"].get("stream") is True
     assert out.startswith('[tool] skill {"name": "greet"}\n')
     assert out.rstrip().endswith("Hi there, nice to meet you")
+
+
+def test_stream_events_print_as_they_come():
+    out = io.StringIO()
+    events = [
+        {"type": "text", "delta": "Let me "},
+        {"type": "text", "delta": "check."},
+        {"type": "tool_call", "id": "1", "name": "add", "args": {"a": 1}},
+        {"type": "tool_result", "id": "1", "name": "add", "output": "2\n", "is_error": False},
+        {"type": "usage", "usage": {}},
+        {"type": "text", "delta": "It is 2."},
+        {"type": "done", "result": {"text": "It is 2."}},
+    ]
+    assert show_events(events, out) == {"text": "It is 2."}
+    assert out.getvalue() == 'Let me check.\n[tool] add {"a": 1}\n  -> 2\nIt is 2.\n'
 
 
 # ---- rendering, both dialects -----------------------------------------------------------

@@ -196,9 +196,13 @@ def _turn_by_run(client: Any, prompt: str, kw: dict, out: TextIO):
     return r
 
 
-def _turn_by_stream(stream: Callable, client: Any, prompt: str, kw: dict, out: TextIO):
+def show_events(events: Iterable[Mapping], out: TextIO):
+    """Print stream events as they come (text deltas inline, tool calls on their own lines).
+
+    Return the RunResult of the "done" event (None if the stream had none).
+    """
     result, mid_line = None, False
-    for ev in stream(client, prompt, **kw):
+    for ev in events:
         kind = ev.get("type")
         if kind == "text" and ev.get("delta"):
             out.write(ev["delta"])
@@ -218,6 +222,10 @@ def _turn_by_stream(stream: Callable, client: Any, prompt: str, kw: dict, out: T
             result = ev.get("result")
     print(file=out, flush=True)
     return result
+
+
+def _turn_by_stream(stream: Callable, client: Any, prompt: str, kw: dict, out: TextIO):
+    return show_events(stream(client, prompt, **kw), out)
 
 
 def chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
