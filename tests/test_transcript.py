@@ -1,0 +1,287 @@
+"""The pure transcript algebra: safe cuts, trim, repair, freeze/thaw, for both dialects."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyrsistent import freeze, thaw
+
+from toolnexus import transcript as tx
+from toolnexus.testing import transcripts
+
+both = pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+# Transcripts cost ~80 draws each: half the profile's examples (scales with HYPOTHESIS_PROFILE).
+HALF = settings(max_examples=max(10, settings.default.max_examples // 2))
+
+
+def _body(t):
+    """The messages after a leading system message."""
+    return t[1:] if t and tx.is_system(t[0]) else t
+
+
+def _well_formed(t) -> bool:
+    d = tx.dangling(t)
+    return not d["unanswered"] and not d["orphaned"]
+
+
+# ---- the strategies make what the algebra expects ---------------------------------
+
+
+@both
+@HALF
+@given(data=st.data())
+def test_generated_transcripts_are_well_formed(dialect, data):
+    t = data.draw(transcripts(dialect))
+    assert _well_formed(t)
+    assert all(m["role"] != "tool" for m in t) or dialect == "openai"
+    assert tx.repair(t) == freeze(t)
+
+
+# ---- trim ------------------------------------------------------------------------
+
+
+@both
+@given(data=st.data())
+def test_trim_keeps_a_safe_suffix_within_budget_when_one_exists(dialect, data):
+    t = freeze(data.draw(transcripts(dialect)))
+    n = data.draw(st.integers(0, len(t) + 2))
+    out = tx.trim(t, n)
+    body, kept = _body(t), _body(out)
+    # A suffix of the original, plus the kept system message.
+    assert list(kept) == list(body[len(body) - len(kept) :])
+    assert (len(out) - len(kept)) == (len(t) - len(body))
+    # No orphaned tool result and no tool call without its result.
+    assert _well_formed(out)
+    # Within budget whenever a safe cut within budget exists, and the longest such.
+    tails = [len(t) - i for i in tx.safe_cuts(t)]
+    fitting = [k for k in tails if k <= n]
+    if len(body) <= n:
+        assert out == t
+    elif fitting:
+        assert len(kept) == max(fitting)
+    elif tails:  # safety over size: the most recent safe cut
+        assert len(kept) == min(tails)
+
+
+@both
+@HALF
+@given(data=st.data())
+def test_trim_is_idempotent_and_never_grows(dialect, data):
+    t = data.draw(transcripts(dialect))
+    n = data.draw(st.integers(0, 12))
+    once = tx.trim(t, n)
+    assert tx.trim(once, n) == once
+    assert len(once) <= len(t)
+
+
+def test_trim_never_starts_at_an_anthropic_tool_result():
+    t = [
+        {"role": "user", "content": "weather in Paris and Rome?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "a", "name": "w", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "b", "name": "w", "input": {"city": "Rome"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "sun", "is_error": False},
+                {"type": "tool_result", "tool_use_id": "b", "content": "rain", "is_error": False},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Sun and rain."}]},
+    ]
+    assert [m["role"] for m in tx.trim(t, 2)] == ["assistant"]  # not [results, answer]
+    assert len(tx.trim(t, 3)) == 3
+
+
+def test_trim_falls_back_to_the_most_recent_safe_cut_when_nothing_fits():
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+             for i in range(3)]  # fmt: skip
+    t = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": f"c{i}", "content": "ok"} for i in range(3)),
+    ]
+    out = tx.trim(t, 2)
+    assert [m["role"] for m in out] == ["system", "assistant", "tool", "tool", "tool"]
+    assert _well_formed(out)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", None, True])
+def test_trim_refuses_a_bad_budget(bad):
+    with pytest.raises(ValueError, match="max_messages"):
+        tx.trim([{"role": "user", "content": "hi"}], bad)
+
+
+def test_trim_does_not_modify_its_input():
+    t = [{"role": "user", "content": str(i)} for i in range(5)]
+    before = json.dumps(t)
+    tx.trim(t, 2)
+    assert json.dumps(t) == before
+
+
+# ---- turn groups -----------------------------------------------------------------
+
+
+@both
+@HALF
+@given(data=st.data())
+def test_turn_groups_partition_the_transcript_at_safe_cuts(dialect, data):
+    t = freeze(data.draw(transcripts(dialect)))
+    groups = tx.turn_groups(t)
+    assert [m for g in groups for m in g] == list(t)
+    assert all(len(g) > 0 for g in groups)
+    for g in groups:
+        assert not tx.is_tool_result(g[0])
+        assert all(tx.is_tool_result(m) for m in g[1:])
+        assert _well_formed(g) or tx.is_system(g[0])
+
+
+# ---- repair ----------------------------------------------------------------------
+
+
+def _damaged(data, dialect):
+    """A valid transcript with a random subset of messages removed."""
+    t = data.draw(transcripts(dialect, max_turns=3))
+    keep = data.draw(st.lists(st.booleans(), min_size=len(t), max_size=len(t)))
+    return [m for m, k in zip(t, keep, strict=True) if k]
+
+
+@both
+@HALF
+@given(data=st.data())
+def test_repair_makes_any_damaged_transcript_well_formed_and_is_idempotent(dialect, data):
+    t = _damaged(data, dialect)
+    fixed = tx.repair(t)
+    assert _well_formed(fixed)
+    assert tx.repair(fixed) == fixed
+    assert tx.repair(fixed) is fixed  # a well-formed transcript comes back as is
+    # Only tool results change: every other message survives, in order.
+    others = [m for m in freeze(t) if not tx.is_tool_result(m)]
+    assert [m for m in fixed if not tx.is_tool_result(m)] == others
+
+
+@both
+@HALF
+@given(data=st.data())
+def test_repair_synthesizes_interrupted_results_in_the_dialect_shape(dialect, data):
+    t = _damaged(data, dialect)
+    fixed = tx.repair(t)
+    original = {json.dumps(thaw(m), sort_keys=True) for m in freeze(t)}
+    for m in fixed:
+        if tx.is_tool_result(m) and json.dumps(thaw(m), sort_keys=True) not in original:
+            if dialect == "openai":
+                assert m["role"] == "tool" and m["content"] == tx.INTERRUPTED
+            else:
+                assert m["role"] == "user"
+                synth = [b for b in m["content"] if b["content"] == tx.INTERRUPTED]
+                assert synth and all(b["is_error"] is True for b in synth)
+    if dialect == "anthropic":
+        assert all(m["role"] != "tool" for m in fixed)
+
+
+@both
+@HALF
+@given(data=st.data())
+def test_repair_of_a_crash_mid_turn_keeps_the_prefix_and_answers_the_calls(dialect, data):
+    t = data.draw(transcripts(dialect))
+    k = data.draw(st.integers(0, len(t)))
+    cut = t[:k]  # a crash: everything after k is lost, never an orphan
+    fixed = tx.repair(cut)
+    assert list(fixed[:k]) == list(freeze(cut))
+    assert set(tx.dangling(cut)["unanswered"]) == {
+        i for m in fixed[k:] for i in tx.tool_result_ids(m)
+    }
+
+
+def test_repair_answers_trailing_openai_calls_and_drops_an_orphan():
+    t = [
+        {"role": "tool", "tool_call_id": "ghost", "content": "?"},
+        {"role": "user", "content": "add"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+    ]
+    fixed = thaw(tx.repair(t))
+    assert fixed == [
+        t[1],
+        t[2],
+        t[3],
+        {"role": "tool", "tool_call_id": "b", "content": tx.INTERRUPTED},
+    ]
+
+
+def test_repair_merges_anthropic_results_into_one_user_message():
+    t = [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "two calls"},
+                {"type": "tool_use", "id": "a", "name": "f", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "f", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "1", "is_error": False},
+                {"type": "tool_result", "tool_use_id": "zzz", "content": "?", "is_error": False},
+            ],
+        },
+    ]
+    fixed = thaw(tx.repair(t))
+    assert len(fixed) == 3
+    assert [b["tool_use_id"] for b in fixed[2]["content"]] == ["a", "b"]
+    assert fixed[2]["content"][1] == {
+        "type": "tool_result",
+        "tool_use_id": "b",
+        "content": tx.INTERRUPTED,
+        "is_error": True,
+    }
+
+
+def test_repair_answers_a_call_left_open_mid_transcript():
+    # A hand-written store: the call got no result, then the user spoke again.
+    call = {"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    t = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "user", "content": "b"},
+    ]
+    fixed = thaw(tx.repair(t))
+    assert [m["role"] for m in fixed] == ["user", "assistant", "tool", "user"]
+
+
+# ---- JSON freeze/thaw --------------------------------------------------------------
+
+
+@HALF
+@given(transcripts())
+def test_dumps_loads_round_trips(t):
+    assert tx.loads(tx.dumps(freeze(t))) == freeze(t)
+    assert tx.thaw_transcript(tx.freeze_transcript(t)) == t
+    assert json.loads(tx.dumps(t))["version"] == tx.FORMAT_VERSION
+
+
+def test_loads_reads_a_bare_list_and_refuses_unknown_versions():
+    assert tx.loads('[{"role": "user", "content": "hi"}]')[0]["content"] == "hi"
+    with pytest.raises(tx.TranscriptFormatError, match="unknown transcript format version 99"):
+        tx.loads('{"version": 99, "messages": []}')
+    with pytest.raises(tx.TranscriptFormatError, match="not JSON"):
+        tx.loads("{")
+    with pytest.raises(tx.TranscriptFormatError, match="not a message"):
+        tx.loads('{"version": 1, "messages": [{"content": "no role"}]}')
