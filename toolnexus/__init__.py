@@ -1,14 +1,17 @@
 """toolnexus: the tool-calling loop of any OpenAI-style or Anthropic-style endpoint, as values."""
 
+from .aio import aask, arun, astream
 from .client import (
     ask,
     conversation,
     conversation_store,
     create_client,
     create_in_process_client,
+    metrics,
     run,
+    stream,
 )
-from .errors import ProviderError
+from .errors import ProviderError, RunCancelledError, RunTimeoutError
 from .history.tool import chat_history_tool
 from .http_tool import http_tool
 from .skills import list_skills, skills_prompt
@@ -17,7 +20,12 @@ from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool
 
 __all__ = [
     "ProviderError",
+    "RunCancelledError",
+    "RunTimeoutError",
+    "aask",
+    "arun",
     "ask",
+    "astream",
     "chat_history_tool",
     "conversation",
     "conversation_store",
@@ -28,10 +36,12 @@ __all__ = [
     "execute_tool",
     "http_tool",
     "list_skills",
+    "metrics",
     "register",
     "run",
     "sanitize",
     "skills_prompt",
+    "stream",
     "to_anthropic",
     "to_gemini",
     "to_openai",

@@ -1,49 +1,55 @@
-"""Clients as values, and the sync driver: the only place the loop does I/O."""
+"""Clients as values, and the sync driver: the only place the loop does I/O.
+
+The loop itself is `loop.run_flow`, a generator of effects; `_perform` below does
+them (HTTP, tools, sleeps, the host's answers) and `_finish` is the one exit point
+(store save, message log, run metric).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import httpx
 from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
 
 from . import loop
-from .errors import ProviderError, excerpt
+from .errors import ProviderError, RunCancelledError, RunTimeoutError
 from .skills import system_for
 from .store.locks import local_lock
 from .store.memory import in_memory_store
 from .toolkit import execute as execute_tool
-from .transcript import freeze_transcript
+from .transcript import freeze_transcript, repair
+from .transport import TURN, Endpoint, send, send_stream
 from .wire import DIALECTS
 from .wire import openai as openai_wire
-from .wire.common import encode_json
 
 __all__ = [
     "create_client",
     "create_in_process_client",
     "run",
     "ask",
+    "stream",
     "conversation",
     "conversation_store",
+    "metrics",
     "Client",
 ]
 
 _KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENROUTER_API_KEY"), "anthropic": ("ANTHROPIC_API_KEY",)}
-
-# Options of later features: accepted now so configurations stay valid; the README
-# says which of them have no effect yet.
 _OPTIONS = {
     "base_url", "style", "model", "api_key", "headers", "system_prompt", "max_turns",
     "store", "lock", "hooks", "retries", "retry_base_ms", "timeout_ms", "on_error",
     "on_metric", "wait_for", "request_params", "body_transform", "transport",
     "message_log", "strict_log", "lookup_tool",
 }  # fmt: skip
+_HOOKS = {"before_llm", "after_llm", "before_tool", "after_tool"}
+_RESERVED_PARAMS = {"messages", "tools", "stream"}
 
 
 class Secret:
@@ -74,15 +80,17 @@ class Client(PRecord):
     base_url = field()
     model = field()
     api_key = field()
-    headers = field()
     system_prompt = field()
     max_turns = field()
     store = field()
     lock = field()
-    options = field()  # the remaining options, as given
-    post = field()  # fn(body, turn_no) -> normalized turn: the transport seam of the loop
-    http = field()
-    pool = field()
+    options = field()  # the remaining options, as given (hooks, retries, on_metric, ...)
+    endpoint = field()  # Endpoint for HTTP clients, None in process
+    generate = field()  # the host function of an in-process client
+    transport = field()  # the sync httpx transport (pooled connections)
+    atransports = field()  # {event loop: async transport}, filled by the async driver
+    pool = field()  # the thread pool for a turn's tool calls
+    sink = field()  # the metrics sink behind metrics(client)
 
     def __repr__(self) -> str:
         store = self.store.get("desc", "store") if isinstance(self.store, Mapping) else "store"
@@ -101,89 +109,61 @@ def _check(options: Mapping) -> None:
     style = options.get("style", "openai")
     if style not in DIALECTS:
         raise ValueError(f"unknown style {style!r}: expected one of {sorted(DIALECTS)}")
-    max_turns = options.get("max_turns", 10)
-    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
-        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    for name, least in (("max_turns", 1), ("retries", 0)):
+        v = options.get(name, least)
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {v!r}")
+    for name in ("retry_base_ms", "timeout_ms"):
+        v = options.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
+            raise ValueError(f"{name} must be a non-negative number, got {v!r}")
     store = options.get("store")
     if store is not None and not (callable(store.get("get")) and callable(store.get("save"))):
         raise ValueError("store must be a mapping with callable 'get' and 'save'")
+    hooks = options.get("hooks") or {}
+    if set(hooks) - _HOOKS or not all(callable(h) for h in hooks.values()):
+        raise ValueError(f"hooks must map some of {sorted(_HOOKS)} to functions")
+    for name in ("on_error", "on_metric", "wait_for", "body_transform", "lock"):
+        if options.get(name) is not None and not callable(options[name]):
+            raise ValueError(f"{name} must be a function")
 
 
-def _base(options: Mapping, style: str, post: Callable, http: Any) -> Client:
+def _params(options: Mapping) -> PMap:
+    params = dict(options.get("request_params") or {})
+    refused = sorted(_RESERVED_PARAMS & set(params))
+    if refused:
+        warnings.warn(f"request_params {refused} are ignored: the loop owns them", stacklevel=3)
+    return freeze({k: v for k, v in params.items() if k not in _RESERVED_PARAMS})
+
+
+def _base(options: Mapping, style: str, **parts: Any) -> Client:
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:  # TEMP until metrics.py lands
+        from .metrics import metrics_sink
+    except ImportError:
+
+        def metrics_sink():
+            return {"on_metric": lambda e: None, "render": lambda: ""}
+
     rest = {k: v for k, v in options.items() if k not in Client._precord_fields}
+    rest["request_params"] = _params(options)
     return Client(
         style=style,
         base_url=options.get("base_url"),
         model=options["model"],
         api_key=Secret(options.get("api_key")),
-        headers=freeze(dict(options.get("headers") or {})),
         system_prompt=options.get("system_prompt") or "",
         max_turns=options.get("max_turns", 10),
         store=options.get("store") or in_memory_store(),
         lock=options.get("lock") or local_lock(),
         options=pmap(rest),
-        post=post,
-        http=http,
+        atransports={},
         # Long-lived on the client, so no run pays for creating threads or connections.
         pool=ThreadPoolExecutor(max_workers=16, thread_name_prefix="toolnexus-tool"),
+        sink=metrics_sink(),
+        **{"endpoint": None, "generate": None, "transport": None, **parts},
     )
-
-
-def _send(transport: httpx.BaseTransport, request: httpx.Request) -> httpx.Response:
-    """Send on the transport directly and read the body.
-
-    httpx.Client adds cookies, auth flows, redirects and event hooks per request; an
-    LLM POST needs none of them, and skipping that layer is most of our speed.
-    """
-    resp = transport.handle_request(request)
-    try:
-        resp.read()
-    finally:
-        resp.close()
-    return resp
-
-
-def _http_post(
-    transport: httpx.BaseTransport,
-    url: str,
-    headers: Mapping,
-    timeout: dict,
-    codec: Any,
-    key: str | None,
-) -> Callable:
-    target = httpx.URL(url)
-    headers = dict(headers)
-
-    def post(body: Mapping, turn_no: int) -> PMap:
-        request = httpx.Request(
-            "POST",
-            target,
-            headers=headers,
-            content=encode_json(body),
-            extensions={"timeout": timeout},
-        )
-        try:
-            resp = _send(transport, request)
-        except httpx.HTTPError as e:
-            raise ProviderError(f"POST {url} failed: {type(e).__name__}: {e}", url=url) from None
-        if not 200 <= resp.status_code < 300:
-            text = excerpt(resp.text, (key,))
-            raise ProviderError(
-                f"POST {url} returned {resp.status_code}: {text}",
-                status=resp.status_code,
-                body=text,
-                url=url,
-            )
-        try:
-            return codec.parse_response(json.loads(resp.content))
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise ProviderError(
-                f"POST {url}: unreadable response ({e}): {excerpt(resp.text, (key,))}",
-                status=resp.status_code,
-                url=url,
-            ) from None
-
-    return post
 
 
 def create_client(**options: Any) -> Client:
@@ -202,26 +182,25 @@ def create_client(**options: Any) -> Client:
         (os.environ[v] for v in _KEY_ENV[style] if os.environ.get(v)), None
     )
     codec = DIALECTS[style]
-    timeout = options.get("timeout_ms")
     headers = {
         "content-type": "application/json",
         "accept": "application/json",
         **codec.headers(key),
         **dict(options.get("headers") or {}),
     }
+    endpoint = Endpoint(codec.url(options["base_url"]), headers, codec, key)
     # One pooled transport per client: connections are reused across turns and runs.
     transport = options.get("transport") or httpx.HTTPTransport()
-    limits = httpx.Timeout(timeout / 1000 if timeout else 600.0).as_dict()
-    post = _http_post(transport, codec.url(options["base_url"]), headers, limits, codec, key)
-    return _base({**options, "api_key": key}, style, post, transport)
+    return _base({**options, "api_key": key}, style, endpoint=endpoint, transport=transport)
 
 
-def create_in_process_client(*, model: str, generate: Callable[[dict], Mapping], **options: Any):
+def create_in_process_client(*, model: str, generate: Callable[[dict], Any], **options: Any):
     """Return a client whose model is a host function `generate(request) -> reply`.
 
     The request is {"model", "messages", "tools"} with openai-shaped messages; the reply
     is {"content": str} or {"tool_calls": [{"id"?, "name", "arguments"}]}, plus an
-    optional "usage". No URL, no key.
+    optional "usage". `generate` may be `async def` (awaited by the async driver). No
+    URL, no key.
     """
     if not callable(generate):
         raise ValueError("generate must be a function(request) -> reply")
@@ -230,17 +209,7 @@ def create_in_process_client(*, model: str, generate: Callable[[dict], Mapping],
     if options.get("style", "openai") != "openai":
         raise ValueError("an in-process client speaks the openai message shape only")
     _check(options)
-
-    def post(body: Mapping, turn_no: int) -> PMap:
-        # Plain lists and dicts: the host function may print, mutate or json.dumps them.
-        request = {
-            "model": body["model"],
-            "messages": thaw(body["messages"]),
-            "tools": body.get("tools", []),
-        }
-        return openai_wire.parse_generated(generate(request), turn_no)
-
-    return _base({**options, "model": model}, "openai", post, None)
+    return _base({**options, "model": model}, "openai", generate=generate)
 
 
 def conversation_store(client: Client) -> dict:
@@ -248,49 +217,62 @@ def conversation_store(client: Client) -> dict:
     return client.store
 
 
-# ---- the sync driver -------------------------------------------------------
+def metrics(client: Client) -> str:
+    """Return the client's metrics in the Prometheus text format."""
+    return client.sink["render"]()
 
 
-def _run_tool(tk: Any, call: Mapping) -> PMap:
-    if call["error"] is not None:
-        return loop.invalid_result(call)
-    r = execute_tool(tk, call["name"], call["args"])
-    return asyncio.run(r) if inspect.isawaitable(r) else r
+# ---- shared by the sync and async drivers (no I/O here) ---------------------
 
 
-def _execute(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
-    """Run a turn's calls concurrently; results in call order."""
-    # The first call runs on this thread while the pool runs the rest: one thread hop fewer.
-    rest = [client.pool.submit(_run_tool, tk, c) for c in calls[1:]]
-    first = _run_tool(tk, calls[0])
-    return [first, *(f.result() for f in rest)]
+def in_process_request(body: Mapping) -> dict:
+    """Return the request an in-process `generate` receives (plain lists and dicts)."""
+    return {
+        "model": body["model"],
+        "messages": thaw(body["messages"]),
+        "tools": body.get("tools", []),
+    }
 
 
-def _drive(client: Client, state: PMap, tk: Any) -> PMap:
-    """Run the pure loop to its end, doing the I/O it asks for."""
-    params = client.options.get("request_params") or {}
-    # Encoded once per run, not once per turn.
-    tools = DIALECTS[client.style].encode_tools(tk)
-    system = system_for(client.system_prompt, tk)
-    while True:
-        body = loop.request(state, client.model, tools, system, params)
-        state, calls = loop.on_turn(state, client.post(body, state["turns"] + 1))
-        if not calls:
-            return state
-        state = loop.on_results(state, calls, _execute(client, tk, calls), client.max_turns)
-        if loop.is_finished(state):
-            return state
+def flow_config(client: Client, events: bool) -> PMap:
+    """Return the `loop.run_flow` configuration of a client."""
+    o = client.options
+    transform = o.get("body_transform")
+    system_prompt = client.system_prompt
+    return pmap(
+        {
+            "model": client.model,
+            "system": lambda tk: system_for(system_prompt, tk),
+            "params": o["request_params"],
+            "hooks": o.get("hooks") or pmap(),
+            "max_turns": client.max_turns,
+            "retries": o.get("retries", 2),
+            "retry_base_ms": o.get("retry_base_ms", 500),
+            "on_error": o.get("on_error"),
+            "wait_for": o.get("wait_for"),
+            "transform": (lambda b: transform(b)) if transform else (lambda b: b),
+            "events": events,
+        }
+    )
 
 
-def _history(client: Client, history: Sequence | None, conversation_id: str | None):
-    if history is not None:
-        return freeze_transcript(history)
-    if conversation_id is None:
-        return freeze_transcript(None)
-    return freeze_transcript(client.store["get"](conversation_id))
+def run_toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
+    """Return the toolkit of a run: `tk`, plus the scoped history lookup tool when due."""
+    log = client.options.get("message_log")
+    if log is None:
+        return tk
+    from .history.wiring import with_lookup_tool
+
+    return with_lookup_tool(tk, log, conversation_id, client.options.get("lookup_tool", True))
 
 
-def _check_run(prompt: Any, conversation_id: Any) -> None:
+def start_state(client: Client, prompt: str, loaded: Any) -> PMap:
+    """Return the loop's first state over a loaded transcript (repaired: see transcript.repair)."""
+    return loop.start(client.style, repair(freeze_transcript(loaded)), prompt)
+
+
+def check_run(prompt: Any, conversation_id: Any) -> None:
+    """Raise a clear error for a prompt or conversation id a run cannot take."""
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a string, got {type(prompt).__name__}")
     if conversation_id is not None and (
@@ -299,11 +281,216 @@ def _check_run(prompt: Any, conversation_id: Any) -> None:
         raise ValueError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
 
 
-def _finish(client: Client, state: PMap, conversation_id: str | None) -> PMap:
-    """The one exit point of a run: save (with an id) and build the result."""
-    if conversation_id is not None:
-        client.store["save"](conversation_id, state["messages"])
-    return loop.result(state, client.model)
+def emit_metric(client: Client, event: Mapping) -> None:
+    """Record a metric event in the client's sink and pass it to `on_metric`."""
+    client.sink["on_metric"](event)
+    user = client.options.get("on_metric")
+    if user is not None:
+        user(event)
+
+
+def run_metric(client: Client, state: PMap | None, seconds: float, error: Any = None) -> None:
+    """Emit the run's metric (never a conversation id or key)."""
+    event = {
+        "event": "run",
+        "model": client.model,
+        "duration_s": seconds,
+        "error": error is not None,
+    }
+    if state is not None:
+        event.update(status=state["status"], turns=state["turns"])
+    emit_metric(client, event)
+
+
+def record_log(client: Client, conversation_id: str | None, prompt: str, result: PMap, t0: Any):
+    """Record the exchange in the message log, when the client has one."""
+    log = client.options.get("message_log")
+    if log is None:
+        return
+    from .history.wiring import record_exchange
+
+    record_exchange(
+        log,
+        conversation_id,
+        prompt,
+        result["text"],
+        strict=bool(client.options.get("strict_log")),
+        on_metric=lambda e: emit_metric(client, e),
+        asked_at=t0,
+    )
+
+
+# ---- the sync driver ---------------------------------------------------------
+
+
+class _Guard:
+    """The run's deadline and cancellation token, checked between effects and chunks."""
+
+    def __init__(self, timeout_ms: float | None, cancel: threading.Event | None):
+        self.deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        self.cancel = cancel
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise RunCancelledError("the run was cancelled")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise RunTimeoutError("the run's deadline (timeout_ms) passed")
+
+    def remaining(self, default: float = 600.0) -> float:
+        if self.deadline is None:
+            return default
+        return max(0.001, self.deadline - time.monotonic())
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while True:
+            self.check()
+            left = min(end - time.monotonic(), self.remaining())
+            if left <= 0:
+                return
+            # An Event wait wakes at once on cancel; a plain sleep would not.
+            (self.cancel or threading.Event()).wait(min(left, 0.05))
+
+    def wait(self, future: Any) -> Any:
+        """Return a future's result, abandoning it on deadline or cancel."""
+        while True:
+            self.check()
+            try:
+                return future.result(timeout=min(0.02, self.remaining()))
+            except TimeoutError:
+                continue
+
+
+def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
+    t0 = time.perf_counter()
+    r = execute_tool(tk, call["name"], call["args"])
+    if hasattr(r, "__await__"):  # an async tool, from the sync driver
+        import asyncio
+
+        r = asyncio.run(r)
+    return r, time.perf_counter() - t0
+
+
+def _execute(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
+    """Run a turn's calls concurrently; results in call order."""
+    # The first call runs on this thread while the pool runs the rest: one thread hop fewer.
+    rest = [client.pool.submit(_run_tool, tk, c) for c in calls[1:]]
+    return [_run_tool(tk, calls[0]), *(f.result() for f in rest)]
+
+
+def _generate(client: Client, body: Mapping, turn_no: int) -> PMap:
+    out = client.generate(in_process_request(body))
+    if hasattr(out, "__await__"):
+        import asyncio
+
+        out = asyncio.run(out)
+    return openai_wire.parse_generated(out, turn_no)
+
+
+def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: bool):
+    """Perform one model call; yield text events when streaming; return the turn."""
+    if client.endpoint is None:
+        turn = _generate(client, body, turn_no)
+        if streaming and turn["text"]:
+            yield pmap({"type": "text", "delta": turn["text"]})
+        return turn
+    if streaming:
+        for item in send_stream(
+            client.transport, client.endpoint, body, guard.remaining(), guard.check
+        ):
+            if item["type"] == TURN:
+                return item["turn"]
+            yield item
+        raise ProviderError("the stream ended without a turn", url=client.endpoint.url)
+    if guard.cancel is None:  # a deadline alone is the request's own timeout
+        try:
+            return send(client.transport, client.endpoint, body, guard.remaining())
+        except ProviderError:
+            guard.check()  # a timeout caused by the deadline is an abort, not a failure
+            raise
+    return guard.wait(client.pool.submit(send, client.transport, client.endpoint, body, 600.0))
+
+
+def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool) -> Iterator[PMap]:
+    """Do the effects `flow` asks for; yield stream events; return the final state."""
+    value, error = None, None
+    while True:
+        try:
+            effect = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        kind = effect[0]
+        if kind == "clock":
+            value = time.perf_counter()
+        elif kind == "llm":
+            guard.check()
+            try:
+                value = yield from _llm(client, effect[1], effect[2], guard, streaming)
+            except ProviderError as e:
+                error = e  # thrown into the flow, which decides to retry or fail
+        elif kind == "tools":
+            guard.check()
+            value = _execute(client, effect[1], effect[2])
+        elif kind == "event":
+            yield effect[1]
+        elif kind == "metric":
+            emit_metric(client, effect[1])
+        elif kind == "sleep":
+            guard.sleep(effect[1])
+        elif kind == "wait_for":
+            value = client.options["wait_for"](effect[1])
+        else:  # pragma: no cover - a new effect without a performer is our bug
+            raise RuntimeError(f"unknown effect {kind!r}")
+
+
+def _exchange(
+    client: Client,
+    prompt: str,
+    toolkit: Any,
+    history: Sequence | None,
+    conversation_id: str | None,
+    cancel: Any,
+    streaming: bool,
+) -> Iterator[PMap]:
+    """One exchange: lock, load, run the flow, and finish; yields stream events."""
+    check_run(prompt, conversation_id)
+    from datetime import UTC, datetime
+
+    asked_at, t0 = datetime.now(UTC), time.perf_counter()
+    guard = _Guard(client.options.get("timeout_ms"), cancel)
+    state = None
+    lock = client.lock(conversation_id) if conversation_id is not None else nullcontext()
+    try:
+        with lock:
+            if history is not None:
+                loaded = history
+            else:
+                loaded = (
+                    client.store["get"](conversation_id) if conversation_id is not None else None
+                )
+            state = start_state(client, prompt, loaded)
+            tk = run_toolkit(client, toolkit, conversation_id)
+            flow = loop.run_flow(flow_config(client, streaming), state, tk)
+            state = yield from _perform(client, flow, guard, streaming)
+            # The one exit point: an exchange is saved whole, or (on error) not at all.
+            if conversation_id is not None:
+                client.store["save"](conversation_id, state["messages"])
+        result = loop.result(state, client.model)
+    except BaseException as e:
+        run_metric(client, None, time.perf_counter() - t0, e)
+        raise
+    run_metric(client, state, time.perf_counter() - t0)
+    record_log(client, conversation_id, prompt, result, asked_at)
+    return result
+
+
+def _exhaust(events: Iterator) -> Any:
+    while True:
+        try:
+            next(events)
+        except StopIteration as stop:
+            return stop.value
 
 
 def run(
@@ -313,26 +500,61 @@ def run(
     toolkit: PMap | None = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> PMap:
     """Run the tool-calling loop for `prompt`; return the RunResult map.
 
     With `conversation_id`, the store's transcript is loaded first (unless `history`
     is given, which wins) and the final transcript saved after every normal exit
-    (done or max_turns). A raised error saves nothing: the stored transcript stays
-    as it was. Without an id the store is never touched.
+    (done, max_turns, pending), under the client's per-conversation lock. A raised
+    error (provider failure, hook, timeout, cancel) saves nothing: the stored
+    transcript stays as it was. Without an id the store is never touched.
     """
-    _check_run(prompt, conversation_id)
-    if conversation_id is None:
-        state = loop.start(client.style, _history(client, history, None), prompt)
-        return _finish(client, _drive(client, state, toolkit), None)
-    with client.lock(conversation_id):
-        state = loop.start(client.style, _history(client, history, conversation_id), prompt)
-        return _finish(client, _drive(client, state, toolkit), conversation_id)
+    return _exhaust(_exchange(client, prompt, toolkit, history, conversation_id, cancel, False))
 
 
-def ask(client: Client, prompt: str, *, toolkit: PMap | None = None, id: str | None = None) -> PMap:
-    """Return `run(client, prompt, toolkit=toolkit, conversation_id=id)`."""
-    return run(client, prompt, toolkit=toolkit, conversation_id=id)
+def stream(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    history: Sequence | None = None,
+    conversation_id: str | None = None,
+    cancel: threading.Event | None = None,
+) -> Iterator[PMap]:
+    """Yield the run's events as they happen, ending with {"type": "done", "result"}.
+
+    Events: text {delta}, tool_call {id, name, args}, tool_result {id, name, output,
+    is_error}, usage {usage}, pending {request}, done {result} (what `run` returns).
+    With `conversation_id` the transcript is loaded before the first event and saved
+    just before `done`. If the consumer stops early, or an error ends the stream,
+    nothing is saved: the stored transcript stays as it was before the call (an
+    exchange is saved whole or not at all), and the conversation lock is released.
+    """
+    result = yield from _exchange(client, prompt, toolkit, history, conversation_id, cancel, True)
+    yield pmap({"type": "done", "result": result})
+
+
+def ask(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    id: str | None = None,
+    on_text: Callable[[str], Any] | None = None,
+) -> PMap:
+    """Return `run(client, prompt, toolkit=toolkit, conversation_id=id)`.
+
+    With `on_text`, the answer is streamed and each text delta passed to it.
+    """
+    if on_text is None:
+        return run(client, prompt, toolkit=toolkit, conversation_id=id)
+    for event in stream(client, prompt, toolkit=toolkit, conversation_id=id):
+        if event["type"] == "text":
+            on_text(event["delta"])
+        elif event["type"] == "done":
+            return event["result"]
+    raise RuntimeError("stream ended without a done event")  # pragma: no cover
 
 
 def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:

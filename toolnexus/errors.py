@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ProviderError", "excerpt"]
+__all__ = ["ProviderError", "RunTimeoutError", "RunCancelledError", "excerpt"]
 
 EXCERPT_CHARS = 500
 
@@ -22,8 +22,25 @@ def excerpt(text: str, secrets: tuple[str | None, ...] = (), limit: int = EXCERP
 class ProviderError(Exception):
     """The LLM endpoint failed: a non-2xx status (with a bounded body excerpt) or no answer."""
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "", url: str = ""):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str = "",
+        url: str = "",
+        headers: dict | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.body = body
         self.url = url
+        self.headers = headers or {}  # the response's headers (Retry-After), never ours
+
+
+class RunTimeoutError(TimeoutError):
+    """The run's deadline (`timeout_ms`) passed; the request in flight was abandoned."""
+
+
+class RunCancelledError(Exception):
+    """The run's cancellation token was set; the request in flight was abandoned."""

@@ -150,8 +150,8 @@ def _infer_schema(fn: Callable) -> dict:
     hints = typing.get_type_hints(fn)
     props, required = {}, []
     for p in inspect.signature(fn).parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name.startswith("_"):
+            continue  # underscore parameters are the host's (e.g. _resume), not the model's
         hint = hints.get(p.name, str)
         props[p.name] = schema_for(hint)
         if p.default is p.empty and not _optional(hint):
@@ -162,27 +162,37 @@ def _infer_schema(fn: Callable) -> dict:
     return schema
 
 
+RESUME = "_resume"  # the argument a suspended tool gets its host's answer in, when re-run
+
+
 def _caller(fn: Callable) -> Callable[[Mapping], Any]:
-    """Adapt a keyword function into execute(args); unknown keys are a clear error."""
+    """Adapt a keyword function into execute(args); unknown keys are a clear error.
+
+    A re-run after a suspension adds `_resume` ({id, ok, data}); it reaches the function
+    only if it declares a `_resume` parameter (or **kwargs), else it is dropped.
+    """
     params = inspect.signature(fn).parameters
     takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    wants_resume = takes_kwargs or RESUME in params
 
-    def check(args: Mapping) -> None:
-        extra = [k for k in args if k not in params] if not takes_kwargs else []
+    def kwargs(args: Mapping) -> dict:
+        out = dict(args)
+        if not wants_resume:
+            out.pop(RESUME, None)
+        extra = [k for k in out if k not in params] if not takes_kwargs else []
         if extra:
             raise TypeError(f"unexpected argument(s) {extra}; expected {list(params)}")
+        return out
 
     if inspect.iscoroutinefunction(fn):
 
         async def execute_async(args: Mapping) -> Any:
-            check(args)
-            return await fn(**dict(args))
+            return await fn(**kwargs(args))
 
         return execute_async
 
     def execute(args: Mapping) -> Any:
-        check(args)
-        return fn(**dict(args))
+        return fn(**kwargs(args))
 
     return execute
 

@@ -36,7 +36,8 @@ def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]
         with guard:
             lock = locks.get(id)
             if lock is None:
-                lock = locks[id] = threading.RLock()
+                # A Lock, not an RLock: the async driver may release it from another thread.
+                lock = locks[id] = threading.Lock()
         if not lock.acquire(timeout=timeout):
             raise LockTimeoutError(f"conversation lock for {id!r} not taken within {timeout}s")
         try:

@@ -1,0 +1,276 @@
+"""The async driver: arun, aask, astream over httpx's async transport, same pure core.
+
+Effects of `loop.run_flow` are performed with awaits: tools and store functions may
+be plain or `async def` (plain ones run in a worker thread, so a slow one never
+blocks the event loop); a turn's tool calls run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from pyrsistent import PMap, pmap
+
+from . import loop
+from .client import (
+    Client,
+    check_run,
+    emit_metric,
+    flow_config,
+    in_process_request,
+    record_log,
+    run_metric,
+    run_toolkit,
+    start_state,
+)
+from .errors import ProviderError, RunCancelledError, RunTimeoutError
+from .toolkit import execute as execute_tool
+from .transport import TURN, asend, asend_stream
+from .wire import openai as openai_wire
+
+__all__ = ["arun", "aask", "astream"]
+
+
+async def _call(fn: Callable, *args: Any) -> Any:
+    """Await `fn(*args)`: coroutine functions directly, plain ones in a worker thread."""
+    if asyncio.iscoroutinefunction(fn):
+        return await fn(*args)
+    out = await asyncio.to_thread(fn, *args)
+    return await out if hasattr(out, "__await__") else out
+
+
+class _Guard:
+    """The run's deadline and cancellation token (an asyncio.Event) around each await."""
+
+    def __init__(self, timeout_ms: float | None, cancel: asyncio.Event | None):
+        self.deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        self.cancel = cancel
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise RunCancelledError("the run was cancelled")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise RunTimeoutError("the run's deadline (timeout_ms) passed")
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    async def run(self, awaitable: Any) -> Any:
+        """Await `awaitable`, abandoning (cancelling) it on deadline or cancel."""
+        self.check()
+        if self.deadline is None and self.cancel is None:
+            return await awaitable
+        task = asyncio.ensure_future(awaitable)
+        waiters = {task}
+        cancel_wait = asyncio.ensure_future(self.cancel.wait()) if self.cancel else None
+        if cancel_wait is not None:
+            waiters.add(cancel_wait)
+        try:
+            done, _ = await asyncio.wait(
+                waiters, timeout=self.remaining(), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if cancel_wait is not None:
+                cancel_wait.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        self.check()
+        raise RunTimeoutError("the run's deadline (timeout_ms) passed")
+
+
+def _atransport(client: Client) -> httpx.AsyncBaseTransport:
+    """Return the client's async transport for the running event loop (pooled per loop)."""
+    given = client.options.get("transport")
+    if given is not None and hasattr(given, "handle_async_request"):
+        return given
+    loop_ = asyncio.get_running_loop()
+    transport = client.atransports.get(loop_)
+    if transport is None:
+        # Connections belong to one event loop, so each loop gets its own pool.
+        for old in [k for k in client.atransports if k.is_closed()]:
+            del client.atransports[old]
+        transport = client.atransports[loop_] = httpx.AsyncHTTPTransport()
+    return transport
+
+
+async def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: bool):
+    """Yield text events (when streaming), then {TURN} with the decoded turn."""
+    if client.endpoint is None:
+        out = await guard.run(_call(client.generate, in_process_request(body)))
+        turn = openai_wire.parse_generated(out, turn_no)
+        if streaming and turn["text"]:
+            yield pmap({"type": "text", "delta": turn["text"]})
+        yield pmap({"type": TURN, "turn": turn})
+        return
+    transport = _atransport(client)
+    if not streaming:
+        turn = await guard.run(asend(transport, client.endpoint, body, guard.remaining() or 600.0))
+        yield pmap({"type": TURN, "turn": turn})
+        return
+    items = asend_stream(transport, client.endpoint, body, guard.remaining() or 600.0)
+    try:
+        while True:
+            try:
+                item = await guard.run(items.__anext__())
+            except StopAsyncIteration:
+                url = client.endpoint.url
+                raise ProviderError("the stream ended without a turn", url=url) from None
+            yield item
+            if item["type"] == TURN:
+                return
+    finally:
+        await items.aclose()
+
+
+async def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
+    t0 = time.perf_counter()
+    t = tk["index"].get(call["name"]) if tk else None
+    if t is not None and asyncio.iscoroutinefunction(t["execute"]):
+        r = await execute_tool(tk, call["name"], call["args"])
+    else:
+        r = await _call(execute_tool, tk, call["name"], call["args"])
+    return r, time.perf_counter() - t0
+
+
+async def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool):
+    """Do the effects `flow` asks for; yield stream events, then {"final": state}."""
+    value, error = None, None
+    while True:
+        try:
+            effect = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            yield pmap({"type": "__final__", "state": stop.value})
+            return
+        value, error = None, None
+        kind = effect[0]
+        if kind == "clock":
+            value = time.perf_counter()
+        elif kind == "llm":
+            try:
+                async for item in _llm(client, effect[1], effect[2], guard, streaming):
+                    if item["type"] == TURN:
+                        value = item["turn"]
+                    else:
+                        yield item
+            except ProviderError as e:
+                error = e  # thrown into the flow, which decides to retry or fail
+        elif kind == "tools":
+            calls: Sequence = effect[2]
+            value = await guard.run(asyncio.gather(*(_run_tool(effect[1], c) for c in calls)))
+        elif kind == "event":
+            yield effect[1]
+        elif kind == "metric":
+            emit_metric(client, effect[1])
+        elif kind == "sleep":
+            await guard.run(asyncio.sleep(effect[1]))
+        elif kind == "wait_for":
+            value = await guard.run(_call(client.options["wait_for"], effect[1]))
+        else:  # pragma: no cover - a new effect without a performer is our bug
+            raise RuntimeError(f"unknown effect {kind!r}")
+
+
+async def _exchange(
+    client: Client,
+    prompt: str,
+    toolkit: Any,
+    history: Sequence | None,
+    conversation_id: str | None,
+    cancel: Any,
+    streaming: bool,
+) -> AsyncIterator[PMap]:
+    """One exchange: lock, load, run the flow, finish; yields events, then done."""
+    check_run(prompt, conversation_id)
+    asked_at, t0 = datetime.now(UTC), time.perf_counter()
+    guard = _Guard(client.options.get("timeout_ms"), cancel)
+    lock = client.lock(conversation_id) if conversation_id is not None else None
+    state = None
+    try:
+        if lock is not None:  # a blocking lock is taken off the event loop
+            await asyncio.to_thread(lock.__enter__)
+        try:
+            loaded = history
+            if history is None and conversation_id is not None:
+                loaded = await _call(client.store["get"], conversation_id)
+            state = start_state(client, prompt, loaded)
+            tk = run_toolkit(client, toolkit, conversation_id)
+            flow = loop.run_flow(flow_config(client, streaming), state, tk)
+            async for item in _perform(client, flow, guard, streaming):
+                if item["type"] == "__final__":
+                    state = item["state"]
+                else:
+                    yield item
+            # The one exit point: an exchange is saved whole, or (on error) not at all.
+            if conversation_id is not None:
+                await _call(client.store["save"], conversation_id, state["messages"])
+        finally:
+            if lock is not None:
+                await asyncio.to_thread(lock.__exit__, None, None, None)
+        result = loop.result(state, client.model)
+    except BaseException as e:
+        run_metric(client, None, time.perf_counter() - t0, e)
+        raise
+    run_metric(client, state, time.perf_counter() - t0)
+    await asyncio.to_thread(record_log, client, conversation_id, prompt, result, asked_at)
+    yield pmap({"type": "done", "result": result})
+
+
+async def arun(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    history: Sequence | None = None,
+    conversation_id: str | None = None,
+    cancel: asyncio.Event | None = None,
+) -> PMap:
+    """The async twin of `run` (same semantics; `cancel` is an asyncio.Event)."""
+    events = _exchange(client, prompt, toolkit, history, conversation_id, cancel, False)
+    async for event in events:
+        if event["type"] == "done":
+            return event["result"]
+    raise RuntimeError("run ended without a result")  # pragma: no cover
+
+
+async def astream(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    history: Sequence | None = None,
+    conversation_id: str | None = None,
+    cancel: asyncio.Event | None = None,
+) -> AsyncIterator[PMap]:
+    """The async twin of `stream`: an async generator of the same events."""
+    events = _exchange(client, prompt, toolkit, history, conversation_id, cancel, True)
+    try:
+        async for event in events:
+            yield event
+    finally:
+        await events.aclose()
+
+
+async def aask(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    id: str | None = None,
+    on_text: Callable[[str], Any] | None = None,
+) -> PMap:
+    """The async twin of `ask` (`on_text` may be plain or async)."""
+    if on_text is None:
+        return await arun(client, prompt, toolkit=toolkit, conversation_id=id)
+    async for event in astream(client, prompt, toolkit=toolkit, conversation_id=id):
+        if event["type"] == "text":
+            out = on_text(event["delta"])
+            if hasattr(out, "__await__"):
+                await out
+        elif event["type"] == "done":
+            return event["result"]
+    raise RuntimeError("stream ended without a done event")  # pragma: no cover
