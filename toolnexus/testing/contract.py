@@ -131,14 +131,16 @@ def store_contract_machine(
             assert _plain(given) == before, f"{self.desc}: save({id!r}) modified its input"
             self.saved[id] = freeze(before, strict=False)
             _vandalize(given)  # what the caller does with its list later is not the store's
+            self._check_get_twice(id)
+
+        def _check_get_twice(self, id: str) -> None:
+            got = self._check_get(id)
+            _vandalize(got)  # nor what it does with the list it was given
             self._check_get(id)
 
         @rule(i=st.integers(0, 7))
         def get(self, i: int) -> None:
-            id = self._id(i)
-            got = self._check_get(id)
-            _vandalize(got)  # nor what it does with the list it was given
-            self._check_get(id)
+            self._check_get_twice(self._id(i))
 
         @rule(id=fresh_ids)
         def get_unknown(self, id: str) -> None:

@@ -71,9 +71,14 @@ def conversation_ids(max_size: int = 200) -> st.SearchStrategy[str]:
 
 
 def id_pools(ids: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[list[str]]:
-    """Return a strategy of small lists of distinct ids, often holding a colliding pair."""
-    ids = conversation_ids() if ids is None else ids
-    some = st.lists(ids, min_size=1, max_size=4, unique=True)
+    """Return a strategy of small lists of distinct ids.
+
+    With the default ids, a pool often holds one of the COLLIDING_IDS pairs; a given
+    `ids` strategy replaces the defaults entirely (pairs included).
+    """
+    if ids is not None:
+        return st.lists(ids, min_size=1, max_size=4, unique=True)
+    some = st.lists(conversation_ids(), min_size=1, max_size=4, unique=True)
     pairs = st.sampled_from(COLLIDING_IDS).map(list)
     return st.one_of(some, st.tuples(pairs, some).map(lambda p: list(dict.fromkeys(p[0] + p[1]))))
 
