@@ -189,3 +189,9 @@ def test_concurrent_savers_from_threads(pool, table):
 
 def test_property_against_a_dict(pool, table):
     cases.property_against_a_dict(lambda: postgres_store(pool, table), 25)()
+
+
+def test_store_contract(pool, table):
+    from toolnexus.testing import check_store_contract
+
+    check_store_contract(lambda: postgres_store(pool, table))

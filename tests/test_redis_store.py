@@ -152,3 +152,9 @@ def test_concurrent_appends_from_threads_lose_nothing_per_id(client, prefix):
 
 def test_property_against_a_dict(redis_url, prefix):
     cases.property_against_a_dict(lambda: redis_store(redis_url, prefix=prefix), 30)()
+
+
+def test_store_contract(redis_url, prefix):
+    from toolnexus.testing import check_store_contract
+
+    check_store_contract(lambda: redis_store(redis_url, prefix=prefix))

@@ -156,3 +156,9 @@ def test_threads_share_one_store(db):
 def test_property_against_a_dict(tmp_path_factory):
     db = tmp_path_factory.mktemp("prop") / "p.db"
     cases.property_against_a_dict(lambda: sqlite_store(db), max_examples=40)()
+
+
+def test_store_contract(tmp_path):
+    from toolnexus.testing import check_store_contract
+
+    check_store_contract(lambda: sqlite_store(tmp_path / "contract.db"))

@@ -50,29 +50,26 @@ def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]
 
 # ---- cross-process locks ---------------------------------------------------
 # Each one is a `take(id, seconds) -> release` function wrapped by `_per_id`: threads
-# of one process first queue on a local (reentrant) lock, so only one of them at a
-# time polls the shared backend, and a thread that already holds the id re-enters
-# without asking the backend again.
+# of one process first queue on the local lock, so only one of them at a time polls
+# the shared backend. Like the local lock, these are not reentrant (taking an id you
+# hold times out), and may be released from another thread than the one that took
+# them (the async driver enters and exits them in worker threads).
 
 Take = Callable[[str, float], Callable[[], None]]
 
 
 def _per_id(take: Take, timeout: float) -> Callable[[str], AbstractContextManager]:
     inner = local_lock(timeout)
-    held: dict[str, Callable[[], None]] = {}  # id -> release; touched only by its holder
 
     @contextmanager
     def hold(id: str):
         deadline = time.monotonic() + timeout
         with inner(id):
-            outer = id not in held
-            if outer:
-                held[id] = take(id, max(0.0, deadline - time.monotonic()))
+            release = take(id, max(0.0, deadline - time.monotonic()))
             try:
                 yield
             finally:
-                if outer:
-                    held.pop(id)()
+                release()
 
     return hold
 

@@ -37,21 +37,24 @@ digest = excluded.digest
 """
 
 
-def _connect(path: str, timeout: float) -> sqlite3.Connection:
+def _connect(path: str, timeout: float, durable: bool) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=True)
     conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
     conn.executescript(_SCHEMA)
     return conn
 
 
-def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0) -> dict:
+def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: bool = True) -> dict:
     """Return a durable store in the SQLite file at `path` (created if missing).
 
     One row per message: a save that extends the stored transcript appends only the
     new messages; one that rewrites history replaces it, in one transaction. Safe from
     several threads (a connection per thread) and processes (WAL; writers wait up to
-    `timeout` seconds for each other).
+    `timeout` seconds for each other). Every save is fsynced; `durable=False` skips
+    that (synchronous=NORMAL): much faster, and a power cut may then lose the last
+    saves, though never corrupt the file.
     """
     name = str(path)
     if name == ":memory:" or name.startswith("file::memory:"):
@@ -66,7 +69,7 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0) -> dict:
         # A connection per thread (and per process, should the store cross a fork).
         c = getattr(local, "conn", None)
         if c is None or local.pid != os.getpid():
-            c = local.conn = _connect(name, timeout)
+            c = local.conn = _connect(name, timeout, durable)
             local.pid = os.getpid()
         return c
 

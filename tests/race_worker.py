@@ -1,0 +1,57 @@
+"""A process that asks N times on one conversation id (imported by spawned children: keep it light).
+
+Specs are tuples, so they cross the process boundary by pickling:
+store ("sqlite", path) | ("redis", url, prefix) | ("postgres", dsn, table);
+lock ("file", directory) | ("redis", url, prefix) | ("postgres", dsn) | None (no lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+
+def make_store(spec: tuple) -> dict:
+    """Return the store a spec names."""
+    kind, *args = spec
+    if kind == "sqlite":
+        from toolnexus.store.sqlite import sqlite_store
+
+        return sqlite_store(args[0])
+    if kind == "redis":
+        from toolnexus.store.redis import redis_store
+
+        return redis_store(args[0], prefix=args[1])
+    from toolnexus.store.postgres import postgres_store
+
+    return postgres_store(args[0], args[1])
+
+
+def make_lock(spec: tuple | None):
+    """Return the lock a spec names (None: a lock that does nothing)."""
+    from toolnexus.store import locks
+
+    if spec is None:
+        return lambda id: contextlib.nullcontext()
+    kind, *args = spec
+    if kind == "file":
+        return locks.file_lock(args[0], timeout=30)
+    if kind == "redis":
+        return locks.redis_lock(args[0], ttl=5, timeout=30, prefix=args[1])
+    return locks.postgres_lock(args[0], timeout=30)
+
+
+def ask_many(store_spec, lock_spec, conv_id, worker, n, delay, barrier) -> None:
+    """Ask `n` numbered prompts on `conv_id` with an echoing model that takes `delay` s."""
+    from toolnexus import ask, create_in_process_client
+
+    def generate(request):
+        time.sleep(delay)  # widens the window between get and save
+        return {"content": "echo: " + request["messages"][-1]["content"]}
+
+    client = create_in_process_client(
+        model="echo", generate=generate, store=make_store(store_spec), lock=make_lock(lock_spec)
+    )
+    barrier.wait(timeout=60)  # all processes start asking together
+    for i in range(n):
+        ask(client, f"w{worker}-{i}", id=conv_id)
