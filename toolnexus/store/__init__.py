@@ -13,8 +13,11 @@ from .decorators import (
 )
 from .errors import StoreCorruptError, StoreUnavailableError
 from .file import file_store
-from .locks import LockTimeoutError, local_lock
+from .locks import LockTimeoutError, file_lock, local_lock, postgres_lock, redis_lock
 from .memory import in_memory_store
+from .postgres import postgres_store
+from .redis import redis_store
+from .sqlite import sqlite_store
 
 __all__ = [
     "StoreCorruptError",
@@ -32,4 +35,10 @@ __all__ = [
     "sanitize_ids",
     "sanitized_file_store",
     "local_lock",
+    "sqlite_store",
+    "redis_store",
+    "postgres_store",
+    "file_lock",
+    "redis_lock",
+    "postgres_lock",
 ]
