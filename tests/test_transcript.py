@@ -285,3 +285,61 @@ def test_loads_reads_a_bare_list_and_refuses_unknown_versions():
         tx.loads("{")
     with pytest.raises(tx.TranscriptFormatError, match="not a message"):
         tx.loads('{"version": 1, "messages": [{"content": "no role"}]}')
+
+
+# ---- the loop repairs loaded history (over the loopback fake provider) ---------------
+
+UNANSWERED = {
+    "openai": [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+            ],
+        },
+    ],
+    "anthropic": [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c1", "name": "w", "input": {}}],
+        },
+    ],
+}
+SENT_RESULT = {
+    "openai": {"role": "tool", "tool_call_id": "c1", "content": tx.INTERRUPTED},
+    "anthropic": {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "c1",
+                "content": tx.INTERRUPTED,
+                "is_error": True,
+            }
+        ],
+    },
+}
+
+
+@both
+def test_a_stored_transcript_ending_in_an_unanswered_call_is_sent_repaired(dialect):
+    from toolnexus import create_client, run
+    from toolnexus.store import in_memory_store
+    from toolnexus.testing import fake_provider, text_reply
+
+    store = in_memory_store()
+    store["save"]("c", UNANSWERED[dialect])  # a crash mid-turn left the call unanswered
+    with fake_provider([text_reply("sunny")]) as fp:
+        client = create_client(
+            base_url=fp.url, style=dialect, model="m", api_key="k", store=store, retries=0
+        )
+        r = run(client, "and now?", conversation_id="c")
+    sent = fp.requests[0]["body"]["messages"]
+    assert sent[:2] == UNANSWERED[dialect]
+    assert sent[2] == SENT_RESULT[dialect]
+    assert sent[3]["content"] == "and now?" and len(sent) == 4
+    assert r["text"] == "sunny"
+    assert thaw(store["get"]("c"))[2] == SENT_RESULT[dialect]
