@@ -19,3 +19,11 @@ def test_overhead_quick(capsys):
     assert set(report["median_ms"]) == {"run", "httpx", "http.client"}
     assert all(v > 0 for v in report["median_ms"].values())
     assert "run/httpx" in capsys.readouterr().out
+
+
+def test_history_search_quick(capsys):
+    report = load("history_search").main(["--quick", "--no-postgres"])
+    assert set(report["median_ms"]) == {"memory", "sqlite"}
+    assert all(t["rare"] > 0 and t["range"] > 0 for t in report["median_ms"].values())
+    assert {"scan/sqlite rare", "sqlite record 2000/200"} <= set(report["ratios"])
+    assert "scan/sqlite rare" in capsys.readouterr().out

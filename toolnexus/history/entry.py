@@ -22,6 +22,7 @@ __all__ = [
     "fold",
     "check_query",
     "matches",
+    "predicate",
     "select",
     "select_rows",
     "parse_when",
@@ -162,13 +163,24 @@ def check_query(
 
 def matches(folded_text: str, e: Mapping, q: Mapping) -> bool:
     """Return True when entry `e` (whose folded text is given) passes every filter of `q`."""
-    ts = e["timestamp"]
-    return (
-        (q["conversation_id"] is None or e["conversation_id"] == q["conversation_id"])
-        and (q["since"] is None or ts >= q["since"])
-        and (q["until"] is None or ts <= q["until"])
-        and (q["contains"] is None or q["contains"] in folded_text)
-    )
+    return predicate(q)(folded_text, e)
+
+
+def predicate(q: Mapping) -> Callable[[str, Mapping], bool]:
+    """Return fn(folded_text, entry) -> bool testing the filters of `q` (the scan's inner loop)."""
+    cid, since, until, needle = q["conversation_id"], q["since"], q["until"], q["contains"]
+
+    def test(folded: str, e: Mapping) -> bool:
+        if needle is not None and needle not in folded:  # cheapest and most selective first
+            return False
+        ts = e["timestamp"]
+        return (
+            (cid is None or e["conversation_id"] == cid)
+            and (since is None or ts >= since)
+            and (until is None or ts <= until)
+        )
+
+    return test
 
 
 def select_rows(rows: Iterable[tuple[str, Mapping]], q: Mapping) -> tuple:
@@ -176,7 +188,8 @@ def select_rows(rows: Iterable[tuple[str, Mapping]], q: Mapping) -> tuple:
 
     Oldest first; ties keep recording order; `limit` keeps the newest matches.
     """
-    hits = [e for folded, e in rows if matches(folded, e, q)]
+    test = predicate(q)
+    hits = [e for folded, e in rows if test(folded, e)]
     hits.sort(key=lambda e: e["timestamp"])  # stable: equal instants keep recording order
     limit = q["limit"]
     if limit is not None:
