@@ -86,7 +86,7 @@ class _Guard:
 
 def _atransport(client: Client) -> httpx.AsyncBaseTransport:
     """Return the client's async transport for the running event loop (pooled per loop)."""
-    given = client.options.get("transport")
+    given = client.transport  # a transport serving both drivers (e.g. MockTransport)
     if given is not None and hasattr(given, "handle_async_request"):
         return given
     loop_ = asyncio.get_running_loop()

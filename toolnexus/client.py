@@ -336,6 +336,12 @@ class _Guard:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise RunTimeoutError("the run's deadline (timeout_ms) passed")
 
+    def after_failure(self) -> None:
+        """Raise the abort if a failed request was cut short by the deadline or cancel."""
+        if self.deadline is not None and time.monotonic() >= self.deadline - 0.05:
+            raise RunTimeoutError("the run's deadline (timeout_ms) passed")
+        self.check()
+
     def remaining(self, default: float = 600.0) -> float:
         if self.deadline is None:
             return default
@@ -403,11 +409,7 @@ def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: 
             yield item
         raise ProviderError("the stream ended without a turn", url=client.endpoint.url)
     if guard.cancel is None:  # a deadline alone is the request's own timeout
-        try:
-            return send(client.transport, client.endpoint, body, guard.remaining())
-        except ProviderError:
-            guard.check()  # a timeout caused by the deadline is an abort, not a failure
-            raise
+        return send(client.transport, client.endpoint, body, guard.remaining())
     return guard.wait(client.pool.submit(send, client.transport, client.endpoint, body, 600.0))
 
 
@@ -428,6 +430,7 @@ def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool) -> Itera
             try:
                 value = yield from _llm(client, effect[1], effect[2], guard, streaming)
             except ProviderError as e:
+                guard.after_failure()  # a timeout the deadline caused is an abort
                 error = e  # thrown into the flow, which decides to retry or fail
         elif kind == "tools":
             guard.check()
