@@ -3,10 +3,12 @@
 from .aio import aask, arun, astream
 from .client import (
     ask,
+    clear_chat_history,
     conversation,
     conversation_store,
     create_client,
     create_in_process_client,
+    get_chat_history,
     metrics,
     run,
     stream,
@@ -27,6 +29,7 @@ __all__ = [
     "ask",
     "astream",
     "chat_history_tool",
+    "clear_chat_history",
     "conversation",
     "conversation_store",
     "create_client",
@@ -34,6 +37,7 @@ __all__ = [
     "define_tool",
     "execute",
     "execute_tool",
+    "get_chat_history",
     "http_tool",
     "list_skills",
     "metrics",

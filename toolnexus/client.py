@@ -38,6 +38,8 @@ __all__ = [
     "conversation",
     "conversation_store",
     "metrics",
+    "get_chat_history",
+    "clear_chat_history",
     "Client",
 ]
 
@@ -220,6 +222,20 @@ def conversation_store(client: Client) -> dict:
 def metrics(client: Client) -> str:
     """Return the client's metrics in the Prometheus text format."""
     return client.sink["render"]()
+
+
+def get_chat_history(client: Client, **filters: Any) -> tuple:
+    """Return the client's message log entries matching `filters` (see the log's query)."""
+    from .history.wiring import require_log
+
+    return require_log(client.options.get("message_log"))["query"](**filters)
+
+
+def clear_chat_history(client: Client, before: Any = None) -> int:
+    """Remove the client's message log entries up to `before` (all if None); return how many."""
+    from .history.wiring import require_log
+
+    return require_log(client.options.get("message_log"))["clear"](before=before)
 
 
 # ---- shared by the sync and async drivers (no I/O here) ---------------------

@@ -1,0 +1,75 @@
+"""The client's message_log option: recording, the scoped lookup tool, history helpers."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from toolnexus import (
+    ask,
+    clear_chat_history,
+    create_in_process_client,
+    get_chat_history,
+    run,
+)
+from toolnexus.history import in_memory_log, sqlite_log
+
+
+def echo(req):
+    return {"content": "re: " + req["messages"][-1]["content"]}
+
+
+def test_runs_record_prompt_and_answer_with_the_conversation_id(tmp_path):
+    log = sqlite_log(tmp_path / "h.db")
+    c = create_in_process_client(model="m", generate=echo, message_log=log)
+    ask(c, "hello", id="u1")
+    run(c, "no id")
+    entries = get_chat_history(c)
+    assert [(e["conversation_id"], e["direction"], e["text"]) for e in entries] == [
+        ("u1", "user", "hello"),
+        ("u1", "ai", "re: hello"),
+        (None, "user", "no id"),
+        (None, "ai", "re: no id"),
+    ]
+    assert [e["text"] for e in get_chat_history(c, conversation_id="u1", contains="RE:")] == [
+        "re: hello"
+    ]
+    assert clear_chat_history(c, before=datetime.now(UTC) + timedelta(seconds=1)) == 4
+    assert get_chat_history(c) == ()
+
+
+def test_lookup_tool_is_added_only_with_an_id_and_scoped_to_it():
+    seen_tools = []
+
+    def gen(req):
+        seen_tools.append([t["function"]["name"] for t in req["tools"]])
+        return {"content": "ok"}
+
+    log = in_memory_log()
+    c = create_in_process_client(model="m", generate=gen, message_log=log)
+    run(c, "a")
+    ask(c, "b", id="u")
+    off = create_in_process_client(model="m", generate=gen, message_log=log, lookup_tool=False)
+    ask(off, "c", id="u")
+    assert seen_tools == [[], ["chat_history"], []]
+
+
+def test_recording_failures_never_lose_the_run_unless_strict():
+    def broken(entry):
+        raise OSError("disk full")
+
+    log = {**in_memory_log(), "record": broken, "record_many": broken}
+    events = []
+    c = create_in_process_client(model="m", generate=echo, message_log=log, on_metric=events.append)
+    assert run(c, "hi")["text"] == "re: hi"
+    assert any(e["event"] == "log_error" for e in events)
+    strict = create_in_process_client(model="m", generate=echo, message_log=log, strict_log=True)
+    with pytest.raises(OSError, match="disk full"):
+        run(strict, "hi")
+
+
+def test_history_helpers_need_a_log():
+    c = create_in_process_client(model="m", generate=echo)
+    with pytest.raises(ValueError, match="no message log"):
+        get_chat_history(c)
+    with pytest.raises(ValueError, match="no message log"):
+        clear_chat_history(c)
