@@ -193,7 +193,7 @@ def select_rows(rows: Iterable[tuple[str, Mapping]], q: Mapping) -> tuple:
     hits.sort(key=lambda e: e["timestamp"])  # stable: equal instants keep recording order
     limit = q["limit"]
     if limit is not None:
-        hits = hits[len(hits) - limit :] if limit else []
+        hits = hits[max(len(hits) - limit, 0) :]
     return tuple(hits)
 
 
