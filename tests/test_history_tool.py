@@ -206,7 +206,7 @@ def test_record_exchange_never_loses_the_run(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="toolnexus.history"):
         assert record_exchange(log, "c1", "private prompt", "answer", on_metric=events.append) == ()
     [event] = events
-    assert event["event"] == "log_error" and event["conversation_id"] == "c1"
+    assert event["event"] == "log_error" and "conversation_id" not in event
     assert "ProgrammingError" in event["error"]
     assert "private prompt" not in caplog.text and "c1" in caplog.text
     with pytest.raises(Exception, match="closed"):

@@ -60,7 +60,8 @@ def record_exchange(
     The prompt is stamped `asked_at` (default `now`), the answer `now` (default: the current
     UTC time); an empty or missing answer is not recorded. Both go in one `record_many`
     when the log has it. A failure never loses the run: it is logged and reported as
-    on_metric({"event": "log_error", "conversation_id", "error"}), and raised only if `strict`.
+    on_metric({"event": "log_error", "error"}) (no conversation id), and raised only if
+    `strict`.
     """
     try:
         at = now or datetime.now(UTC)
@@ -77,10 +78,8 @@ def record_exchange(
         # Only the exception type and message: never the prompt (it may be private).
         error = f"{type(e).__name__}: {e}"
         logger.warning("message log: recording conversation %r failed: %s", conversation_id, error)
-        _report(
-            on_metric,
-            {"event": "log_error", "conversation_id": conversation_id, "error": error},
-        )
+        # Metrics never carry a conversation id (the client's rule): the log line has it.
+        _report(on_metric, {"event": "log_error", "error": error})
         if strict:
             raise
         return ()
