@@ -9,7 +9,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolnexus.metrics import BUCKETS, FAMILIES, metrics_sink, metrics_state, record, render
+from toolnexus.prometheus import BUCKETS, FAMILIES, metrics_sink, metrics_state, record, render
 
 LE = ["0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "+Inf"]
 

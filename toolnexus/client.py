@@ -142,7 +142,7 @@ def _base(options: Mapping, style: str, **parts: Any) -> Client:
     from concurrent.futures import ThreadPoolExecutor
 
     try:  # TEMP until metrics.py lands
-        from .metrics import metrics_sink
+        from .prometheus import metrics_sink
     except ImportError:
 
         def metrics_sink():
