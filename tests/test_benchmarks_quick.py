@@ -27,3 +27,11 @@ def test_history_search_quick(capsys):
     assert all(t["rare"] > 0 and t["range"] > 0 for t in report["median_ms"].values())
     assert {"scan/sqlite rare", "sqlite record 2000/200"} <= set(report["ratios"])
     assert "scan/sqlite rare" in capsys.readouterr().out
+
+
+def test_store_growth_quick(capsys):
+    report = load("store_growth").main(["--quick"])
+    assert {"memory", "file", "sqlite"} <= set(report["ratio"])
+    assert all(r > 0 for r in report["ratio"].values())
+    assert all(m[1_000]["save"] > 0 and m[1_000]["get"] > 0 for m in report["ms"].values())
+    assert "save(1,000) / save(10)" in capsys.readouterr().out

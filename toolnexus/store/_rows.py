@@ -16,11 +16,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from pyrsistent import PVector, thaw
+from pyrsistent import PMap, PVector, pmap, pvector, thaw
 
-from ..transcript import FORMAT_VERSION, freeze_transcript
+from ..transcript import FORMAT_VERSION, TranscriptFormatError, freeze_transcript
 from .errors import StoreCorruptError
 
 GENESIS = "0" * 32  # the digest of the empty transcript
@@ -35,12 +35,22 @@ class Head(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """How to save: rows `start..` of `encoded` go after the kept prefix (start 0 replaces)."""
+    """How to save: `encoded` rows go after the first `start` (start 0 replaces)."""
 
     append: bool
     start: int
     encoded: tuple[str, ...]
     head: Head
+    frozen_upto: int  # this many leading messages are known to be pmaps (a memo hit)
+
+
+def frozen(transcript: Sequence[Mapping]) -> PVector:
+    """Return the transcript as a pvector; a pvector is taken as is (checked as it is encoded).
+
+    Re-checking every message of a long frozen transcript on each save would make an
+    append cost O(history); `encode_message` checks each message that is written.
+    """
+    return transcript if isinstance(transcript, PVector) else freeze_transcript(transcript)
 
 
 def encode_message(message: Mapping) -> str:
@@ -49,7 +59,10 @@ def encode_message(message: Mapping) -> str:
     >>> encode_message({"role": "user", "content": "hi"})
     '{"content":"hi","role":"user"}'
     """
-    return json.dumps(thaw(message), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    plain = thaw(message)
+    if not isinstance(plain, dict) or not isinstance(plain.get("role"), str):
+        raise TranscriptFormatError(f"not a message (a map with a string 'role'): {message!r:.200}")
+    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def chain(digest: str, encoded: Iterable[str]) -> str:
@@ -69,21 +82,34 @@ def digest_of(messages: Iterable[Mapping]) -> str:
 
 
 class Memo:
-    """The last transcript seen per id with its digest (bounded LRU).
+    """The last transcripts seen per id (saved and read) with their digests (bounded LRU).
 
-    It lets a save recognise "same objects as last time, plus new ones" by an identity
+    It lets a save recognise "the same objects as before, plus new ones" by an identity
     scan instead of re-encoding every message; a miss only costs CPU, never correctness.
+    Two per id, because `run` saves an extension of what it read while a reader may
+    have read the conversation in between. Only fully frozen transcripts are kept: a
+    dict inside could change after the fact while keeping its identity.
     """
 
-    def __init__(self, size: int = 256) -> None:
-        self._size = size
+    def __init__(self, size: int = 256, per_id: int = 2) -> None:
+        self._size, self._per_id = size, per_id
         self._items: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def remember(self, id: str, transcript: Sequence[Mapping], digest: str) -> None:
-        """Record that `transcript` has chained digest `digest`."""
+    def remember(
+        self, id: str, transcript: Sequence[Mapping], digest: str, frozen_upto: int = 0
+    ) -> None:
+        """Record that `transcript` has chained digest `digest`.
+
+        `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
+        """
+        if not isinstance(transcript, PVector) or not all(
+            isinstance(m, PMap) for m in islice(transcript, frozen_upto, None)
+        ):
+            return
         with self._lock:
-            self._items[id] = (transcript, digest)
+            kept = [e for e in self._items.get(id, ()) if e[0] is not transcript]
+            self._items[id] = ((transcript, digest), *kept)[: self._per_id]
             self._items.move_to_end(id)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
@@ -93,14 +119,14 @@ class Memo:
         with self._lock:
             self._items.pop(id, None)
 
-    def prefix_digest(self, id: str, transcript: Sequence[Mapping], count: int) -> str:
-        """Return the digest of `transcript[:count]`, from the memo when it is the same objects."""
+    def prefix_digest(self, id: str, transcript: Sequence[Mapping], count: int) -> tuple[str, bool]:
+        """Return the digest of `transcript[:count]` and whether the memo knew those objects."""
         with self._lock:
-            known = self._items.get(id)
-        if known is not None and len(known[0]) == count:
-            if all(map(operator.is_, known[0], islice(transcript, count))):
-                return known[1]
-        return digest_of(islice(transcript, count))
+            known = self._items.get(id, ())
+        for seen, digest in known:
+            if len(seen) == count and all(map(operator.is_, seen, islice(transcript, count))):
+                return digest, True
+        return digest_of(islice(transcript, count)), False
 
 
 def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo: Memo) -> Plan:
@@ -111,12 +137,13 @@ def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo:
     """
     n = len(transcript)
     if stored is not None and stored.version == FORMAT_VERSION and stored.count <= n:
-        prefix = memo.prefix_digest(id, transcript, stored.count)
+        prefix, hit = memo.prefix_digest(id, transcript, stored.count)
         if prefix == stored.digest:
             tail = tuple(map(encode_message, islice(transcript, stored.count, None)))
-            return Plan(True, stored.count, tail, Head(FORMAT_VERSION, n, chain(prefix, tail)))
+            head = Head(FORMAT_VERSION, n, chain(prefix, tail))
+            return Plan(True, stored.count, tail, head, stored.count if hit else 0)
     encoded = tuple(map(encode_message, transcript))
-    return Plan(False, 0, encoded, Head(FORMAT_VERSION, n, chain(GENESIS, encoded)))
+    return Plan(False, 0, encoded, Head(FORMAT_VERSION, n, chain(GENESIS, encoded)), 0)
 
 
 def _fail(backend: str, id: str, why: str) -> StoreCorruptError:
@@ -125,8 +152,21 @@ def _fail(backend: str, id: str, why: str) -> StoreCorruptError:
     )
 
 
-def _read_v1(text: str | bytes):
-    return json.loads(text)
+def _freeze_json(value: Any) -> Any:
+    """Return parsed JSON as pmaps and pvectors (faster than a generic freeze)."""
+    kind = type(value)
+    if kind is dict:
+        return pmap({k: _freeze_json(v) for k, v in value.items()})
+    if kind is list:
+        return pvector([_freeze_json(v) for v in value])
+    return value
+
+
+def _read_v1(text: str | bytes) -> PMap:
+    message = json.loads(text)
+    if type(message) is not dict or not isinstance(message.get("role"), str):
+        raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")
+    return _freeze_json(message)
 
 
 # Per format version, how to read one message row; older versions get a reader here.
@@ -155,10 +195,7 @@ def decode_rows(
         try:
             messages.append(reader(text))
         except (ValueError, TypeError) as e:
-            raise _fail(backend, id, f"message row {seq} is not JSON ({e})") from None
+            raise _fail(backend, id, f"message row {seq}: {e}") from None
     if not isinstance(count, int) or len(messages) != count:
         raise _fail(backend, id, f"the head says {count!r} messages but {len(messages)} rows exist")
-    try:
-        return freeze_transcript(messages)
-    except ValueError as e:
-        raise _fail(backend, id, str(e)) from None
+    return pvector(messages)

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..transcript import freeze_transcript
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 
@@ -131,12 +130,12 @@ def postgres_store(
         version, count, digest = rows[0][:3]
         message_rows = [(seq, body) for *_, seq, body in rows if seq is not None]
         transcript = _rows.decode_rows(desc, id, version, count, message_rows)
-        memo.remember(id, transcript, digest)
+        memo.remember(id, transcript, digest, len(transcript))
         return transcript
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         _check_id(id)
-        frozen = freeze_transcript(transcript)
+        frozen = _rows.frozen(transcript)
         with errors(id), connection() as conn, conn.transaction():
             stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
             plan = _rows.plan_save(id, stored, frozen, memo)
@@ -147,7 +146,7 @@ def postgres_store(
                     for i, body in enumerate(plan.encoded):
                         copy.write_row((id, plan.start + i, body))
             conn.execute(sql["put_head"], (*plan.head, id))
-        memo.remember(id, frozen, plan.head.digest)
+        memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
 
     def delete(id: str) -> None:
         _check_id(id)

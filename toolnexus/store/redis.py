@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..transcript import freeze_transcript
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 
@@ -97,7 +96,7 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has rows but no head")
             return None
         transcript = _rows.decode_rows(desc, id, _int(version), _int(count), enumerate(bodies))
-        memo.remember(id, transcript, _text(digest))
+        memo.remember(id, transcript, _text(digest), len(transcript))
         return transcript
 
     def run(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> int:
@@ -108,7 +107,7 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
         return script(keys=[head_key, list_key, ids_key], args=args + list(plan.encoded))
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
-        frozen = freeze_transcript(transcript)
+        frozen = _rows.frozen(transcript)
         head_key, _ = keys(id)
         with errors(id):
             version, count, digest = client.hmget(head_key, "version", "count", "digest")
@@ -123,7 +122,7 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
             if done == 0:  # someone saved in between: a full replace is always correct
                 plan = _rows.plan_save(id, None, frozen, memo)
                 run(id, plan, None)
-        memo.remember(id, frozen, plan.head.digest)
+        memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
 
     def delete(id: str) -> None:
         head_key, list_key = keys(id)

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..transcript import freeze_transcript
 from . import _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 
@@ -111,11 +110,11 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
         version, count, digest = rows[0][:3]
         message_rows = [(seq, body) for *_, seq, body in rows if seq is not None]
         transcript = _rows.decode_rows(desc, id, version, count, message_rows)
-        memo.remember(id, transcript, digest)
+        memo.remember(id, transcript, digest, len(transcript))
         return transcript
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
-        frozen = freeze_transcript(transcript)
+        frozen = _rows.frozen(transcript)
         with errors(id), transaction() as c:
             stored = c.execute(_HEAD, (id,)).fetchone()
             plan = _rows.plan_save(id, _rows.Head(*stored) if stored else None, frozen, memo)
@@ -126,7 +125,7 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
                 ((id, plan.start + i, body) for i, body in enumerate(plan.encoded)),
             )
             c.execute(_PUT_HEAD, (id, *plan.head))
-        memo.remember(id, frozen, plan.head.digest)
+        memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
 
     def delete(id: str) -> None:
         memo.forget(id)
