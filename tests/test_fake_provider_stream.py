@@ -33,7 +33,7 @@ def post_stream(http: httpx.Client, url: str, dialect: str, body: dict | None = 
     for event in sse.end(state):
         acc, d = codec.stream_event(acc, event)
         deltas.extend(d)
-    assert acc["done"]
+    assert acc.done
     return codec.stream_turn(acc), deltas, chunks
 
 

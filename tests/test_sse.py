@@ -207,7 +207,7 @@ def test_unterminated_last_event_is_flushed_by_end():
     assert events[-1]["event"] != "message_stop"
     assert [e["event"] for e in sse.end(state)] == ["message_stop"]
     acc, _ = accumulate(anthropic, sse.decode(raw))
-    assert acc["done"]
+    assert acc.done
 
 
 @needs_fixtures

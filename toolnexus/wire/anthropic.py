@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..toolkit import to_anthropic
 from .common import encode_json, turn, usage
@@ -20,6 +21,7 @@ __all__ = [
     "parse_response",
     "tool_result_messages",
     "stream_body",
+    "AnthropicStream",
     "stream_start",
     "stream_event",
     "stream_response",
@@ -131,120 +133,125 @@ def stream_body(body: Mapping) -> dict:
     return {**body, "stream": True}
 
 
-def stream_start() -> PMap:
-    """Return the accumulator of a stream that has delivered nothing yet.
+class AnthropicStream(NamedTuple):
+    """The accumulator of a messages stream: an immutable value (see stream_event).
 
-    Its keys: blocks (index -> {block: the content_block_start value, parts: index of
-    the fragments per field}), model, stop_reason, input_tokens, output_tokens, done
-    (True once message_stop arrived).
+    `log` holds (index, field, value) in arrival order: field "start" with the
+    content_block_start block, or "text" / "thinking" / "signature" / "input" /
+    "citations" with a fragment. Appending is all an event costs; `stream_turn` folds
+    the log once. Usage counts are cumulative: the latest non-null input/output_tokens
+    win (output from the last message_delta). `done` turns True on message_stop.
     """
-    return pmap(
-        {
-            "blocks": pmap(),
-            "model": None,
-            "stop_reason": None,
-            "input_tokens": None,
-            "output_tokens": None,
-            "done": False,
-        }
-    )
+
+    log: PVector = pvector()
+    model: str | None = None
+    stop_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    done: bool = False
+    block: tuple = (None, None)  # (index, type) of the latest started block
 
 
-# Which field of its block each delta type extends; thinking never counts as text.
+def stream_start() -> AnthropicStream:
+    """Return the accumulator of a stream that has delivered nothing yet."""
+    return AnthropicStream()
+
+
+# delta type -> (its payload key, the block field it extends)
 _DELTA_FIELD = {
     "text_delta": ("text", "text"),
     "thinking_delta": ("thinking", "thinking"),
     "signature_delta": ("signature", "signature"),
     "input_json_delta": ("partial_json", "input"),
-}
-_GUESSED_TYPE = {
-    "text": "text",
-    "thinking": "thinking",
-    "signature": "thinking",
-    "input": "tool_use",
+    "citations_delta": ("citation", "citations"),
 }
 
 
-def _new_block(block: Mapping) -> PMap:
-    return pmap({"block": block, "parts": pmap()})
+def _delta(**fields: Any) -> Mapping:
+    # A read-only map: built once per event on the hot path, where a pmap costs as much
+    # as decoding the event's JSON.
+    return MappingProxyType(fields)
 
 
-def _on_delta(acc: PMap, index: int, delta: Mapping, deltas: list) -> PMap:
-    kind = delta.get("type")
-    entry = acc["blocks"].get(index)
-    if kind == "citations_delta":
-        entry = entry or _new_block({"type": "text", "text": ""})
-        cites = entry["parts"].get("citations", pvector()).append(delta.get("citation"))
-        return acc.set(
-            "blocks",
-            acc["blocks"].set(index, entry.set("parts", entry["parts"].set("citations", cites))),
+def _block_type(acc: AnthropicStream, index: int) -> Any:
+    if acc.block[0] == index:  # the common case: a delta of the latest block
+        return acc.block[1]
+    starts = (v for i, f, v in acc.log if i == index and f == "start")
+    return next(starts, {}).get("type")
+
+
+def _on_delta(acc: AnthropicStream, obj: Mapping) -> tuple[AnthropicStream, tuple]:
+    delta = obj.get("delta") or {}
+    spec = _DELTA_FIELD.get(delta.get("type"))
+    if spec is None:
+        return acc, ()  # a delta type this version does not know: nothing to keep
+    index = obj.get("index", 0)
+    field_ = spec[1]
+    piece = delta.get(spec[0])
+    if field_ != "citations" and not isinstance(piece, str):
+        piece = ""
+    acc = acc._replace(log=acc.log.append((index, field_, piece)))
+    if piece and field_ == "text" and _block_type(acc, index) in ("text", None):
+        return acc, (_delta(type="text", delta=piece),)  # thinking never counts as text
+    if piece and field_ == "thinking":
+        return acc, (_delta(type="thinking", delta=piece),)
+    return acc, ()
+
+
+def _on_block_start(acc: AnthropicStream, obj: Mapping) -> tuple[AnthropicStream, tuple]:
+    block = obj.get("content_block") or {}
+    index, kind = obj.get("index", 0), block.get("type")
+    acc = acc._replace(log=acc.log.append((index, "start", block)), block=(index, kind))
+    if kind == "tool_use":
+        start = _delta(
+            type="tool_call_start", index=index, id=block.get("id"), name=block.get("name", "")
         )
-    if kind not in _DELTA_FIELD:
-        return acc  # a delta type this version does not know: nothing to keep
-    key, field_ = _DELTA_FIELD[kind]
-    piece = delta.get(key) or ""
-    # A delta without its content_block_start (never seen from the API) still counts.
-    entry = entry or _new_block({"type": _GUESSED_TYPE[field_]})
-    block_type = entry["block"].get("type")
-    if piece and field_ == "text" and block_type == "text":
-        deltas.append(pmap({"type": "text", "delta": piece}))
-    elif piece and field_ == "thinking":
-        deltas.append(pmap({"type": "thinking", "delta": piece}))
-    parts = entry["parts"].set(field_, entry["parts"].get(field_, pvector()).append(piece))
-    return acc.set("blocks", acc["blocks"].set(index, entry.set("parts", parts)))
+        return acc, (start,)
+    if kind == "text" and block.get("text"):
+        return acc, (_delta(type="text", delta=block["text"]),)
+    return acc, ()
 
 
-def _usage_of(acc: PMap, u: Any) -> PMap:
-    # Counts are cumulative: the latest non-null value of each wins, never a sum.
+def _usage_changes(u: Any) -> dict:
     if not isinstance(u, Mapping):
-        return acc
-    changes = {k: u[k] for k in ("input_tokens", "output_tokens") if u.get(k) is not None}
-    return acc.update(changes) if changes else acc
+        return {}
+    return {k: u[k] for k in ("input_tokens", "output_tokens") if u.get(k) is not None}
 
 
-def stream_event(acc: PMap, event: Mapping) -> tuple[PMap, tuple[PMap, ...]]:
-    """Return the accumulator after one SSE event and the deltas it carries.
+def stream_event(
+    acc: AnthropicStream, event: Mapping
+) -> tuple[AnthropicStream, tuple[Mapping, ...]]:
+    """Return the accumulator after one SSE event and the deltas it carries (read-only maps).
 
     Deltas: {"type": "text", "delta"} (text blocks only), {"type": "thinking", "delta"}
     and {"type": "tool_call_start", "index", "id", "name"}. An `error` event raises
     ProviderError with the provider's message; pings and unknown events change nothing.
     """
-    if event.get("event") == "error":
+    if event["event"] == "error":
         raise stream_error(event["data"])
     obj = load_json(event["data"])
-    kind = obj.get("type") or event.get("event")
-    deltas: list = []
+    kind = obj.get("type") or event["event"]
     if kind == "content_block_delta":
-        acc = _on_delta(acc, obj.get("index", 0), obj.get("delta") or {}, deltas)
-    elif kind == "content_block_start":
-        block = obj.get("content_block") or {}
-        index = obj.get("index", 0)
-        acc = acc.set("blocks", acc["blocks"].set(index, _new_block(block)))
-        if block.get("type") == "tool_use":
-            deltas.append(
-                pmap(
-                    {
-                        "type": "tool_call_start",
-                        "index": index,
-                        "id": block.get("id"),
-                        "name": block.get("name", ""),
-                    }
-                )
-            )
-        elif block.get("type") == "text" and block.get("text"):
-            deltas.append(pmap({"type": "text", "delta": block["text"]}))
-    elif kind == "message_start":
+        return _on_delta(acc, obj)
+    if kind == "content_block_start":
+        return _on_block_start(acc, obj)
+    if kind == "message_start":
         message = obj.get("message") or {}
-        acc = _usage_of(acc, message.get("usage"))
-        acc = acc.update({"model": message.get("model"), "stop_reason": message.get("stop_reason")})
+        changes = _usage_changes(message.get("usage"))
+        acc = acc._replace(
+            model=message.get("model"), stop_reason=message.get("stop_reason"), **changes
+        )
     elif kind == "message_delta":
+        changes = _usage_changes(obj.get("usage"))
         stop = (obj.get("delta") or {}).get("stop_reason")
-        acc = _usage_of(acc.set("stop_reason", stop) if stop else acc, obj.get("usage"))
+        if stop:
+            changes["stop_reason"] = stop
+        acc = acc._replace(**changes) if changes else acc
     elif kind == "message_stop":
-        acc = acc.set("done", True)
+        acc = acc._replace(done=True)
     elif kind == "error":
         raise stream_error(obj)
-    return acc, tuple(deltas)
+    return acc, ()
 
 
 def _input_of(raw: str, start: Any) -> tuple[Any, str | None]:
@@ -260,35 +267,52 @@ def _input_of(raw: str, start: Any) -> tuple[Any, str | None]:
     return (value, None) if isinstance(value, Mapping) else ({}, raw)
 
 
-def _block_of(entry: PMap) -> tuple[dict, str | None]:
-    block, parts, bad = dict(entry["block"]), entry["parts"], None
-    for field_ in ("text", "thinking", "signature"):
-        if field_ in parts:
-            block[field_] = (block.get(field_) or "") + "".join(parts[field_])
-    if "citations" in parts:
-        block["citations"] = [*(block.get("citations") or ()), *parts["citations"]]
-    if "input" in parts:
-        block["input"], bad = _input_of("".join(parts["input"]), block.get("input"))
-    return block, bad
+# The block type to assume for fragments whose content_block_start never came.
+_GUESSED_TYPE = {"text": "text", "thinking": "thinking", "signature": "thinking",
+                 "input": "tool_use", "citations": "text"}  # fmt: skip
 
 
-def stream_response(acc: PMap) -> tuple[dict, list]:
+def _blocks(log: PVector) -> list[tuple[dict, str | None]]:
+    """Fold the log into [(content block, raw input text if not a JSON object)], by index."""
+    starts: dict = {}
+    parts: dict = {}
+    for index, field_, value in log:
+        if field_ == "start":
+            starts[index] = value
+        else:
+            parts.setdefault(index, {}).setdefault(field_, []).append(value)
+            starts.setdefault(index, {"type": _GUESSED_TYPE[field_]})
+    out = []
+    for index in sorted(starts):
+        block, got, bad = dict(starts[index]), parts.get(index, {}), None
+        for field_ in ("text", "thinking", "signature"):
+            if field_ in got:
+                block[field_] = (block.get(field_) or "") + "".join(got[field_])
+        if "citations" in got:
+            block["citations"] = [*(block.get("citations") or ()), *got["citations"]]
+        if "input" in got:
+            block["input"], bad = _input_of("".join(got["input"]), block.get("input"))
+        out.append((block, bad))
+    return out
+
+
+def stream_response(acc: AnthropicStream) -> tuple[dict, list]:
     """Return (the messages response a stream amounts to, raw arguments per tool_use block).
 
     The second item holds, for each tool_use block in order, its raw input text when
     that text is not a JSON object (else None).
     """
-    built = [_block_of(e) for _, e in sorted(acc["blocks"].items())]
+    built = _blocks(acc.log)
     response = {
-        "model": acc["model"],
+        "model": acc.model,
         "content": [b for b, _ in built],
-        "stop_reason": acc["stop_reason"],
-        "usage": {"input_tokens": acc["input_tokens"], "output_tokens": acc["output_tokens"]},
+        "stop_reason": acc.stop_reason,
+        "usage": {"input_tokens": acc.input_tokens, "output_tokens": acc.output_tokens},
     }
     return response, [bad for b, bad in built if b.get("type") == "tool_use"]
 
 
-def stream_turn(acc: PMap) -> PMap:
+def stream_turn(acc: AnthropicStream) -> PMap:
     """Return the normalized turn of a finished stream: exactly what parse_response gives.
 
     Tool arguments are the parsed input (no fragments: the content_block_start input);

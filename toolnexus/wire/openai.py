@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..toolkit import to_openai
 from .common import turn, usage
@@ -20,6 +21,8 @@ __all__ = [
     "parse_generated",
     "tool_result_messages",
     "stream_body",
+    "OpenAIStream",
+    "StreamCall",
     "stream_start",
     "stream_event",
     "stream_response",
@@ -170,126 +173,141 @@ def stream_body(body: Mapping) -> dict:
     return {**body, "stream": True, "stream_options": options}
 
 
-_EMPTY_CALL = pmap({"id": None, "name": "", "args": pvector()})
+class StreamCall(NamedTuple):
+    """One tool call being assembled from a stream's fragments."""
+
+    index: int
+    id: str | None
+    name: str
+    args: PVector  # the argument text fragments, joined at the end
 
 
-def stream_start() -> PMap:
-    """Return the accumulator of a stream that has delivered nothing yet.
+class OpenAIStream(NamedTuple):
+    """The accumulator of a chat completions stream: an immutable value (see stream_event).
 
-    Its keys: text, refusal (pvectors of fragments), calls (index -> {id, name, args}),
-    usage, finish, model, and done (True once `data: [DONE]` arrived).
+    `done` turns True once `data: [DONE]` arrived; a stream that ends without it was
+    cut short (or came from a server that never sends it: check `finish` too).
     """
-    return pmap(
-        {
-            "text": pvector(),
-            "refusal": pvector(),
-            "calls": pmap(),
-            "usage": None,
-            "finish": None,
-            "model": None,
-            "done": False,
-        }
-    )
+
+    text: PVector = pvector()  # content fragments
+    refusal: PVector = pvector()
+    calls: PVector = pvector()  # StreamCall values, in first-seen order
+    usage: Mapping | None = None  # the chunk with a non-null usage (include_usage)
+    finish: str | None = None  # the last non-null finish_reason
+    model: str | None = None
+    done: bool = False
 
 
-def _call_index(calls: PMap, fragment: Mapping) -> int:
-    # Every OpenAI fragment has an index; some compatible servers omit it and send each
-    # call whole, so a fragment with a new id opens the next index.
-    if "index" in fragment and fragment["index"] is not None:
-        return int(fragment["index"])
-    known = {c["id"]: i for i, c in calls.items()}
-    fid = fragment.get("id")
-    if fid and fid not in known:
-        return max(calls, default=-1) + 1
-    return known.get(fid, max(calls, default=0))
+def stream_start() -> OpenAIStream:
+    """Return the accumulator of a stream that has delivered nothing yet."""
+    return OpenAIStream()
 
 
-def _add_fragment(acc: PMap, fragment: Mapping, deltas: list) -> PMap:
-    calls = acc["calls"]
-    index = _call_index(calls, fragment)
-    call = calls.get(index)
+def _delta(**fields: Any) -> Mapping:
+    # A read-only map: built once per event on the hot path, where a pmap costs as much
+    # as decoding the event's JSON.
+    return MappingProxyType(fields)
+
+
+def _position(calls: PVector, fragment: Mapping) -> tuple[int, int]:
+    """Return (index, position in `calls` or -1) of a tool call fragment."""
+    index = fragment.get("index")
+    if index is None:
+        # Every OpenAI fragment has an index; some compatible servers omit it and send
+        # each call whole, so a fragment with a new id opens the next index.
+        fid = fragment.get("id")
+        known = [p for p, c in enumerate(calls) if fid and c.id == fid]
+        if known:
+            return calls[known[0]].index, known[0]
+        if fid or not calls:
+            return (max(c.index for c in calls) + 1 if calls else 0), -1
+        return calls[-1].index, len(calls) - 1
+    index = int(index)
+    if calls and calls[-1].index == index:  # the common case: fragments of the latest call
+        return index, len(calls) - 1
+    return index, next((p for p, c in enumerate(calls) if c.index == index), -1)
+
+
+def _add_fragment(calls: PVector, fragment: Mapping, deltas: list) -> PVector:
+    index, pos = _position(calls, fragment)
     fn = fragment.get("function") or {}
-    if call is None:
-        call = _EMPTY_CALL.update({"id": fragment.get("id"), "name": fn.get("name") or ""})
-        deltas.append(
-            pmap(
-                {"type": "tool_call_start", "index": index, "id": call["id"], "name": call["name"]}
-            )
-        )
-    else:
-        if not call["id"] and fragment.get("id"):
-            call = call.set("id", fragment["id"])
-        if not call["name"] and fn.get("name"):
-            call = call.set("name", fn["name"])
     args = fn.get("arguments")
-    if args:
-        call = call.set("args", call["args"].append(_args_text(args)))
-    return acc.set("calls", calls.set(index, call))
+    piece = (_args_text(args),) if args else ()
+    if pos < 0:
+        call = StreamCall(index, fragment.get("id"), fn.get("name") or "", pvector(piece))
+        deltas.append(_delta(type="tool_call_start", index=index, id=call.id, name=call.name))
+        return calls.append(call)
+    call = calls[pos]
+    if piece:
+        call = call._replace(args=call.args.extend(piece))
+    if not call.id and fragment.get("id"):
+        call = call._replace(id=fragment["id"])
+    if not call.name and fn.get("name"):
+        call = call._replace(name=fn["name"])
+    return calls.set(pos, call)
 
 
-def stream_event(acc: PMap, event: Mapping) -> tuple[PMap, tuple[PMap, ...]]:
-    """Return the accumulator after one SSE event and the deltas it carries.
+def stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple[Mapping, ...]]:
+    """Return the accumulator after one SSE event and the deltas it carries (read-only maps).
 
     Deltas: {"type": "text", "delta"}, {"type": "refusal", "delta"} and
     {"type": "tool_call_start", "index", "id", "name"}. An `error` event, or a chunk
     holding "error", raises ProviderError with the provider's message.
     """
     data = event["data"]
-    if event.get("event") == "error":
+    if event["event"] == "error":
         raise stream_error(data)
-    if data.strip() == "[DONE]":
-        return acc.set("done", True), ()
+    if data == "[DONE]" or data.strip() == "[DONE]":
+        return acc._replace(done=True), ()
     chunk = load_json(data)
     if chunk.get("error") is not None:
         raise stream_error(chunk)
-    deltas: list = []
-    changes: dict = {}
-    if acc["model"] is None and chunk.get("model"):
-        changes["model"] = chunk["model"]
+    text, refusal, calls, usage, finish, model, done = acc
+    if model is None:
+        model = chunk.get("model")
     if chunk.get("usage") is not None:  # the include_usage chunk (choices may be empty)
-        changes["usage"] = chunk["usage"]
-    if changes:
-        acc = acc.update(changes)
+        usage = chunk["usage"]
+    deltas: list = []
     for choice in chunk.get("choices") or ():
         if choice.get("index", 0) != 0:  # parse_response reads choices[0] only
             continue
         delta = choice.get("delta") or {}
         if delta.get("content"):
-            acc = acc.set("text", acc["text"].append(delta["content"]))
-            deltas.append(pmap({"type": "text", "delta": delta["content"]}))
+            text = text.append(delta["content"])
+            deltas.append(_delta(type="text", delta=delta["content"]))
         if delta.get("refusal"):
-            acc = acc.set("refusal", acc["refusal"].append(delta["refusal"]))
-            deltas.append(pmap({"type": "refusal", "delta": delta["refusal"]}))
+            refusal = refusal.append(delta["refusal"])
+            deltas.append(_delta(type="refusal", delta=delta["refusal"]))
         for fragment in delta.get("tool_calls") or ():
-            acc = _add_fragment(acc, fragment, deltas)
+            calls = _add_fragment(calls, fragment, deltas)
         if choice.get("finish_reason") is not None:  # a later null never resets it
-            acc = acc.set("finish", choice["finish_reason"])
-    return acc, tuple(deltas)
+            finish = choice["finish_reason"]
+    return OpenAIStream(text, refusal, calls, usage, finish, model, done), tuple(deltas)
 
 
-def stream_response(acc: PMap) -> dict:
+def stream_response(acc: OpenAIStream) -> dict:
     """Return the chat completions response a stream amounts to (what parse_response reads)."""
     calls = [
         {
-            "id": c["id"],
+            "id": c.id,
             "type": "function",
-            "function": {"name": c["name"], "arguments": "".join(c["args"])},
+            "function": {"name": c.name, "arguments": "".join(c.args)},
         }
-        for _, c in sorted(acc["calls"].items())
+        for c in sorted(acc.calls, key=lambda c: c.index)
     ]
-    message: dict = {"role": "assistant", "content": "".join(acc["text"]) or None}
+    message: dict = {"role": "assistant", "content": "".join(acc.text) or None}
     if calls:
         message["tool_calls"] = calls
-    if acc["refusal"]:
-        message["refusal"] = "".join(acc["refusal"])
+    if acc.refusal:
+        message["refusal"] = "".join(acc.refusal)
     return {
-        "model": acc["model"],
-        "choices": [{"index": 0, "message": message, "finish_reason": acc["finish"]}],
-        "usage": acc["usage"],
+        "model": acc.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": acc.finish}],
+        "usage": acc.usage,
     }
 
 
-def stream_turn(acc: PMap) -> PMap:
+def stream_turn(acc: OpenAIStream) -> PMap:
     """Return the normalized turn of a finished stream: exactly what parse_response gives.
 
     Tool arguments stay raw (the joined fragments), so JSON cut off at max_tokens

@@ -3,7 +3,7 @@
     state = start()
     for chunk in network_chunks:
         state, events = feed(state, chunk)
-        ...                              # each event is pmap({"event", "data"})
+        ...                              # each event is a read-only {"event", "data"}
     events = end(state)                  # the unterminated last event, if any
 
 It follows the WHATWG event-stream rules: lines end in CRLF, CR or LF (a CRLF split
@@ -20,9 +20,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
-
-from pyrsistent import PMap, pmap
 
 from ..errors import ProviderError, excerpt
 
@@ -48,38 +47,38 @@ def start() -> SSEState:
     return SSEState()
 
 
-def _event(name: str, data: tuple[str, ...]) -> PMap:
-    return pmap({"event": name or "message", "data": "\n".join(data)})
+def _event(name: str, data: tuple[str, ...]) -> Mapping:
+    # A read-only map (stdlib): on the hot path a pmap costs as much as the JSON decode.
+    return MappingProxyType({"event": name or "message", "data": "\n".join(data)})
 
 
-def _lines(state: SSEState, lines: list[str], out: list) -> SSEState:
+def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, tuple]:
     # Apply complete lines to the event being built; dispatched events go to `out`.
-    event, data = state.event, state.data
     for line in lines:
-        if not line:
+        if line[:5] == "data:":  # the hot path: most lines are data lines
+            data = (*data, line[6:] if line[5:6] == " " else line[5:])
+        elif not line:
             if data:
                 out.append(_event(event, data))
             event, data = "", ()
-            continue
-        if line[0] == ":":
-            continue  # a comment: keep-alive pings such as ": OPENROUTER PROCESSING"
-        name, colon, value = line.partition(":")
-        if colon and value[:1] == " ":
-            value = value[1:]
-        if name == "data":
-            data = (*data, value)
-        elif name == "event":
-            event = value
-        # `id`, `retry` and unknown fields carry nothing a model turn needs.
-    return state._replace(event=event, data=data)
+        elif line[0] != ":":  # ":" starts a comment: keep-alive pings
+            name, colon, value = line.partition(":")
+            if name == "event":
+                event = value[1:] if value[:1] == " " else value
+            elif name == "data":  # "data" alone: an empty data line
+                data = (*data, "")
+            # `id`, `retry` and unknown fields carry nothing a model turn needs.
+    return event, data
 
 
-def _decode(raw: bytes, fresh: bool) -> str:
+def _decode(raw: bytes, fresh: bool) -> list[str]:
     text = raw.decode("utf-8", errors="replace")
-    return text[1:] if fresh and text[:1] == "\ufeff" else text
+    if fresh and text[:1] == "\ufeff":
+        text = text[1:]
+    return text.split("\n") if "\r" not in text else _EOL.split(text)
 
 
-def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[PMap, ...]]:
+def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
     """Return the new state and the events completed by `chunk`; does not modify `state`.
 
     >>> s, ev = feed(start(), b'event: ping\\ndata: {"a"')
@@ -100,31 +99,31 @@ def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[PMap, ...]]:
     cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
     if cut < 0:  # still inside one line: keep its bytes, decode nothing yet
         return state._replace(buffer=state.buffer + chunk, skip_lf=False), ()
-    complete, rest = state.buffer + chunk[: cut + 1], chunk[cut + 1 :]
     # The split leaves "" after the final terminator: drop it, it is not a line.
-    lines = _EOL.split(_decode(complete, state.fresh))[:-1]
+    lines = _decode(state.buffer + chunk[: cut + 1], state.fresh)[:-1]
     out: list = []
-    state = _lines(state, lines, out)
+    event, data = _lines(state.event, state.data, lines, out)
+    rest = chunk[cut + 1 :]
     # A final CR may be the first half of a CRLF whose LF opens the next chunk.
-    ends_cr = not rest and chunk[cut : cut + 1] == b"\r"
-    return state._replace(buffer=rest, skip_lf=ends_cr, fresh=False), tuple(out)
+    ends_cr = not rest and chunk[cut] == 13
+    return SSEState(rest, ends_cr, event, data, False), tuple(out)
 
 
-def end(state: SSEState) -> tuple[PMap, ...]:
+def end(state: SSEState) -> tuple[Mapping, ...]:
     """Return the events still held at end of stream: an unterminated last line and event.
 
     >>> [(e["event"], e["data"]) for e in end(feed(start(), b'data: {"stop": 1}')[0])]
     [('message', '{"stop": 1}')]
     """
     out: list = []
-    lines = [_decode(state.buffer, state.fresh)] if state.buffer else []
-    state = _lines(state, lines, out)
-    if state.data:
-        out.append(_event(state.event, state.data))
+    lines = _decode(state.buffer, state.fresh) if state.buffer else []
+    event, data = _lines(state.event, state.data, lines, out)
+    if data:
+        out.append(_event(event, data))
     return tuple(out)
 
 
-def decode(raw: bytes) -> tuple[PMap, ...]:
+def decode(raw: bytes) -> tuple[Mapping, ...]:
     """Return every event of a whole stream (a convenience over `feed` and `end`)."""
     state, events = feed(start(), raw)
     return events + end(state)
@@ -159,7 +158,7 @@ def load_json(data: str) -> Mapping:
         obj = json.loads(data)
     except ValueError:
         obj = None
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict:  # json.loads makes plain dicts; skip the slow ABC check
         raise ProviderError(
             f"unreadable stream event: {excerpt(data, limit=200)}", body=excerpt(data)
         )
