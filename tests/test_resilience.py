@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolnexus import resilience as r
-from toolnexus.errors import ProviderError
+from toolnexus.errors import ProviderError, RunCancelledError, RunTimeoutError
 from toolnexus.testing.fake_provider import fake_provider, text_reply
 
 # ---- Retry-After -------------------------------------------------------------------
@@ -115,6 +115,8 @@ def test_retryable_errors():
     assert r.retryable(error=httpx.RemoteProtocolError("closed", request=request))
     assert not r.retryable(error=httpx.ReadTimeout("slow", request=request))
     assert not r.retryable(error=TimeoutError("deadline"))
+    assert r.decide({"attempt": 1, "retryable": True, "error": RunCancelledError()}, 2) == "fail"
+    assert r.is_abort(RunTimeoutError()) and r.is_abort(asyncio.CancelledError())
     assert not r.retryable(error=ValueError("bug"))
     try:  # the sync driver wraps transport errors `from None`: the context still tells
         try:

@@ -143,8 +143,10 @@ def is_network_error(error: BaseException | None) -> bool:
 
 def is_abort(error: BaseException | None) -> bool:
     """Return whether an error is a deadline or cancellation abort (never retried)."""
+    from .errors import RunCancelledError  # the drivers' token-cancel error
+
     aborts = (TimeoutError, asyncio.CancelledError, concurrent.futures.CancelledError)
-    return isinstance(error, aborts)
+    return isinstance(error, (*aborts, RunCancelledError))
 
 
 def _status(error: BaseException | None) -> int | None:
