@@ -41,7 +41,7 @@ def redis_url() -> str:
 
 @pytest.fixture(scope="session")
 def postgres_dsn() -> str:
-    """The test PostgreSQL DSN (TOOLNEXUS_TEST_POSTGRES_DSN), checked reachable; else skip or fail."""
+    """The test PostgreSQL DSN (TOOLNEXUS_TEST_POSTGRES_DSN), checked reachable; else skip/fail."""
     dsn = os.environ.get("TOOLNEXUS_TEST_POSTGRES_DSN")
     if not dsn:
         _unavailable("PostgreSQL", "TOOLNEXUS_TEST_POSTGRES_DSN is not set")

@@ -28,6 +28,10 @@ def test_demo_runs_twice_and_remembers(tmp_path):
 def test_demo_default_store_is_under_the_data_dir(tmp_path):
     env = {"XDG_DATA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
-        [sys.executable, "-m", "toolnexus", "demo"], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-m", "toolnexus", "demo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     ).stdout
     assert str(tmp_path / "toolnexus" / "demo") in out

@@ -158,3 +158,24 @@ def test_stream_done_equals_run_for_any_scripted_exchange(script, style):
     text = "".join(e["delta"] for e in events if e["type"] == "text")
     assert text.endswith(expected["text"])
     assert json.dumps(len(events))  # events are plain to serialise counts
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_stream_cut_after_text_is_not_retried_so_text_never_repeats(style):
+    script = [text_reply("first part then cut", chunk=4, stream_drop=True), text_reply("again")]
+    with fake_provider(script) as fp:
+        c = create_client(base_url=fp.url, style=style, model="m", retry_base_ms=1)
+        seen = []
+        with pytest.raises(ProviderError):
+            for e in stream(c, "hi"):
+                seen.append(e)
+    assert len(fp.requests) == 1 and seen and all(e["type"] == "text" for e in seen)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_failure_before_any_text_is_retried(style):
+    script = [{"status": 503, "body": "busy", "headers": {"retry-after": "0"}}, text_reply("ok")]
+    with fake_provider(script) as fp:
+        c = create_client(base_url=fp.url, style=style, model="m")
+        events = list(stream(c, "hi"))
+    assert events[-1]["result"]["text"] == "ok" and len(fp.requests) == 2

@@ -152,13 +152,17 @@ async def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool):
         if kind == "clock":
             value = time.perf_counter()
         elif kind == "llm":
+            streamed = False
             try:
                 async for item in _llm(client, effect[1], effect[2], guard, streaming):
                     if item["type"] == TURN:
                         value = item["turn"]
                     else:
+                        streamed = True
                         yield item
             except ProviderError as e:
+                if streamed:  # text already reached the consumer: a retry would repeat it
+                    raise
                 error = e  # thrown into the flow, which decides to retry or fail
         elif kind == "tools":
             calls: Sequence = effect[2]

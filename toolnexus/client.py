@@ -443,10 +443,21 @@ def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool) -> Itera
             value = time.perf_counter()
         elif kind == "llm":
             guard.check()
+            deltas = _llm(client, effect[1], effect[2], guard, streaming)
+            streamed = False
             try:
-                value = yield from _llm(client, effect[1], effect[2], guard, streaming)
+                while True:
+                    try:
+                        item = next(deltas)
+                    except StopIteration as stop:
+                        value = stop.value
+                        break
+                    streamed = True
+                    yield item
             except ProviderError as e:
                 guard.after_failure()  # a timeout the deadline caused is an abort
+                if streamed:  # text already reached the consumer: a retry would repeat it
+                    raise
                 error = e  # thrown into the flow, which decides to retry or fail
         elif kind == "tools":
             guard.check()

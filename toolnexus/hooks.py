@@ -23,7 +23,7 @@ def estimate_tokens(messages: Sequence[Mapping]) -> int:
     """Return a rough token count of messages (4 characters a token, the common rule).
 
     >>> estimate_tokens([{"role": "user", "content": "x" * 40}])
-    14
+    18
     """
     from pyrsistent import thaw
 

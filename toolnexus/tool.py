@@ -28,8 +28,8 @@ def sanitize(s: str) -> str:
 def tool_result(output: Any, is_error: bool = False, metadata: Mapping | None = None):
     """Return a tool result map {output, is_error, metadata}.
 
-    >>> dict(tool_result("4"))
-    {'output': '4', 'is_error': False, 'metadata': pmap({})}
+    >>> tool_result("4") == {"output": "4", "is_error": False, "metadata": {}}
+    True
     """
     return pmap(
         {"output": output, "is_error": bool(is_error), "metadata": freeze(dict(metadata or {}))}

@@ -115,7 +115,10 @@ class _Stream:
         out: list[PMap] = []
         for ev in events:
             self.acc, deltas = self.codec.stream_event(self.acc, ev)
-            out.extend(d for d in deltas if d["type"] == "text")
+            # Stream events are pmaps like every other value we hand out.
+            out.extend(
+                pmap({"type": "text", "delta": d["delta"]}) for d in deltas if d["type"] == "text"
+            )
         return out
 
 

@@ -66,8 +66,8 @@ def run_demo(store_dir: Path, out=sys.stdout) -> dict:
     print(f"store: {store_dir} (conversation {CONVERSATION!r})", file=out)
     if before:
         print(f"remembered {len(before)} messages from an earlier run", file=out)
-    r = ask(client, "What's the weather in Paris and what is 2+2?", toolkit=toolkit(get_weather, add),
-            id=CONVERSATION)  # fmt: skip
+    prompt = "What's the weather in Paris and what is 2+2?"
+    r = ask(client, prompt, toolkit=toolkit(get_weather, add), id=CONVERSATION)
     for call in r["tool_calls"]:
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(call["args"].items()))
         print(f"tool {call['name']}({args}) -> {call['output']}", file=out)

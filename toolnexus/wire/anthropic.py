@@ -82,8 +82,8 @@ def parse_response(data: Mapping) -> PMap:
 
     >>> t = parse_response({"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
     ...                     "usage": {"input_tokens": 5, "output_tokens": 2}})
-    >>> t["text"], dict(t["usage"])
-    ('hi', {'prompt_tokens': 5, 'completion_tokens': 2, 'total_tokens': 7})
+    >>> t["text"], t["usage"]["prompt_tokens"], t["usage"]["total_tokens"]
+    ('hi', 5, 7)
     """
     blocks = [b for b in (data.get("content") or []) if _keep(b)]
     text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")

@@ -16,8 +16,8 @@ ZERO_USAGE = pmap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0
 def usage(prompt: Any, completion: Any) -> PMap:
     """Return a usage map from prompt and completion token counts (missing counts are 0).
 
-    >>> dict(usage(3, None))
-    {'prompt_tokens': 3, 'completion_tokens': 0, 'total_tokens': 3}
+    >>> usage(3, None) == {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}
+    True
     """
     p, c = int(prompt or 0), int(completion or 0)
     return pmap({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
