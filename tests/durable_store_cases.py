@@ -137,6 +137,39 @@ def check_interleaved_writers(make_store) -> None:
     assert thaw(a["get"](cid)) == turns(2) + [msg("user", "from a"), msg("assistant", "b again")]
 
 
+def check_racing_savers(make_store) -> None:
+    """Threads saving to ONE id (no lock) never leave a mix: get is always one whole save."""
+    import threading
+
+    cid, saved, errors = new_id(), set(), []
+
+    def key(t) -> tuple:
+        return tuple(m["content"] for m in t)
+
+    def work(n: int) -> None:
+        store = make_store()  # a store object per thread, like separate processes
+        try:
+            t = freeze([])
+            for i in range(12):
+                current = store["get"](cid)
+                if current is not None:
+                    assert key(current) in saved, "a torn transcript"
+                    t = current if i % 3 else t  # sometimes extend theirs, sometimes ours
+                t = t.append(freeze(msg("user", f"{n}-{i}")))
+                saved.add(key(t))
+                store["save"](cid, t)
+        except Exception as e:  # collected: an assert in a thread would not fail the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [], errors
+    assert key(make_store()["get"](cid)) in saved
+
+
 def check_corruption(make_store, raw) -> None:
     """Bad data reads as StoreCorruptError naming the id: never None, never skipped rows."""
     s = make_store()

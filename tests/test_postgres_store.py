@@ -195,3 +195,7 @@ def test_store_contract(pool, table):
     from toolnexus.testing import check_store_contract
 
     check_store_contract(lambda: postgres_store(pool, table))
+
+
+def test_racing_savers_never_tear_a_transcript(pool, table):
+    cases.check_racing_savers(lambda: postgres_store(pool, table))

@@ -158,3 +158,7 @@ def test_store_contract(redis_url, prefix):
     from toolnexus.testing import check_store_contract
 
     check_store_contract(lambda: redis_store(redis_url, prefix=prefix))
+
+
+def test_racing_savers_never_tear_a_transcript(redis_url, prefix):
+    cases.check_racing_savers(lambda: redis_store(redis_url, prefix=prefix))

@@ -162,3 +162,7 @@ def test_store_contract(tmp_path):
     from toolnexus.testing import check_store_contract
 
     check_store_contract(lambda: sqlite_store(tmp_path / "contract.db"))
+
+
+def test_racing_savers_never_tear_a_transcript(db):
+    cases.check_racing_savers(lambda: sqlite_store(db))

@@ -199,3 +199,19 @@ def decode_rows(
     if not isinstance(count, int) or len(messages) != count:
         raise _fail(backend, id, f"the head says {count!r} messages but {len(messages)} rows exist")
     return pvector(messages)
+
+
+def decode_joined(backend: str, id: str, rows: Sequence[Sequence]) -> tuple[PVector, str] | None:
+    """Return `(transcript, digest)` from the rows of a key-first outer join, or None.
+
+    Rows are `(version, count, digest, seq, body)` from one SQL statement (one snapshot)
+    that always yields a row for the id; no head and no messages means absent, no head
+    but messages is corrupt.
+    """
+    version, count, digest = rows[0][:3] if rows else (None, None, None)
+    messages = [(seq, body) for *_, seq, body in rows if seq is not None]
+    if version is None and count is None:
+        if messages:
+            raise _fail(backend, id, "it has message rows but no head")
+        return None
+    return decode_rows(backend, id, version, count, messages), digest

@@ -36,10 +36,11 @@ def _statements(table: str) -> dict:
                 count integer NOT NULL, digest text NOT NULL);
             CREATE TABLE IF NOT EXISTS {messages} (id text NOT NULL, seq integer NOT NULL,
                 body text NOT NULL, PRIMARY KEY (id, seq))""",
-        # One statement: one snapshot, even while another session saves.
-        "get": """SELECT h.version, h.count, h.digest, m.seq, m.body FROM {heads} h
-            LEFT JOIN {messages} m ON m.id = h.id WHERE h.id = %s ORDER BY m.seq""",
-        "orphan": "SELECT 1 FROM {messages} WHERE id = %s LIMIT 1",
+        # One statement: one snapshot, even while another session saves; keyed on the id
+        # first, so "no head, yet rows" (corrupt) differs from "absent".
+        "get": """SELECT h.version, h.count, h.digest, m.seq, m.body
+            FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
+            LEFT JOIN {messages} m ON m.id = k.id ORDER BY m.seq""",
         # Locks the head row (creating a placeholder of version 0 the first time, so two
         # first saves queue up instead of colliding) and returns what is stored.
         "lock_head": """INSERT INTO {heads} (id, version, count, digest) VALUES (%s, 0, 0, '')
@@ -121,17 +122,11 @@ def postgres_store(
         _check_id(id)
         with errors(id), connection() as conn:
             rows = conn.execute(sql["get"], (id,)).fetchall()
-            if not rows:
-                if conn.execute(sql["orphan"], (id,)).fetchone():
-                    raise StoreCorruptError(
-                        f"{desc}: conversation {id!r:.120} has rows but no head"
-                    )
-                return None
-        version, count, digest = rows[0][:3]
-        message_rows = [(seq, body) for *_, seq, body in rows if seq is not None]
-        transcript = _rows.decode_rows(desc, id, version, count, message_rows)
-        memo.remember(id, transcript, digest, len(transcript))
-        return transcript
+        found = _rows.decode_joined(desc, id, rows)
+        if found is None:
+            return None
+        memo.remember(id, *found, len(found[0]))
+        return found[0]
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         _check_id(id)

@@ -116,12 +116,12 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
                 stored = _rows.Head(_int(version), _int(count), _text(digest))
             plan = _rows.plan_save(id, stored, frozen, memo)
             done = run(id, plan, stored)
+            if done == 0:  # someone saved in between: a full replace is always correct
+                plan = _rows.plan_save(id, None, frozen, memo)
+                done = run(id, plan, None)
             if done < 0:
                 why = "its list length does not match its head" if done == -1 else "wrong key types"
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} is corrupt: {why}")
-            if done == 0:  # someone saved in between: a full replace is always correct
-                plan = _rows.plan_save(id, None, frozen, memo)
-                run(id, plan, None)
         memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
 
     def delete(id: str) -> None:

@@ -24,9 +24,12 @@ CREATE TABLE IF NOT EXISTS toolnexus_messages (
 """
 
 # One statement, so it reads one consistent snapshot even while another process writes.
+# One statement, so it reads one consistent snapshot even while another process writes;
+# keyed on the id first, so "no head, yet rows" (corrupt) differs from "absent".
 _GET = """
-SELECT c.version, c.count, c.digest, m.seq, m.body FROM toolnexus_conversations c
-LEFT JOIN toolnexus_messages m ON m.id = c.id WHERE c.id = ? ORDER BY m.seq
+SELECT c.version, c.count, c.digest, m.seq, m.body FROM (SELECT ? AS id) k
+LEFT JOIN toolnexus_conversations c ON c.id = k.id
+LEFT JOIN toolnexus_messages m ON m.id = k.id ORDER BY m.seq
 """
 _HEAD = "SELECT version, count, digest FROM toolnexus_conversations WHERE id = ?"
 _PUT_HEAD = """
@@ -96,22 +99,11 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
     def get(id: str):
         with errors(id):
             rows = conn().execute(_GET, (id,)).fetchall()
-            if not rows:
-                orphan = (
-                    conn()
-                    .execute("SELECT 1 FROM toolnexus_messages WHERE id = ? LIMIT 1", (id,))
-                    .fetchone()
-                )
-                if orphan:
-                    raise StoreCorruptError(
-                        f"{desc}: conversation {id!r:.120} has rows but no head"
-                    )
-                return None
-        version, count, digest = rows[0][:3]
-        message_rows = [(seq, body) for *_, seq, body in rows if seq is not None]
-        transcript = _rows.decode_rows(desc, id, version, count, message_rows)
-        memo.remember(id, transcript, digest, len(transcript))
-        return transcript
+        found = _rows.decode_joined(desc, id, rows)
+        if found is None:
+            return None
+        memo.remember(id, *found, len(found[0]))
+        return found[0]
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         frozen = _rows.frozen(transcript)
