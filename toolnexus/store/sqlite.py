@@ -91,10 +91,11 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
         c.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
         try:
             yield c
+            c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            if c.in_transaction:  # also after a failed COMMIT: never leave one open
+                c.execute("ROLLBACK")
             raise
-        c.execute("COMMIT")
 
     def get(id: str):
         with errors(id):
