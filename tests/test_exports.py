@@ -7,13 +7,25 @@ import types
 import toolnexus
 
 
-def test_all_lists_every_public_name():
-    public = {
+def public_names(module):
+    """Every public non-module name a module offers (lazy ones included, via dir)."""
+    return {
         n
-        for n, v in vars(toolnexus).items()
-        if not n.startswith("_") and not isinstance(v, types.ModuleType)
+        for n in dir(module)
+        if not n.startswith("_") and not isinstance(getattr(module, n), types.ModuleType)
     }
-    assert public == set(toolnexus.__all__)
+
+
+def test_all_lists_every_public_name():
+    assert public_names(toolnexus) == set(toolnexus.__all__)
+
+
+def test_store_and_history_faces_list_every_public_name():
+    import toolnexus.history
+    import toolnexus.store
+
+    for module in (toolnexus.store, toolnexus.history):
+        assert public_names(module) == set(module.__all__), module.__name__
 
 
 def test_every_public_function_has_a_docstring():

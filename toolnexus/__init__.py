@@ -1,6 +1,9 @@
-"""toolnexus: the tool-calling loop of any OpenAI-style or Anthropic-style endpoint, as values."""
+"""toolnexus: the tool-calling loop of any OpenAI-style or Anthropic-style endpoint, as values.
 
-from .aio import aask, arun, astream
+The core (client, tools, toolkits) loads with the package; the async driver, skills,
+HTTP tools and the message log load on first use, so `import toolnexus` stays light.
+"""
+
 from .client import (
     ask,
     clear_chat_history,
@@ -14,11 +17,19 @@ from .client import (
     stream,
 )
 from .errors import ProviderError, RunCancelledError, RunTimeoutError
-from .history.tool import chat_history_tool
-from .http_tool import http_tool
-from .skills import list_skills, skills_prompt
 from .tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names, toolkit
+
+# Public names loaded on first access: name -> submodule.
+_LAZY = {
+    "aask": "aio",
+    "arun": "aio",
+    "astream": "aio",
+    "chat_history_tool": "history.tool",
+    "http_tool": "http_tool",
+    "list_skills": "skills",
+    "skills_prompt": "skills",
+}
 
 __all__ = [
     "ProviderError",
@@ -54,3 +65,17 @@ __all__ = [
     "tool_result",
     "toolkit",
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

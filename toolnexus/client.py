@@ -20,7 +20,6 @@ from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
 
 from . import loop
 from .errors import ProviderError, RunCancelledError, RunTimeoutError
-from .skills import system_for
 from .store.locks import local_lock
 from .store.memory import in_memory_store
 from .toolkit import execute as execute_tool
@@ -253,6 +252,8 @@ def in_process_request(body: Mapping) -> dict:
 def flow_config(client: Client, events: bool) -> PMap:
     """Return the `loop.run_flow` configuration of a client."""
     o = client.options
+    from .skills import system_for
+
     transform = o.get("body_transform")
     system_prompt = client.system_prompt
     return pmap(

@@ -1,23 +1,29 @@
 """Stores: `{"get", "save"}` closures (plus optional "delete", "ids", "desc")."""
 
-from .decorators import (
-    DecryptionError,
-    capped_store,
-    encrypted,
-    namespaced,
-    observed,
-    read_through,
-    retention,
-    sanitize_ids,
-    sanitized_file_store,
-)
-from .errors import StoreCorruptError, StoreUnavailableError
-from .file import file_store
-from .locks import LockTimeoutError, file_lock, local_lock, postgres_lock, redis_lock
-from .memory import in_memory_store
-from .postgres import postgres_store
-from .redis import redis_store
-from .sqlite import sqlite_store
+# Public names loaded on first access (backends import their drivers only then).
+_LAZY = {
+    "DecryptionError": "decorators",
+    "capped_store": "decorators",
+    "encrypted": "decorators",
+    "namespaced": "decorators",
+    "observed": "decorators",
+    "read_through": "decorators",
+    "retention": "decorators",
+    "sanitize_ids": "decorators",
+    "sanitized_file_store": "decorators",
+    "StoreCorruptError": "errors",
+    "StoreUnavailableError": "errors",
+    "file_store": "file",
+    "LockTimeoutError": "locks",
+    "file_lock": "locks",
+    "local_lock": "locks",
+    "postgres_lock": "locks",
+    "redis_lock": "locks",
+    "in_memory_store": "memory",
+    "postgres_store": "postgres",
+    "redis_store": "redis",
+    "sqlite_store": "sqlite",
+}
 
 __all__ = [
     "StoreCorruptError",
@@ -42,3 +48,17 @@ __all__ = [
     "redis_lock",
     "postgres_lock",
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
