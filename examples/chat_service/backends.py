@@ -1,0 +1,327 @@
+"""The chat service's configuration (from the environment) and its backends (store, lock, log).
+
+`read_config(env)` is pure: it turns environment variables into a config map or raises
+ConfigError naming the variable. `open_backends(config)` builds the store, the lock and
+the message log without touching the network, so a worker whose database is down still
+starts and answers 503 until the database comes back.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pyrsistent import PMap, pmap
+
+from toolnexus.store import (
+    file_lock,
+    local_lock,
+    postgres_lock,
+    postgres_store,
+    redis_lock,
+    redis_store,
+    sqlite_store,
+)
+from toolnexus.store._connect import redact
+
+__all__ = ["ConfigError", "read_config", "open_backends", "backend_kind"]
+
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}\Z")
+
+
+class ConfigError(ValueError):
+    """An environment variable of the service has a value it cannot use."""
+
+
+def backend_kind(url: str) -> str:
+    """Return "postgres", "redis", "sqlite", "memory" or "none" for a store/lock/log URL.
+
+    >>> [backend_kind(u) for u in ("postgresql://db/app", "redis://r:6379/0", "sqlite:c.db")]
+    ['postgres', 'redis', 'sqlite']
+    """
+    lowered = url.lower()
+    if lowered.startswith(("postgres://", "postgresql://")):
+        return "postgres"
+    if lowered.startswith(("redis://", "rediss://", "unix://")):
+        return "redis"
+    if lowered.startswith("sqlite:"):
+        return "sqlite"
+    if lowered in ("memory", "none", "local", "auto") or lowered.startswith("file:"):
+        return lowered.split(":", 1)[0]
+    raise ConfigError(
+        f"unknown backend {redact(url)!r}: expected postgres://..., redis://..., sqlite:PATH"
+    )
+
+
+def _number(env: Mapping[str, str], name: str, default: float, least: float = 0) -> float:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if value < least:
+        raise ConfigError(f"{name} must be >= {least}, got {raw!r}")
+    return value
+
+
+def _table(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name) or default
+    if not _TABLE.match(value):
+        raise ConfigError(f"{name} must be a plain SQL name (letters, digits, _), got {value!r}")
+    return value
+
+
+def _default_lock(store: str) -> str:
+    kind = backend_kind(store)
+    if kind == "sqlite":  # one host: a file lock next to the database file
+        return "file:" + store[len("sqlite:") :] + ".locks"
+    return store
+
+
+def _default_log(store: str) -> str:
+    # Redis has no message log backend: the log is then off unless TOOLNEXUS_LOG names one.
+    return "none" if backend_kind(store) == "redis" else store
+
+
+def read_config(env: Mapping[str, str]) -> PMap:
+    """Return the service configuration read from environment variables (pure)."""
+    store = env.get("TOOLNEXUS_STORE") or "sqlite:chat_service.db"
+    if backend_kind(store) not in ("postgres", "redis", "sqlite"):
+        raise ConfigError("TOOLNEXUS_STORE must be postgres://..., redis://... or sqlite:PATH")
+    lock = env.get("TOOLNEXUS_LOCK") or "auto"
+    lock = _default_lock(store) if lock == "auto" else lock
+    log = env.get("TOOLNEXUS_LOG") or "auto"
+    log = _default_log(store) if log == "auto" else log
+    if backend_kind(lock) in ("memory", "none", "auto"):
+        raise ConfigError("TOOLNEXUS_LOCK must be postgres://, redis://, file:DIR or local")
+    if backend_kind(log) in ("local", "auto", "file"):
+        raise ConfigError("TOOLNEXUS_LOG must be postgres://..., sqlite:PATH, memory or none")
+    style = env.get("TOOLNEXUS_STYLE") or "openai"
+    if style not in ("openai", "anthropic"):
+        raise ConfigError(f"TOOLNEXUS_STYLE must be openai or anthropic, got {style!r}")
+    inflight = int(_number(env, "TOOLNEXUS_MAX_INFLIGHT", 32, 1))
+    return pmap(
+        {
+            "base_url": env.get("TOOLNEXUS_BASE_URL") or "https://api.openai.com/v1",
+            "style": style,
+            "model": env.get("TOOLNEXUS_MODEL") or "gpt-4.1-mini",
+            "api_key": env.get("TOOLNEXUS_API_KEY") or None,
+            "system_prompt": env.get("TOOLNEXUS_SYSTEM_PROMPT") or None,
+            "timeout_ms": _number(env, "TOOLNEXUS_TIMEOUT_MS", 120_000),
+            "retries": int(_number(env, "TOOLNEXUS_RETRIES", 2)),
+            "store": store,
+            "store_table": _table(env, "TOOLNEXUS_STORE_TABLE", "chat_transcripts"),
+            "store_prefix": env.get("TOOLNEXUS_STORE_PREFIX") or "chat:",
+            "lock": lock,
+            "lock_timeout": _number(env, "TOOLNEXUS_LOCK_TIMEOUT", 30, 0.1),
+            "lock_ttl": _number(env, "TOOLNEXUS_LOCK_TTL", 30, 0.1),
+            "log": log,
+            "log_table": _table(env, "TOOLNEXUS_LOG_TABLE", "chat_log"),
+            "max_inflight": inflight,
+            "pool_size": int(_number(env, "TOOLNEXUS_POOL_SIZE", 8, 1)),
+            # How long a request waits for the database before answering 503.
+            "backend_timeout": _number(env, "TOOLNEXUS_BACKEND_TIMEOUT", 3, 0.1),
+        }
+    )
+
+
+# ---- connections (shared by store, lock and log of one backend) ------------------
+
+
+def _pg_pool(dsn: str, size: int, timeout: float, name: str) -> Any:
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=size,
+        timeout=timeout,
+        open=False,
+        name=name,
+        # A connection broken by a database restart is found and replaced before use,
+        # so the first request after an outage does not fail on a stale connection.
+        check=ConnectionPool.check_connection,
+        reconnect_timeout=3600,
+        kwargs={"connect_timeout": max(1, int(timeout))},
+    )
+    pool.open(wait=False)  # connects in the background: a database that is down is no crash
+    return pool
+
+
+def _redis(url: str, timeout: float) -> Any:
+    import redis
+
+    return redis.Redis.from_url(
+        url, socket_connect_timeout=timeout, socket_timeout=max(timeout, 5.0)
+    )
+
+
+class _CappedPool:
+    """A psycopg pool whose waits for a connection never exceed `cap` seconds.
+
+    postgres_lock waits for a pooled connection as long as its lock timeout; when the
+    database is down that is the lock timeout (say 30 s) before a 503, instead of the
+    few seconds the service promises. Requests in flight never exceed the pool size
+    (the app's semaphore), so the cap only bites when the database is unreachable.
+    """
+
+    def __init__(self, pool: Any, cap: float):
+        self.pool, self.cap = pool, cap
+        self.conninfo, self.connection = pool.conninfo, pool.connection
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        return self.pool.getconn(timeout=min(timeout or self.cap, self.cap))
+
+    def putconn(self, conn: Any) -> None:
+        self.pool.putconn(conn)
+
+
+class _Connections:
+    """The pools and clients of a worker, one per backend URL, closed together."""
+
+    def __init__(self, config: Mapping):
+        self.config = config
+        self.made: dict[tuple, Any] = {}
+
+    def pg(self, dsn: str, role: str, size: int) -> Any:
+        key = ("pg", dsn, role)
+        if key not in self.made:
+            name = f"chat-{role}"
+            self.made[key] = _pg_pool(dsn, size, self.config["backend_timeout"], name)
+        return self.made[key]
+
+    def redis(self, url: str) -> Any:
+        key = ("redis", url)
+        if key not in self.made:
+            self.made[key] = _redis(url, self.config["backend_timeout"])
+        return self.made[key]
+
+    def close(self) -> None:
+        for conn in self.made.values():
+            conn.close()
+
+
+# ---- the message log, built on first use ---------------------------------------
+
+
+def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
+    """Return a log that builds itself on first use (and retries after a failed build).
+
+    postgres_log creates its table when built; building it lazily lets a worker start
+    while the database is down.
+    """
+    built: list[dict] = []
+    guard = threading.Lock()
+
+    def log() -> dict:
+        with guard:
+            if not built:
+                built.append(make())
+            return built[0]
+
+    def delegate(name: str) -> Callable:
+        return lambda *a, **k: log()[name](*a, **k)
+
+    return {
+        **{n: delegate(n) for n in ("record", "record_many", "query", "clear")},
+        "close": lambda: built and built[0].get("close", lambda: None)(),
+        "desc": desc,
+    }
+
+
+def _pg_forget(pool: Any, table: str) -> Callable[[str], int]:
+    # The message log has no per-conversation delete: this reaches into postgres_log's
+    # table (columns conversation_id ...) directly.
+    def forget(conversation_id: str) -> int:
+        from psycopg import sql
+
+        stmt = sql.SQL("DELETE FROM {} WHERE conversation_id = %s").format(sql.Identifier(table))
+        with pool.connection() as conn:
+            return conn.execute(stmt, (conversation_id,)).rowcount
+
+    return forget
+
+
+def _sqlite_forget(path: str) -> Callable[[str], int]:
+    # Same gap as above, over sqlite_log's schema (messages + its FTS index messages_fts).
+    def forget(conversation_id: str) -> int:
+        con = sqlite3.connect(path, timeout=10, isolation_level=None)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            sel = "SELECT seq FROM messages WHERE conversation_id = ?"
+            con.execute(f"DELETE FROM messages_fts WHERE rowid IN ({sel})", (conversation_id,))
+            n = con.execute(
+                "DELETE FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).rowcount
+            con.execute("COMMIT")
+            return n
+        finally:
+            con.close()
+
+    return forget
+
+
+def _log(config: Mapping, conns: _Connections) -> tuple[dict | None, Callable | None]:
+    """Return (message log or None, forget(conversation_id) -> count removed, or None)."""
+    url, kind = config["log"], backend_kind(config["log"])
+    if kind == "none":
+        return None, None
+    if kind == "memory":  # per process: workers do not share it (a demo setting)
+        from toolnexus.history import in_memory_log
+
+        return in_memory_log(), None
+    if kind == "sqlite":
+        from toolnexus.history import sqlite_log
+
+        path = url[len("sqlite:") :]
+        return _lazy_log(lambda: sqlite_log(path), f"sqlite_log({path!r})"), _sqlite_forget(path)
+    if kind == "postgres":
+        from toolnexus.history import postgres_log
+
+        pool = conns.pg(url, "data", config["pool_size"])
+        table = config["log_table"]
+        desc = f"postgres_log({redact(url)!r}, table={table!r})"
+        return _lazy_log(lambda: postgres_log(pool, table), desc), _pg_forget(pool, table)
+    raise ConfigError(f"TOOLNEXUS_LOG cannot be {redact(url)!r}")
+
+
+def _store(config: Mapping, conns: _Connections) -> dict:
+    url, kind = config["store"], backend_kind(config["store"])
+    if kind == "postgres":
+        pool = conns.pg(url, "data", config["pool_size"])
+        return postgres_store(pool, config["store_table"], timeout=config["backend_timeout"])
+    if kind == "redis":
+        return redis_store(conns.redis(url), config["store_prefix"])
+    return sqlite_store(url[len("sqlite:") :])
+
+
+def _lock(config: Mapping, conns: _Connections) -> Callable:
+    url, kind, timeout = config["lock"], backend_kind(config["lock"]), config["lock_timeout"]
+    if kind == "postgres":
+        # Each held lock keeps a connection for the whole exchange: one per request in flight.
+        pool = conns.pg(url, "locks", config["max_inflight"] + 2)
+        return postgres_lock(_CappedPool(pool, config["backend_timeout"]), timeout=timeout)
+    if kind == "redis":
+        return redis_lock(conns.redis(url), ttl=config["lock_ttl"], timeout=timeout)
+    if kind == "file":
+        return file_lock(url[len("file:") :], timeout=timeout)
+    return local_lock(timeout)  # "local": one worker process only
+
+
+def open_backends(config: Mapping) -> PMap:
+    """Return {store, lock, log, forget_log, close} for a config (no network I/O yet)."""
+    conns = _Connections(config)
+    store, lock = _store(config, conns), _lock(config, conns)
+    log, forget = _log(config, conns)
+
+    def close() -> None:
+        if log is not None and callable(log.get("close")):
+            log["close"]()
+        conns.close()
+
+    return pmap({"store": store, "lock": lock, "log": log, "forget_log": forget, "close": close})

@@ -1,0 +1,545 @@
+"""The example chat service (examples/chat_service) proven with real parts.
+
+Two uvicorn workers (subprocesses on two loopback ports) share conversations through the
+real PostgreSQL, then the real Redis; a loopback fake provider answers with a little
+latency. Concurrent clients, double submits on both workers at once, one worker
+SIGKILLed mid-load and restarted; afterwards the database is read directly. Backend
+outages are made with a TCP proxy the test cuts and restores (the real servers are
+shared and never stopped), and with workers pointed at a closed port or a wrong DSN.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import pytest
+
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
+
+from toolnexus.testing import fake_provider  # noqa: E402
+from toolnexus.transcript import dangling, is_tool_result, tool_call_ids  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the example is run from the repository root, as documented
+    sys.path.insert(0, str(ROOT))
+
+from examples.chat_service.app import create_app  # noqa: E402
+
+# ---- the fake model: deterministic answers that name the question --------------------
+
+
+def answer_for(text: str) -> str:
+    """The final answer the fake model gives to a user message (a tool call first for #add)."""
+    return f"re: {text}" + (" = 5" if "#add" in text else "")
+
+
+def model(body: dict, dialect: str) -> dict:
+    """Answer the last user message; "#add" asks for the add tool first."""
+    messages = body["messages"]
+    user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+    if messages[-1]["role"] == "tool":
+        return {"content": f"re: {user} = {messages[-1]['content']}"}
+    if "#add" in user:
+        return {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}
+    return {"content": answer_for(user)}
+
+
+# ---- processes, servers and a cuttable proxy -----------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Worker:
+    """One service worker: `python -m uvicorn examples.chat_service.app:app` on its own port."""
+
+    def __init__(self, env: dict, log: Path):
+        self.env, self.port, self.log, self.proc = env, free_port(), log, None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Worker:
+        cmd = [sys.executable, "-m", "uvicorn", "examples.chat_service.app:app",
+               "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+               "--no-access-log"]  # fmt: skip
+        out = open(self.log, "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env={**os.environ, **self.env}, stdout=out, stderr=out
+        )
+        out.close()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"worker exited: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"worker not ready: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@contextmanager
+def serving(env: dict):
+    """Serve create_app(env) with uvicorn in a thread of this process; yield its base URL."""
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(env), host="127.0.0.1", port=port, log_level="warning", access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the service did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+class Proxy:
+    """A TCP proxy to a real server that the test can cut (refused, live links reset)."""
+
+    def __init__(self, host: str, port: int):
+        self.target, self.port = (host, port), free_port()
+        self.links: set = set()
+        self.guard = threading.Lock()
+        self.restore()
+
+    def restore(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, args=(self.server,), daemon=True).start()
+
+    def cut(self) -> None:
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        except OSError:
+            pass
+        self.server.close()
+        with self.guard:
+            links, self.links = self.links, set()
+        for s in links:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self.guard:
+                self.links |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def via(url: str, port: int) -> str:
+    """Return `url` with its port replaced (to go through the proxy or to a closed port)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)
+    host = netloc[-1].rsplit(":", 1)[0] + f":{port}"
+    return urlunsplit(parts._replace(netloc="@".join([*netloc[:-1], host])))
+
+
+# ---- backends: the env of a worker, and direct readers of what it stored ---------------
+
+
+def _postgres(dsn: str, unique: str, tmp_path: Path, dsn_for_worker: str | None = None):
+    from toolnexus.history import postgres_log
+    from toolnexus.store import postgres_store
+
+    env = {"TOOLNEXUS_STORE": dsn_for_worker or dsn, "TOOLNEXUS_STORE_TABLE": f"{unique}_t",
+           "TOOLNEXUS_LOG_TABLE": f"{unique}_l"}  # fmt: skip
+
+    def readers():
+        return postgres_store(dsn, f"{unique}_t"), postgres_log(dsn, f"{unique}_l")
+
+    def cleanup():
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for t in ("_t", "_t_heads", "_l"):
+                conn.execute(f"DROP TABLE IF EXISTS {unique}{t}")
+
+    return env, readers, cleanup
+
+
+def _redis(url: str, unique: str, tmp_path: Path, url_for_worker: str | None = None):
+    import redis
+
+    from toolnexus.history import sqlite_log
+    from toolnexus.store import redis_store
+
+    # Redis keeps the transcripts; the message log is an SQLite file the workers share.
+    log = tmp_path / "log.db"
+    env = {"TOOLNEXUS_STORE": url_for_worker or url, "TOOLNEXUS_STORE_PREFIX": f"{unique}:",
+           "TOOLNEXUS_LOG": f"sqlite:{log}", "TOOLNEXUS_LOCK_TTL": "1"}  # fmt: skip
+
+    def readers():
+        return redis_store(url, f"{unique}:"), sqlite_log(log)
+
+    def cleanup():
+        r = redis.Redis.from_url(url)
+        keys = list(r.scan_iter(f"{unique}:*")) + list(r.scan_iter(f"toolnexus:lock:{unique}*"))
+        if keys:
+            r.delete(*keys)
+
+    return env, readers, cleanup
+
+
+BACKENDS = {"postgres": (_postgres, "postgres_dsn"), "redis": (_redis, "redis_url")}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request, unique, tmp_path):
+    """(name, server URL, make(worker_url=None) -> (env, readers, cleanup)) of one real server."""
+    make, fixture = BACKENDS[request.param]
+    url = request.getfixturevalue(fixture)
+    cleanups = []
+
+    def build(worker_url: str | None = None):
+        made = make(url, unique, tmp_path, worker_url)
+        cleanups.append(made[2])
+        return made
+
+    yield request.param, url, build
+    for c in cleanups:
+        c()
+
+
+@pytest.fixture(scope="module")
+def provider():
+    with fake_provider(model, delay=0.03) as fp:
+        yield fp
+
+
+def base_env(fp) -> dict:
+    return {"TOOLNEXUS_BASE_URL": fp.url, "TOOLNEXUS_MODEL": "fake", "TOOLNEXUS_API_KEY": "k",
+            "TOOLNEXUS_LOCK_TIMEOUT": "20", "TOOLNEXUS_MAX_INFLIGHT": "8",
+            "TOOLNEXUS_POOL_SIZE": "4", "TOOLNEXUS_BACKEND_TIMEOUT": "1"}  # fmt: skip
+
+
+# ---- checking a stored conversation ------------------------------------------------------
+
+
+def exchanges(transcript) -> list[tuple[str, str]]:
+    """Return [(user text, final answer)] of a transcript, asserting its shape on the way.
+
+    Shape: user, then any number of (assistant tool calls, their results), then one
+    assistant answer; no tool result without its call, no call left unanswered.
+    """
+    d = dangling(transcript)
+    assert d["unanswered"] == () and d["orphaned"] == (), d
+    out, open_user = [], None
+    for m in transcript:
+        if m["role"] == "user":
+            assert open_user is None, f"two user messages in a row: {open_user!r}"
+            open_user = m["content"]
+        elif is_tool_result(m) or tool_call_ids(m):
+            assert open_user is not None, "a tool step outside an exchange"
+        else:
+            assert m["role"] == "assistant" and open_user is not None, m
+            out.append((open_user, m["content"]))
+            open_user = None
+    assert open_user is None, f"an exchange left without its answer: {open_user!r}"
+    return out
+
+
+# ---- driving the service -------------------------------------------------------------------
+
+
+class Outcomes:
+    """What every request got: thread-safe lists of (conversation, text, worker, result)."""
+
+    def __init__(self):
+        self.guard = threading.Lock()
+        self.rows: list[tuple[str, str, int, object, float]] = []
+
+    def add(self, cid: str, text: str, worker: int, result: object) -> None:
+        with self.guard:
+            self.rows.append((cid, text, worker, result, time.monotonic()))
+
+    def accepted(self, cid: str) -> list[str]:
+        return [t for c, t, _, r, _ in self.rows if c == cid and r == 200]
+
+    def count(self) -> int:
+        with self.guard:
+            return len(self.rows)
+
+
+def send(http: httpx.Client, base: str, cid: str, text: str, sse: bool = False) -> object:
+    """POST one message; return 200, another status, or the name of a connection error."""
+    url = f"{base}/conversations/{cid}/messages"
+    try:
+        if not sse:
+            r = http.post(url, json={"text": text}, timeout=30)
+            if r.status_code == 200:
+                assert r.json()["text"] == answer_for(text)
+            return r.status_code
+        headers = {"accept": "text/event-stream"}
+        with http.stream("POST", url, json={"text": text}, headers=headers, timeout=30) as r:
+            if r.status_code != 200:
+                return r.status_code
+            events = [b for b in r.read().decode().split("\n\n") if b.strip()]
+        last = dict(line.split(": ", 1) for line in events[-1].splitlines())
+        data = json.loads(last["data"])
+        if last["event"] == "error":
+            return data["status"]
+        assert last["event"] == "done" and data["text"] == answer_for(text), last
+        return 200
+    except httpx.TransportError as e:  # the worker died under us, or was dead already
+        return type(e).__name__
+
+
+def test_two_workers_share_conversations_under_load_and_sigkill(backend, provider, tmp_path):
+    name, _, build = backend
+    env, readers, _ = build()
+    env = {**base_env(provider), **env}
+    workers = [Worker(env, tmp_path / f"w{i}.log").start() for i in range(2)]
+    try:
+        for w in workers:
+            w.wait_ready()
+        n_conv, n_msgs = 12, 5
+        cids = [f"c{i}-{os.urandom(3).hex()}" for i in range(n_conv)]
+        outcomes, killed_at = Outcomes(), [None]
+        total = n_conv * n_msgs
+        victim = workers[1]
+
+        kill_guard = threading.Lock()
+
+        def client(i: int, cid: str) -> None:
+            with httpx.Client() as http, httpx.Client() as http2, ThreadPoolExecutor(1) as other:
+                for k in range(n_msgs):
+                    text = f"{cid} m{k}" + (" #add" if (i + k) % 3 == 0 else "")
+                    w = (i + k) % 2
+                    if k == 2 and i % 4 == 0:  # a double submit: both workers at once
+                        twin = f"{cid} m{k}b"
+                        f = other.submit(send, http2, workers[1 - w].url, cid, twin, True)
+                        outcomes.add(cid, text, w, send(http, workers[w].url, cid, text))
+                        outcomes.add(cid, twin, 1 - w, f.result())
+                    else:
+                        outcomes.add(cid, text, w, send(http, workers[w].url, cid, text))
+                    with kill_guard:
+                        if outcomes.count() >= total * 0.4 and killed_at[0] is None:
+                            killed_at[0] = time.monotonic()
+                            victim.kill()  # mid-load: its requests in flight die with it
+                            victim.start()  # and it comes back while the others go on
+
+        with ThreadPoolExecutor(n_conv) as pool:
+            list(pool.map(client, range(n_conv), cids))
+
+        rows = outcomes.rows
+        assert killed_at[0] is not None
+        statuses = Counter(r for *_, r, _ in rows)
+        assert not [r for r in statuses if isinstance(r, int) and r >= 500], statuses
+        failed = [(c, t, w, r, at) for c, t, w, r, at in rows if r != 200]
+        # Only requests to the killed worker failed, and only once it was being killed.
+        assert failed and all(w == 1 and not isinstance(r, int) for _, _, w, r, _ in failed)
+        assert all(at >= killed_at[0] for *_, at in failed)
+        assert any(w == 0 and r == 200 and at > killed_at[0] for _, _, w, r, at in rows)
+
+        # Restarted, the worker continues every conversation.
+        victim.wait_ready()
+        last = [(cid, f"{cid} after restart") for cid in cids]
+        with httpx.Client() as http, ThreadPoolExecutor(8) as pool:
+            done = pool.map(lambda c: send(http, victim.url, *c), last)
+            for (cid, text), result in zip(last, done, strict=True):
+                outcomes.add(cid, text, 1, result)
+        assert all(r == 200 for *_, r, _ in outcomes.rows[len(rows) :])
+    finally:
+        for w in workers:
+            w.stop()
+
+    store, log = readers()
+    failed_texts = {t for _, t, _, r, _ in outcomes.rows if r != 200}
+    sent = Counter((c, t) for c, t, *_ in outcomes.rows)
+    assert max(sent.values()) == 1  # every text is unique, so "exactly once" is meaningful
+    for cid in cids:
+        pairs = exchanges(store["get"](cid))
+        users = [u for u, _ in pairs]
+        assert all(a == answer_for(u) for u, a in pairs)  # no answer mixed into another turn
+        assert len(users) == len(set(users))  # no message twice
+        accepted = outcomes.accepted(cid)
+        assert set(accepted) <= set(users)  # no accepted turn lost
+        assert set(users) - set(accepted) <= failed_texts  # extras: died after saving only
+        # One client's sequential messages keep their order (a double submit's twin aside).
+        mine = [u for u in users if not u.endswith("m2b")]
+        assert mine == [t for c, t, *_ in outcomes.rows if c == cid and t in mine]
+        entries = log["query"](conversation_id=cid)
+        logged = [e["text"] for e in entries if e["direction"] == "user"]
+        answers = [e["text"] for e in entries if e["direction"] == "ai"]
+        assert len(logged) == len(set(logged))  # the log holds each message once
+        assert set(accepted) <= set(logged) <= set(users)  # log and transcript agree
+        assert sorted(answers) == sorted(answer_for(u) for u in logged)
+    for closer in (store.get("close"), log.get("close")):
+        if closer:
+            closer()
+
+
+def test_bad_input_is_a_clear_4xx_and_sse_history_delete_work(provider, tmp_path):
+    env = {**base_env(provider), "TOOLNEXUS_STORE": f"sqlite:{tmp_path / 'chat.db'}"}
+    with serving(env) as base, httpx.Client(base_url=base, timeout=10) as http:
+        bad = [
+            ("POST", "/conversations//messages", {"json": {"text": "x"}}, 400, "bad_id"),
+            ("POST", "/conversations/" + "a" * 129 + "/messages", {"json": {"text": "x"}},
+             400, "bad_id"),
+            ("POST", "/conversations/a%20b/messages", {"json": {"text": "x"}}, 400, "bad_id"),
+            ("POST", "/conversations/a%2Fb/messages", {"json": {"text": "x"}}, 400, "bad_id"),
+            ("POST", "/conversations/u/messages", {"content": b"{not json"}, 400, "bad_json"),
+            ("POST", "/conversations/u/messages", {"json": ["text"]}, 400, "bad_json"),
+            ("POST", "/conversations/u/messages", {"json": {}}, 422, "missing_text"),
+            ("POST", "/conversations/u/messages", {"json": {"text": " "}}, 422, "bad_text"),
+            ("POST", "/conversations/u/messages", {"json": {"text": 7}}, 422, "bad_text"),
+            ("POST", "/conversations/u/messages", {"content": b"x" * 70_000}, 413, "too_large"),
+            ("GET", "/conversations/u/history?since=2026-13-01", {}, 400, "bad_date"),
+            ("GET", "/conversations/u/history?until=yesterdayish", {}, 400, "bad_date"),
+            ("GET", "/conversations/u/history?limit=0", {}, 400, "bad_limit"),
+            ("GET", "/conversations/u/history?contain=x", {}, 400, "bad_query"),
+            ("GET", "/conversations/", {}, 400, "bad_id"),
+            ("GET", "/conversations/nobody", {}, 404, "not_found"),
+            ("GET", "/nowhere", {}, 404, "not_found"),
+            ("PUT", "/health", {}, 405, "method_not_allowed"),
+        ]  # fmt: skip
+        for method, path, kw, status, code in bad:
+            r = http.request(method, path, **kw)
+            assert (r.status_code, r.json()["error"]["code"]) == (status, code), (path, r.text)
+            assert "Traceback" not in r.text
+
+        assert http.post("/conversations/u/messages", json={"text": "hello"}).json()["text"] == (
+            "re: hello"
+        )
+        with http.stream("POST", "/conversations/u/messages", json={"text": "sum #add"},
+                         headers={"accept": "text/event-stream"}) as r:  # fmt: skip
+            assert r.headers["content-type"].startswith("text/event-stream")
+            kinds = [b.split("\n")[0] for b in r.read().decode().split("\n\n") if b]
+        assert {"event: tool_call", "event: tool_result", "event: text"} <= set(kinds)
+        assert kinds[-1] == "event: done"
+        transcript = http.get("/conversations/u").json()["messages"]
+        assert exchanges(transcript) == [("hello", "re: hello"), ("sum #add", "re: sum #add = 5")]
+        hits = http.get("/conversations/u/history", params={"contains": "SUM", "since": "today"})
+        assert [e["text"] for e in hits.json()["entries"]] == ["sum #add", "re: sum #add = 5"]
+        assert http.get("/conversations/u/history?until=2000-01-01").json()["entries"] == []
+        assert (
+            http.get("/conversations/u/history?limit=1").json()["entries"][0]["direction"] == "ai"
+        )
+
+        gone = http.delete("/conversations/u").json()
+        assert gone == {"conversation_id": "u", "deleted": True, "log_entries_removed": 4}
+        assert http.get("/conversations/u").status_code == 404
+        assert http.get("/conversations/u/history").json()["entries"] == []
+        assert http.get("/health").json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("kind", ["postgres-closed-port", "postgres-wrong-db", "redis-closed-port"])
+def test_an_unreachable_backend_is_a_503(kind, provider, request):
+    server = request.getfixturevalue("redis_url" if kind.startswith("redis") else "postgres_dsn")
+    url = via(server, free_port()) if kind.endswith("closed-port") else server
+    if kind == "postgres-wrong-db":
+        url = urlunsplit(urlsplit(server)._replace(path="/toolnexus_no_such_db"))
+    with serving({**base_env(provider), "TOOLNEXUS_STORE": url}) as base:
+        with httpx.Client(base_url=base, timeout=20) as http:
+            for method, path in [("POST", "/conversations/u/messages"), ("GET", "/health"),
+                                 ("GET", "/conversations/u")]:  # fmt: skip
+                r = http.request(method, path, json={"text": "hi"} if method == "POST" else None)
+                assert r.status_code == 503, (path, r.text)
+                assert r.json()["error"]["code"] == "store_unavailable"
+                assert "Traceback" not in r.text
+            assert http.post("/conversations/u/messages", json={}).status_code == 422
+
+
+def test_a_backend_outage_is_a_503_and_the_service_recovers(backend, provider, tmp_path):
+    name, server, build = backend
+    parts = urlsplit(server)
+    proxy = Proxy(parts.hostname, parts.port)
+    env, readers, _ = build(via(server, proxy.port))
+    try:
+        with serving({**base_env(provider), **env}) as base, httpx.Client(base_url=base) as http:
+
+            def post(text: str) -> httpx.Response:
+                return http.post("/conversations/o1/messages", json={"text": text}, timeout=30)
+
+            assert post("before").status_code == 200
+            proxy.cut()
+            for text in ("during #add", "during again"):
+                r = post(text)
+                assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+                assert r.json()["error"]["code"] == "store_unavailable"
+            assert http.get("/health").status_code == 503
+            proxy.restore()
+            deadline, statuses = time.monotonic() + 20, []
+            while not statuses or statuses[-1][1] != 200:
+                assert time.monotonic() < deadline, f"no recovery: {statuses}"
+                text = f"after {len(statuses)} #add"
+                statuses.append((text, post(text).status_code))
+            assert {s for _, s in statuses} <= {200, 503}, statuses
+            assert http.get("/health").status_code == 200
+    finally:
+        proxy.cut()
+    store, log = readers()
+    users = [u for u, _ in exchanges(store["get"]("o1"))]
+    # Nothing half-written: the outage left no trace, the recovered exchange is there.
+    assert users[0] == "before" and users[-1] == statuses[-1][0]
+    assert not [u for u in users if u.startswith("during")] and len(users) == len(set(users))
+    for closer in (store.get("close"), log.get("close")):
+        if closer:
+            closer()
