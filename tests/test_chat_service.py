@@ -90,15 +90,16 @@ class Worker:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"worker exited: {self.log.read_text()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
+        with httpx.Client(timeout=2) as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"worker exited: {self.log.read_text()[-2000:]}")
+                try:
+                    if http.get(self.url + "/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.03)
         raise AssertionError(f"worker not ready: {self.log.read_text()[-2000:]}")
 
     def kill(self) -> None:
@@ -367,14 +368,17 @@ def test_two_workers_share_conversations_under_load_and_sigkill(backend, provide
 
         kill_guard = threading.Lock()
 
+        # One client shared by all threads: building an httpx.Client costs ~50 ms of CPU.
+        http = httpx.Client(limits=httpx.Limits(max_connections=64))
+
         def client(i: int, cid: str) -> None:
-            with httpx.Client() as http, httpx.Client() as http2, ThreadPoolExecutor(1) as other:
+            with ThreadPoolExecutor(1) as other:
                 for k in range(n_msgs):
                     text = f"{cid} m{k}" + (" #add" if (i + k) % 3 == 0 else "")
                     w = (i + k) % 2
                     if k == 2 and i % 4 == 0:  # a double submit: both workers at once
                         twin = f"{cid} m{k}b"
-                        f = other.submit(send, http2, workers[1 - w].url, cid, twin, True)
+                        f = other.submit(send, http, workers[1 - w].url, cid, twin, True)
                         outcomes.add(cid, text, w, send(http, workers[w].url, cid, text))
                         outcomes.add(cid, twin, 1 - w, f.result())
                     else:
@@ -401,11 +405,12 @@ def test_two_workers_share_conversations_under_load_and_sigkill(backend, provide
         # Restarted, the worker continues every conversation.
         victim.wait_ready()
         last = [(cid, f"{cid} after restart") for cid in cids]
-        with httpx.Client() as http, ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(8) as pool:
             done = pool.map(lambda c: send(http, victim.url, *c), last)
             for (cid, text), result in zip(last, done, strict=True):
                 outcomes.add(cid, text, 1, result)
         assert all(r == 200 for *_, r, _ in outcomes.rows[len(rows) :])
+        http.close()
     finally:
         for w in workers:
             w.stop()

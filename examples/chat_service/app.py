@@ -346,6 +346,16 @@ def _probe(svc: Mapping) -> None:
         svc["log"]["query"](conversation_id=HEALTH_PROBE, limit=1)
 
 
+def _warm(svc: Mapping) -> None:
+    # Fill the pools and create the tables before the first request, so a fresh worker
+    # is as fast as a warm one; a backend that is down only means 503s until it is back.
+    svc["warm"]()
+    try:
+        _probe(svc)
+    except Exception as e:
+        logger.warning("starting without the store: %s", classify(e)[2])
+
+
 async def health(request: Request) -> Response:
     """GET /health: 200 when the store (and log) answer, 503 otherwise."""
     svc = request.app.state.svc
@@ -401,6 +411,7 @@ def create_app(env: Mapping[str, str] | None = None) -> Starlette:
         threads = config["max_inflight"] + 8
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(threads))
         app.state.svc = await asyncio.to_thread(build_service, config)
+        await asyncio.to_thread(_warm, app.state.svc)
         app.state.tasks = set()
         try:
             yield

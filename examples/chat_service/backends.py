@@ -138,7 +138,9 @@ def _pg_pool(dsn: str, size: int, timeout: float, name: str) -> Any:
 
     pool = ConnectionPool(
         dsn,
-        min_size=1,
+        # Full from the start: the pool grows one connection at a time, so a cold worker
+        # under a burst would queue requests behind connection setups.
+        min_size=size,
         max_size=size,
         timeout=timeout,
         open=False,
@@ -200,6 +202,15 @@ class _Connections:
         if key not in self.made:
             self.made[key] = _redis(url, self.config["backend_timeout"])
         return self.made[key]
+
+    def warm(self) -> None:
+        """Wait (at most the backend timeout each) for the pools to fill; never raises."""
+        for key, conn in self.made.items():
+            if key[0] == "pg":
+                try:
+                    conn.wait(timeout=self.config["backend_timeout"])
+                except Exception:  # the database is down: the worker starts anyway (503s)
+                    pass
 
     def close(self) -> None:
         for conn in self.made.values():
@@ -314,7 +325,7 @@ def _lock(config: Mapping, conns: _Connections) -> Callable:
 
 
 def open_backends(config: Mapping) -> PMap:
-    """Return {store, lock, log, forget_log, close} for a config (no network I/O yet)."""
+    """Return {store, lock, log, forget_log, warm, close} for a config (no network I/O yet)."""
     conns = _Connections(config)
     store, lock = _store(config, conns), _lock(config, conns)
     log, forget = _log(config, conns)
@@ -324,4 +335,7 @@ def open_backends(config: Mapping) -> PMap:
             log["close"]()
         conns.close()
 
-    return pmap({"store": store, "lock": lock, "log": log, "forget_log": forget, "close": close})
+    return pmap(
+        {"store": store, "lock": lock, "log": log, "forget_log": forget, "close": close,
+         "warm": conns.warm}
+    )  # fmt: skip
