@@ -166,3 +166,24 @@ def test_store_contract(tmp_path):
 
 def test_racing_savers_never_tear_a_transcript(db):
     cases.check_racing_savers(lambda: sqlite_store(db))
+
+
+def test_concurrent_first_use_of_new_files(tmp_path):
+    """Connections racing to switch a new file to WAL wait for each other, never fail."""
+    errors = []
+
+    def use(s, k):
+        try:
+            for i in range(3):
+                s["save"](f"c{k}", cases.turns(i + 1))
+        except Exception as e:  # collected: an assert in a thread would not fail the test
+            errors.append(e)
+
+    for n in range(30):
+        s = sqlite_store(tmp_path / f"new-{n}.db", durable=False)
+        threads = [threading.Thread(target=use, args=(s, k)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
