@@ -4,9 +4,13 @@
 
 Scenario: turn 1 asks for get_weather {city: "Paris"} and add {a: 2, b: 2}; turn 2
 answers. Arms, interleaved in one process so machine noise hits all alike:
-  run        toolnexus.run() with an openai-style client
-  httpx      the same two POSTs by hand on one httpx.Client, tools called by hand
+  run          toolnexus.run() with an openai-style client
+  httpx        the same two POSTs by hand on one httpx.Client, tools called by hand
   http.client  the same on the standard library's keep-alive HTTPConnection
+  stream       toolnexus.stream(), consumed whole
+  httpx-sse    the same streamed by hand: httpx stream, lines, JSON chunks, fragments
+  arun         toolnexus.arun() in one event loop
+  httpx-async  the same by hand on one httpx.AsyncClient
 Prints the median seconds per scenario of each arm and the ratios, the time of
 `import toolnexus` over `import httpx` (fresh interpreters), and peak RSS.
 """
@@ -14,6 +18,7 @@ Prints the median seconds per scenario of each arm and the ratios, the time of
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import resource
@@ -72,7 +77,57 @@ def by_hand(post) -> str:
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
 
 
-def arms(base_url: str) -> dict:
+def by_hand_streamed(hx: httpx.Client, url: str) -> str:
+    """The streaming floor: SSE lines parsed by hand, tool-call fragments joined by index."""
+    messages = [{"role": "user", "content": PROMPT}]
+    while True:
+        body = {"model": "m", "messages": messages, "tools": TOOL_DEFS, "stream": True}
+        text, calls = [], {}
+        with hx.stream("POST", url, json=body) as resp:
+            for line in resp.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                for choice in json.loads(line[6:]).get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    text.append(delta.get("content") or "")
+                    for frag in delta.get("tool_calls") or ():
+                        c = calls.setdefault(frag["index"], {"id": "", "name": "", "args": ""})
+                        c["id"] = frag.get("id") or c["id"]
+                        fn = frag.get("function") or {}
+                        c["name"] = fn.get("name") or c["name"]
+                        c["args"] += fn.get("arguments") or ""
+        if not calls:
+            return "".join(text)
+        ordered = [calls[i] for i in sorted(calls)]
+        tool_calls = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["args"]},
+            }
+            for c in ordered
+        ]
+        messages.append({"role": "assistant", "content": None, "tool_calls": tool_calls})
+        for c in ordered:
+            out = FUNCS[c["name"]](**json.loads(c["args"]))
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+
+
+async def by_hand_async(ax: httpx.AsyncClient, url: str) -> str:
+    """The async floor: the same loop on httpx.AsyncClient."""
+    messages = [{"role": "user", "content": PROMPT}]
+    while True:
+        resp = await ax.post(url, json={"model": "m", "messages": messages, "tools": TOOL_DEFS})
+        msg = resp.json()["choices"][0]["message"]
+        messages.append(msg)
+        if not msg.get("tool_calls"):
+            return msg["content"]
+        for c in msg["tool_calls"]:
+            out = FUNCS[c["function"]["name"]](**json.loads(c["function"]["arguments"]))
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+
+
+def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
     """Return the benchmark arms: name -> fn() running one scenario."""
     client = tn.create_client(base_url=base_url, model="m", api_key="k")
     hx = httpx.Client(headers={"Authorization": "Bearer k"})
@@ -92,17 +147,28 @@ def arms(base_url: str) -> dict:
         )
         return json.loads(conn.getresponse().read())
 
+    ax = httpx.AsyncClient(headers={"Authorization": "Bearer k"})
+
+    def streamed() -> str:
+        *_, done = tn.stream(client, PROMPT, toolkit=TOOLS)
+        return done["result"]["text"]
+
     return {
         "run": lambda: tn.run(client, PROMPT, toolkit=TOOLS)["text"],
         "httpx": lambda: by_hand(httpx_post),
         "http.client": lambda: by_hand(stdlib_post),
+        "stream": streamed,
+        "httpx-sse": lambda: by_hand_streamed(hx, url),
+        "arun": lambda: loop.run_until_complete(tn.arun(client, PROMPT, toolkit=TOOLS))["text"],
+        "httpx-async": lambda: loop.run_until_complete(by_hand_async(ax, url)),
     }
 
 
 def measure(rounds: int) -> dict[str, float]:
     """Return the median seconds per scenario of each arm, interleaved."""
+    loop = asyncio.new_event_loop()
     with fake_provider(script) as fp:
-        fns = arms(fp.url)
+        fns = arms(fp.url, loop)
         for fn in fns.values():  # warm up connections and caches
             assert fn() == ANSWER["content"]
         times: dict[str, list[float]] = {k: [] for k in fns}
@@ -111,6 +177,7 @@ def measure(rounds: int) -> dict[str, float]:
                 t = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t)
+    loop.close()
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -140,13 +207,17 @@ def main(argv: list[str] | None = None) -> dict:
         "run/httpx": med["run"] / med["httpx"],
         "run/http.client": med["run"] / med["http.client"],
         "httpx/http.client": med["httpx"] / med["http.client"],
+        "stream/httpx-sse": med["stream"] / med["httpx-sse"],
+        "arun/httpx-async": med["arun"] / med["httpx-async"],
         "import toolnexus/httpx": imp_tn / imp_hx,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     print(f"weather scenario, {rounds} rounds, median per scenario:")
     for k, v in report["median_ms"].items():
         print(f"  {k:12s} {v:8.3f} ms")
-    for k in ("run/httpx", "run/http.client", "httpx/http.client", "import toolnexus/httpx"):
+    ratios = ("run/httpx", "run/http.client", "httpx/http.client", "stream/httpx-sse",
+              "arun/httpx-async", "import toolnexus/httpx")  # fmt: skip
+    for k in ratios:
         print(f"  {k:24s} {report[k]:.2f}x")
     print(f"  import: toolnexus {imp_tn * 1000:.1f} ms, httpx {imp_hx * 1000:.1f} ms")
     print(f"  peak RSS {report['peak_rss_mb']:.1f} MB")
