@@ -49,6 +49,8 @@ def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
     """
     if messages is None:
         return pvector()
+    if isinstance(messages, PVector) and all(type(m) is PMap for m in messages):
+        return messages  # already frozen (our own values): no per-message checks
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TranscriptFormatError(f"a transcript is a list of messages, got {type(messages)}")
     for m in messages:
