@@ -53,8 +53,9 @@ def test_trim_keeps_a_safe_suffix_within_budget_when_one_exists(dialect, data):
     # A suffix of the original, plus the kept system message.
     assert list(kept) == list(body[len(body) - len(kept) :])
     assert (len(out) - len(kept)) == (len(t) - len(body))
-    # No orphaned tool result and no tool call without its result.
+    # No orphaned tool result and no tool call without its result; a user leads the tail.
     assert _well_formed(out)
+    assert not kept or len(kept) == len(body) or tx.is_turn_start(kept[0])
     # Within budget whenever a safe cut within budget exists, and the longest such.
     tails = [len(t) - i for i in tx.safe_cuts(t)]
     fitting = [k for k in tails if k <= n]
@@ -96,8 +97,11 @@ def test_trim_never_starts_at_an_anthropic_tool_result():
         },
         {"role": "assistant", "content": [{"type": "text", "text": "Sun and rain."}]},
     ]
-    assert [m["role"] for m in tx.trim(t, 2)] == ["assistant"]  # not [results, answer]
-    assert len(tx.trim(t, 3)) == 3
+    out = tx.trim(t, 2)  # neither [results, answer] nor [answer]: the turn stays whole
+    assert [m["role"] for m in out] == ["user", "assistant", "user", "assistant"]
+    assert tx.is_turn_start(out[0])
+    t2 = [*t, {"role": "user", "content": "and Oslo?"}, {"role": "assistant", "content": "snow"}]
+    assert [m["content"] for m in tx.trim(t2, 3)] == ["and Oslo?", "snow"]
 
 
 def test_trim_falls_back_to_the_most_recent_safe_cut_when_nothing_fits():
@@ -110,7 +114,7 @@ def test_trim_falls_back_to_the_most_recent_safe_cut_when_nothing_fits():
         *({"role": "tool", "tool_call_id": f"c{i}", "content": "ok"} for i in range(3)),
     ]
     out = tx.trim(t, 2)
-    assert [m["role"] for m in out] == ["system", "assistant", "tool", "tool", "tool"]
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "tool", "tool", "tool"]
     assert _well_formed(out)
 
 
@@ -139,8 +143,10 @@ def test_turn_groups_partition_the_transcript_at_safe_cuts(dialect, data):
     assert [m for g in groups for m in g] == list(t)
     assert all(len(g) > 0 for g in groups)
     for g in groups:
-        assert not tx.is_tool_result(g[0])
-        assert all(tx.is_tool_result(m) for m in g[1:])
+        # A turn: led by a user (or the system message, or what precedes the first user),
+        # holding no other turn start, and complete: every call with its results.
+        assert tx.is_turn_start(g[0]) or tx.is_system(g[0]) or g is groups[0]
+        assert not any(tx.is_turn_start(m) for m in g[1:])
         assert _well_formed(g) or tx.is_system(g[0])
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from pyrsistent import PMap, PVector, freeze, pmap, pvector, thaw
 
 __all__ = [
+    "is_turn_start",
     "FORMAT_VERSION",
     "INTERRUPTED",
     "TranscriptFormatError",
@@ -179,33 +180,48 @@ def _body_start(transcript: Sequence[Mapping]) -> int:
     return 1 if transcript and is_system(transcript[0]) else 0
 
 
+def is_turn_start(message: Mapping) -> bool:
+    """Return whether a message starts a turn: a user message that answers no tool call.
+
+    Only there may a retained tail start: a tool result would lose its call, and an
+    assistant message may not lead (Anthropic requires the first message be a user's).
+
+    >>> is_turn_start({"role": "user", "content": "hi"})
+    True
+    >>> is_turn_start({"role": "assistant", "content": "hello"})
+    False
+    """
+    return message.get("role") == "user" and not is_tool_result(message)
+
+
 def safe_cuts(transcript: Sequence[Mapping]) -> tuple[int, ...]:
-    """Return the indices where a retained tail may start (never at a tool result).
+    """Return the indices where a retained tail may start: the turn starts.
 
     A leading system message is not a cut point: it is kept apart from any tail.
 
     >>> safe_cuts([{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
     ...            {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
     ...            {"role": "tool", "tool_call_id": "c", "content": "r"},
-    ...            {"role": "assistant", "content": "a"}])
-    (1, 2, 4)
+    ...            {"role": "assistant", "content": "a"}, {"role": "user", "content": "q2"}])
+    (1, 5)
     """
     start = _body_start(transcript)
-    return tuple(i for i in range(start, len(transcript)) if not is_tool_result(transcript[i]))
+    return tuple(i for i in range(start, len(transcript)) if is_turn_start(transcript[i]))
 
 
 def turn_groups(transcript: Sequence[Mapping]) -> tuple[PVector, ...]:
-    """Return the transcript split at its safe cuts: each group starts at a safe boundary.
+    """Return the transcript split into turns: each group starts at a safe cut.
 
-    A leading system message is a group of its own; a group is a message plus the tool
-    results that answer it, so no group can be split without orphaning a result.
+    A leading system message is a group of its own; a turn is a user message and all
+    that follows it up to the next turn start (answers, tool calls and their results),
+    so no group can be split without orphaning a result or leading with an assistant.
 
     >>> [len(g) for g in turn_groups([{"role": "user", "content": "q"},
     ...     {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
     ...     {"role": "tool", "tool_call_id": "a", "content": "1"},
     ...     {"role": "tool", "tool_call_id": "b", "content": "2"},
-    ...     {"role": "assistant", "content": "3"}])]
-    [1, 3, 1]
+    ...     {"role": "assistant", "content": "3"}, {"role": "user", "content": "q2"}])]
+    [5, 1]
     """
     t = freeze_transcript(transcript)
     start = _body_start(t)
@@ -225,11 +241,12 @@ def trim(transcript: Sequence[Mapping], max_messages: int) -> PVector:
     >>> t = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
     ...      {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
     ...      {"role": "tool", "tool_call_id": "c", "content": "r"},
-    ...      {"role": "assistant", "content": "a"}]
+    ...      {"role": "assistant", "content": "a"},
+    ...      {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}]
     >>> [m["role"] for m in trim(t, 3)]
-    ['system', 'assistant', 'tool', 'assistant']
-    >>> [m["role"] for m in trim(t, 2)]
-    ['system', 'assistant']
+    ['system', 'user', 'assistant']
+    >>> [m["role"] for m in trim(t, 1)]
+    ['system', 'user', 'assistant']
     """
     if not isinstance(max_messages, int) or isinstance(max_messages, bool) or max_messages < 0:
         raise ValueError(f"max_messages must be an integer >= 0, got {max_messages!r}")
