@@ -132,6 +132,14 @@ def store_contract_machine(
             self.saved[id] = freeze(before, strict=False)
             _vandalize(given)  # what the caller does with its list later is not the store's
             self._check_get_twice(id)
+            self._check_others(id)
+
+        def _check_others(self, id: str) -> None:
+            # Distinct ids are isolated: a write to one never shows through another
+            # (catches ids that sanitize or encode to the same key whenever a pool has both).
+            for other in self.pool:
+                if other != id:
+                    self._check_get(other)
 
         def _check_get_twice(self, id: str) -> None:
             got = self._check_get(id)
@@ -156,6 +164,7 @@ def store_contract_machine(
             self.store["delete"](id)
             self.saved.pop(id, None)
             self._check_get(id)
+            self._check_others(id)
 
         @rule()
         def restart(self) -> None:
