@@ -249,28 +249,26 @@ def in_process_request(body: Mapping) -> dict:
     }
 
 
-def flow_config(client: Client, events: bool) -> PMap:
-    """Return the `loop.run_flow` configuration of a client."""
+def flow_config(client: Client, events: bool) -> dict:
+    """Return the `loop.run_flow` configuration of a client (a plain dict: read per turn)."""
     o = client.options
     from .skills import system_for
 
     transform = o.get("body_transform")
     system_prompt = client.system_prompt
-    return pmap(
-        {
-            "model": client.model,
-            "system": lambda tk: system_for(system_prompt, tk),
-            "params": o["request_params"],
-            "hooks": o.get("hooks") or pmap(),
-            "max_turns": client.max_turns,
-            "retries": o.get("retries", 2),
-            "retry_base_ms": o.get("retry_base_ms", 500),
-            "on_error": o.get("on_error"),
-            "wait_for": o.get("wait_for"),
-            "transform": (lambda b: transform(b)) if transform else (lambda b: b),
-            "events": events,
-        }
-    )
+    return {
+        "model": client.model,
+        "system": lambda tk: system_for(system_prompt, tk),
+        "params": o["request_params"],
+        "hooks": o.get("hooks") or {},
+        "max_turns": client.max_turns,
+        "retries": o.get("retries", 2),
+        "retry_base_ms": o.get("retry_base_ms", 500),
+        "on_error": o.get("on_error"),
+        "wait_for": o.get("wait_for"),
+        "transform": (lambda b: transform(b)) if transform else (lambda b: b),
+        "events": events,
+    }
 
 
 def run_toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:

@@ -19,9 +19,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyrsistent import PMap, pmap
+from pyrsistent import PMap, freeze, pmap
 
-__all__ = ["BUCKETS", "FAMILIES", "metrics_state", "record", "render", "metrics_sink"]
+__all__ = [
+    "BUCKETS", "FAMILIES", "metrics_state", "observations", "record", "render", "metrics_sink",
+]  # fmt: skip
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, math.inf)
 
@@ -64,54 +66,59 @@ def _amount(value: Any) -> float | int | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def _add(state: PMap, name: str, labels: tuple, amount: Any) -> PMap:
-    amount = _amount(amount)
-    if amount is None:
-        return state
-    counters = state["counters"]
-    key = (name, labels)
-    return state.set("counters", counters.set(key, counters.get(key, 0) + amount))
+# An observation is ("count", name, labels, amount) or ("time", name, labels, seconds):
+# what one event means for the series, computed once and applied to either state.
 
 
-def _observe(state: PMap, name: str, labels: tuple, seconds: Any) -> PMap:
-    seconds = _amount(seconds)
-    if seconds is None:
-        return state
-    histograms = state["histograms"]
-    h = histograms.get((name, labels), _EMPTY_HISTOGRAM)
-    # Stored cumulative, as rendered: every bucket whose bound holds the value counts it.
-    buckets = tuple(n + (seconds <= le) for n, le in zip(h["buckets"], BUCKETS, strict=True))
-    h = pmap({"buckets": buckets, "sum": h["sum"] + seconds, "count": h["count"] + 1})
-    return state.set("histograms", histograms.set((name, labels), h))
-
-
-def _llm(state: PMap, e: Mapping) -> PMap:
+def _llm(e: Mapping) -> list[tuple]:
     model = _label(e.get("model"))
-    state = _add(state, "toolnexus_llm_requests_total", (model, _label(e.get("status"))), 1)
+    out = [("count", "toolnexus_llm_requests_total", (model, _label(e.get("status"))), 1)]
     usage = e.get("usage")
     if isinstance(usage, Mapping):
         for kind in ("prompt", "completion"):
-            state = _add(
-                state, "toolnexus_llm_tokens_total", (kind,), usage.get(f"{kind}_tokens") or 0
-            )
-    return _observe(state, "toolnexus_llm_request_duration_seconds", (model,), e.get("duration_s"))
+            tokens = usage.get(f"{kind}_tokens") or 0
+            out.append(("count", "toolnexus_llm_tokens_total", (kind,), tokens))
+    out.append(("time", "toolnexus_llm_request_duration_seconds", (model,), e.get("duration_s")))
+    return out
 
 
-def _tool(state: PMap, e: Mapping) -> PMap:
+def _tool(e: Mapping) -> list[tuple]:
     tool = _label(e.get("tool"))
     labels = (tool, _label(e.get("source")), _label(bool(e.get("is_error"))))
-    state = _add(state, "toolnexus_tool_calls_total", labels, 1)
-    return _observe(state, "toolnexus_tool_duration_seconds", (tool,), e.get("duration_s"))
+    return [
+        ("count", "toolnexus_tool_calls_total", labels, 1),
+        ("time", "toolnexus_tool_duration_seconds", (tool,), e.get("duration_s")),
+    ]
 
 
-def _run(state: PMap, e: Mapping) -> PMap:
+def _run(e: Mapping) -> list[tuple]:
     # A clean run adds 0, so the error series exists (and reads 0) from the first run.
-    return _add(
-        state, "toolnexus_run_errors_total", (_label(e.get("model")),), int(bool(e.get("error")))
-    )
+    labels = (_label(e.get("model")),)
+    return [("count", "toolnexus_run_errors_total", labels, int(bool(e.get("error"))))]
 
 
-_RECORDERS: dict[str, Callable[[PMap, Mapping], PMap]] = {"llm": _llm, "tool": _tool, "run": _run}
+_OBSERVERS: dict[str, Callable[[Mapping], list]] = {"llm": _llm, "tool": _tool, "run": _run}
+
+
+def observations(event: Any) -> list[tuple]:
+    """Return what an event adds to the series; unknown events add nothing (never raises).
+
+    >>> observations({"event": "run", "model": "m", "error": True})
+    [('count', 'toolnexus_run_errors_total', ('m',), 1)]
+    """
+    name = event.get("event") if isinstance(event, Mapping) else None
+    observer = _OBSERVERS.get(name) if isinstance(name, str) else None
+    if observer is None:
+        return []
+    return [
+        (kind, n, labels, v) for kind, n, labels, v in observer(event) if _amount(v) is not None
+    ]
+
+
+def _histogram(h: Mapping, seconds: float) -> dict:
+    # Stored cumulative, as rendered: every bucket whose bound holds the value counts it.
+    buckets = tuple(n + (seconds <= le) for n, le in zip(h["buckets"], BUCKETS, strict=True))
+    return {"buckets": buckets, "sum": h["sum"] + seconds, "count": h["count"] + 1}
 
 
 def record(state: PMap, event: Mapping) -> PMap:
@@ -121,9 +128,15 @@ def record(state: PMap, event: Mapping) -> PMap:
     >>> s["counters"][("toolnexus_run_errors_total", ("m",))]
     1
     """
-    name = event.get("event") if isinstance(event, Mapping) else None
-    recorder = _RECORDERS.get(name) if isinstance(name, str) else None
-    return recorder(state, event) if recorder else state
+    counters, histograms = state["counters"], state["histograms"]
+    for kind, name, labels, amount in observations(event):
+        key = (name, labels)
+        if kind == "count":
+            counters = counters.set(key, counters.get(key, 0) + amount)
+        else:
+            h = _histogram(histograms.get(key, _EMPTY_HISTOGRAM), amount)
+            histograms = histograms.set(key, pmap(h))
+    return state.update({"counters": counters, "histograms": histograms})
 
 
 def _escape(value: str) -> str:
@@ -172,14 +185,27 @@ def render(state: PMap) -> str:
 def metrics_sink() -> dict:
     """Return a thread-safe holder: {"on_metric": fn(event), "render": fn() -> str, "state": fn()}.
 
-    A client keeps one and passes events to `on_metric` from any thread; `render`
-    reads a consistent snapshot (states are immutable values).
+    A client keeps one and passes events to `on_metric` from any thread. It folds into
+    plain dicts under a lock (the hot path of every run); `state` and `render` read an
+    immutable snapshot.
     """
     lock = threading.Lock()
-    cell = [metrics_state()]
+    counters: dict = {}
+    histograms: dict = {}
 
     def on_metric(event: Mapping) -> None:
+        obs = observations(event)
         with lock:
-            cell[0] = record(cell[0], event)
+            for kind, name, labels, amount in obs:
+                key = (name, labels)
+                if kind == "count":
+                    counters[key] = counters.get(key, 0) + amount
+                else:
+                    histograms[key] = _histogram(histograms.get(key, _EMPTY_HISTOGRAM), amount)
 
-    return {"on_metric": on_metric, "render": lambda: render(cell[0]), "state": lambda: cell[0]}
+    def state() -> PMap:
+        with lock:
+            snapshot = {"counters": dict(counters), "histograms": dict(histograms)}
+        return freeze(snapshot)
+
+    return {"on_metric": on_metric, "render": lambda: render(state()), "state": state}
