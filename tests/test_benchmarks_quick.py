@@ -37,3 +37,11 @@ def test_store_growth_quick(capsys):
     assert all(r > 0 for r in report["ratio"].values())
     assert all(m[1_000]["save"] > 0 and m[1_000]["get"] > 0 for m in report["ms"].values())
     assert "save(1,000) / save(10)" in capsys.readouterr().out
+
+
+def test_service_load_quick(capsys):
+    report = load("service_load").main(["--quick"])
+    (point,) = report["points"]
+    assert point["workers"] == 1 and point["rps"] > 0 and point["errors"] == 0
+    assert point["p50_ms"] >= 50  # the fake model's latency is a floor
+    assert "of ideal" in capsys.readouterr().out

@@ -44,6 +44,7 @@ from toolnexus.history.entry import parse_when
 from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
 
 from .backends import open_backends, read_config
+from .pooling import sharded_transport
 
 __all__ = ["create_app", "app", "check_id", "read_message", "error_body"]
 
@@ -203,7 +204,10 @@ TOOLS = toolkit(add, utc_now)
 def build_service(config: Mapping) -> dict:
     """Return {client, store, lock, log, forget_log, close, semaphore} for a config."""
     b = open_backends(config)
+    # Small pools: httpx's single pool gets slow with many calls in flight (pooling.py).
+    transport = sharded_transport(2 * config["max_inflight"])
     client = create_client(
+        transport=transport,
         base_url=config["base_url"],
         style=config["style"],
         model=config["model"],

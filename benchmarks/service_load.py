@@ -1,0 +1,300 @@
+"""The example chat service under load: throughput and latency against a 50 ms fake model.
+
+    python benchmarks/service_load.py [--quick] [--store postgres|redis|sqlite]
+                                      [--workers 1,2] [--clients 8,32,128] [--seconds 4]
+
+The fake provider (a subprocess) answers every request after a fixed 50 ms, so what is
+measured is the service's own cost: HTTP in, the conversation lock, the store load and
+save, the message log, the HTTP call out. N workers are N uvicorn processes on their
+own ports sharing only the store; virtual clients (closed loop, keep-alive, one asyncio
+task each, a minimal HTTP/1.1 client so the load generator stays light) are spread
+over the workers, each talking in its own conversations (a new one every 8 messages).
+
+For each point: requests/s, p50/p99, the p50 overhead over the 50 ms model, throughput
+as a share of the ideal (clients / 50 ms), and the CPU used by workers and provider.
+A "direct" row per client count is the same load sent straight to the provider: the
+floor this machine and harness can reach at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LATENCY = 0.050
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# ---- processes ------------------------------------------------------------------------
+
+
+def serve_provider(latency: float) -> None:
+    """Run the fake provider until stdin closes (the benchmark's subprocess)."""
+    from http.server import ThreadingHTTPServer
+
+    sys.path.insert(0, str(ROOT))
+    from toolnexus.testing import fake_provider
+
+    # The stdlib's listen backlog is 5: a burst of new connections would see SYNs dropped
+    # and retried a second later. This process serves only the benchmark.
+    ThreadingHTTPServer.request_queue_size = 1024
+    with fake_provider(lambda body, dialect: {"content": "ok"}, delay=latency) as fp:
+        print(fp.url, flush=True)
+        sys.stdin.read()
+
+
+def start_provider(latency: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve-provider", str(latency)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return proc, proc.stdout.readline().strip()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_worker(env: dict, port: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "uvicorn", "examples.chat_service.app:app", "--host",
+           "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log",
+           "--backlog", "1024"]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env})
+
+
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2) as http:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker on port {port} exited ({proc.returncode})")
+            try:
+                if http.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+    raise RuntimeError(f"worker on port {port} not ready")
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the user+system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+# ---- the load generator -------------------------------------------------------------------
+
+
+async def post(reader, writer, host: str, path: str, body: bytes) -> int:
+    """Send one keep-alive POST and read the whole response; return its status."""
+    writer.write(
+        b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (path.encode(), host.encode(), len(body), body)
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return int(head[9:12])
+
+
+async def virtual_client(n: int, target: tuple[str, int, str], tag: str, stop: float, out: list):
+    """Send messages in a closed loop until `stop`; append (start, seconds, status) to out."""
+    host, port, prefix = target
+    reader = writer = None
+    k = 0
+    while time.perf_counter() < stop:
+        path = f"{prefix}/{tag}-{n}-{k // 8}/messages" if prefix else "/v1/chat/completions"
+        body = (
+            json.dumps({"text": f"message {k}"}).encode()
+            if prefix
+            else json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}).encode()
+        )
+        t0 = time.perf_counter()
+        try:
+            if writer is None:
+                reader, writer = await asyncio.open_connection(host, port)
+            status = await post(reader, writer, f"{host}:{port}", path, body)
+        except (OSError, asyncio.IncompleteReadError):
+            status, writer = 0, None
+        out.append((t0, time.perf_counter() - t0, status))
+        k += 1
+    if writer is not None:
+        writer.close()
+
+
+async def drive(targets: list, clients: int, warmup: float, seconds: float, pids: list) -> dict:
+    """Run `clients` virtual clients over `targets`; measure the window after warmup."""
+    tag = uuid.uuid4().hex[:8]
+    out: list = []
+    start = time.perf_counter()
+    begin, end = start + warmup, start + warmup + seconds
+    tasks = [
+        asyncio.create_task(virtual_client(i, targets[i % len(targets)], tag, end, out))
+        for i in range(clients)
+    ]
+    await asyncio.sleep(max(0.0, begin - time.perf_counter()))
+    cpu0 = {pid: cpu_seconds(pid) for pid in pids}
+    await asyncio.sleep(max(0.0, end - time.perf_counter()))
+    cpu = {pid: (cpu_seconds(pid) - c) / seconds for pid, c in cpu0.items()}
+    await asyncio.gather(*tasks)
+    window = [(dt, s) for t0, dt, s in out if begin <= t0 and t0 + dt <= end]
+    ok = sorted(dt for dt, s in window if s == 200)
+    if not ok:
+        raise RuntimeError(f"no successful request in the window: {out[:5]}")
+    p50, p99 = statistics.median(ok), ok[min(len(ok) - 1, int(len(ok) * 0.99))]
+    rps = len(ok) / seconds
+    return {
+        "clients": clients,
+        "rps": rps,
+        "ideal_pct": 100 * rps / (clients / LATENCY),
+        "p50_ms": p50 * 1000,
+        "p99_ms": p99 * 1000,
+        "overhead_p50_ms": (p50 - LATENCY) * 1000,
+        "errors": sum(1 for _, s in window if s != 200),
+        "cpu": cpu,
+    }
+
+
+# ---- the benchmark -------------------------------------------------------------------------
+
+
+def store_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:
+    """Return the worker environment of a store kind, and a cleanup function."""
+    if store == "postgres":
+        dsn = os.environ.get("TOOLNEXUS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1/test")
+
+        def drop() -> None:
+            import psycopg
+
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for t in ("_t", "_t_heads", "_l"):
+                    conn.execute(f"DROP TABLE IF EXISTS {tag}{t}")
+
+        # Each request in flight holds a lock connection: 24 + 4 per worker stays well
+        # under the server's max_connections (100) that other users share.
+        env = {"TOOLNEXUS_STORE": dsn, "TOOLNEXUS_STORE_TABLE": f"{tag}_t",
+               "TOOLNEXUS_LOG_TABLE": f"{tag}_l", "TOOLNEXUS_MAX_INFLIGHT": "24",
+               "TOOLNEXUS_POOL_SIZE": "4"}  # fmt: skip
+        return env, drop
+    if store == "redis":
+        url = os.environ.get("TOOLNEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+        def clean() -> None:
+            import redis
+
+            r = redis.Redis.from_url(url)
+            keys = list(r.scan_iter(f"{tag}:*"))
+            if keys:
+                r.delete(*keys)
+
+        env = {"TOOLNEXUS_STORE": url, "TOOLNEXUS_STORE_PREFIX": f"{tag}:",
+               "TOOLNEXUS_LOG": f"sqlite:{tmp}/log.db",
+               "TOOLNEXUS_MAX_INFLIGHT": "128"}  # fmt: skip
+        return env, clean
+    env = {"TOOLNEXUS_STORE": f"sqlite:{tmp}/chat.db", "TOOLNEXUS_MAX_INFLIGHT": "128"}
+    return env, lambda: None
+
+
+def run_point(env, workers, clients, warmup, seconds, provider) -> dict:
+    ports = [free_port() for _ in range(workers)]
+    procs = [start_worker(env, p) for p in ports]
+    try:
+        for p, proc in zip(ports, procs, strict=True):
+            wait_ready(p, proc)
+        targets = [("127.0.0.1", p, "/conversations") for p in ports]
+        pids = [proc.pid for proc in procs] + [provider.pid]
+        r = asyncio.run(drive(targets, clients, warmup, seconds, pids))
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+    cpu = r.pop("cpu")
+    r["worker_cpu_pct"] = [round(100 * cpu[proc.pid]) for proc in procs]
+    r["provider_cpu_pct"] = round(100 * cpu[provider.pid])
+    return {"workers": workers, **r}
+
+
+def print_row(label: str, r: dict) -> None:
+    cpu = r.get("worker_cpu_pct", "")
+    print(
+        f"  {label:9s} {r['clients']:4d} clients  {r['rps']:7.1f} req/s ({r['ideal_pct']:5.1f}% "
+        f"of ideal)  p50 {r['p50_ms']:6.1f} ms (+{r['overhead_p50_ms']:5.1f})  p99 "
+        f"{r['p99_ms']:6.1f} ms  errors {r['errors']}  cpu workers {cpu} provider "
+        f"{r.get('provider_cpu_pct', '')}"
+    )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark, print the report, return the figures."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="one small point on SQLite")
+    p.add_argument("--store", choices=["postgres", "redis", "sqlite"], default="postgres")
+    p.add_argument("--workers", default="1,2")
+    p.add_argument("--clients", default="8,32,128")
+    p.add_argument("--seconds", type=float, default=4.0)
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the workers")
+    p.add_argument("--serve-provider", type=float, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.serve_provider is not None:
+        serve_provider(a.serve_provider)
+        return {}
+    store = "sqlite" if a.quick else a.store
+    workers = [1] if a.quick else [int(x) for x in a.workers.split(",")]
+    clients = [4] if a.quick else [int(x) for x in a.clients.split(",")]
+    warmup, seconds = (0.2, 0.5) if a.quick else (1.0, a.seconds)
+    provider, url = start_provider(LATENCY)
+    tag = "bench" + uuid.uuid4().hex[:8]
+    report: dict = {"store": store, "latency_ms": LATENCY * 1000, "points": [], "direct": []}
+    try:
+        host, port = url.split("//")[1].split("/")[0].split(":")
+        print(f"service load, store={store}, fake model latency {LATENCY * 1000:.0f} ms")
+        for c in clients:
+            r = asyncio.run(drive([(host, int(port), "")], c, warmup, seconds, [provider.pid]))
+            r["provider_cpu_pct"] = round(100 * r.pop("cpu")[provider.pid])
+            report["direct"].append(r)
+            print_row("direct", r)
+        with tempfile.TemporaryDirectory() as tmp:
+            env, cleanup = store_env(store, tag, tmp)
+            env = {**env, "TOOLNEXUS_BASE_URL": url, "TOOLNEXUS_MODEL": "fake",
+                   "TOOLNEXUS_API_KEY": "k", "TOOLNEXUS_LOCK_TIMEOUT": "60",
+                   **dict(kv.split("=", 1) for kv in a.env)}  # fmt: skip
+            try:
+                for w in workers:
+                    for c in clients:
+                        r = run_point(env, w, c, warmup, seconds, provider)
+                        report["points"].append(r)
+                        print_row(f"{w} worker" + ("s" if w > 1 else ""), r)
+            finally:
+                cleanup()
+    finally:
+        provider.stdin.close()
+        provider.wait(10)
+    return report
+
+
+if __name__ == "__main__":
+    main()
