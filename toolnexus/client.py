@@ -394,9 +394,14 @@ def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
 
 def _execute(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
     """Run a turn's calls concurrently; results in call order."""
-    # The first call runs on this thread while the pool runs the rest: one thread hop fewer.
+    # This thread runs the first call while the pool starts the others. Calls the pool
+    # has not started by the time this thread is free are taken back and run here: slow
+    # calls still overlap, and fast ones skip a thread hand-off (the larger cost).
     rest = [client.pool.submit(_run_tool, tk, c) for c in calls[1:]]
-    return [_run_tool(tk, calls[0]), *(f.result() for f in rest)]
+    results = [_run_tool(tk, calls[0])]
+    for call, future in zip(calls[1:], rest, strict=True):
+        results.append(_run_tool(tk, call) if future.cancel() else future.result())
+    return results
 
 
 def _generate(client: Client, body: Mapping, turn_no: int) -> PMap:

@@ -13,10 +13,14 @@ from .tool import tool_result
 
 SkillsDir = str | os.PathLike | Sequence[str | os.PathLike]
 
-__all__ = ["toolkit", "register", "execute", "tool_names", "to_openai", "to_anthropic", "to_gemini"]
+__all__ = [
+    "toolkit", "register", "execute", "tool_names", "wire_tools",
+    "to_openai", "to_anthropic", "to_gemini",
+]  # fmt: skip
 
 # "tools" keeps registration order; "index" finds a tool by name.
-EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector()})
+# "wire" holds each dialect's request entries, computed by register.
+EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "wire": pmap()})
 
 
 def _check_tool(t: Any) -> None:
@@ -33,7 +37,9 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
             raise ValueError(f"duplicate tool name {t['name']!r}: names must be unique")
         t = t if isinstance(t, PMap) else pmap(t)
         ordered, index = ordered.append(t), index.set(t["name"], t)
-    return tk.update({"tools": ordered, "index": index})
+    # The request shape of each dialect, built once here rather than on every request.
+    wire = pmap({d: pvector(_ENTRY[d](t) for t in ordered) for d in _ENTRY})
+    return tk.update({"tools": ordered, "index": index, "wire": wire})
 
 
 def toolkit(*tools: Mapping, skills_dir: SkillsDir | None = None) -> PMap:
@@ -70,6 +76,32 @@ def execute(tk: PMap | None, name: str, args: Mapping):
 
 def _tools(tk: PMap | None):
     return tk["tools"] if tk else ()
+
+
+def _openai_entry(t: Mapping) -> PMap:
+    function = pmap(
+        {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+    )
+    return pmap({"type": "function", "function": function})
+
+
+def _anthropic_entry(t: Mapping) -> PMap:
+    return pmap(
+        {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"]}
+    )
+
+
+_ENTRY = {"openai": _openai_entry, "anthropic": _anthropic_entry}
+
+
+def wire_tools(tk: PMap | None, dialect: str) -> Sequence:
+    """Return a toolkit's `tools` entries for a request body of `dialect` (frozen, cached)."""
+    if not tk:
+        return ()
+    cached = tk.get("wire")
+    if cached is not None:
+        return cached[dialect]
+    return pvector(_ENTRY[dialect](t) for t in tk["tools"])
 
 
 def to_openai(tk: PMap | None) -> list[dict]:

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from ..toolkit import to_anthropic
+from ..toolkit import wire_tools
 from .common import encode_json, turn, usage
 from .sse import load_json, stream_error
 
@@ -32,7 +32,9 @@ VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
 
-encode_tools = to_anthropic  # toolkit -> the `tools` list of a request body
+def encode_tools(toolkit: Any) -> Sequence:
+    """Return the `tools` list of a request body for a toolkit (built once per toolkit)."""
+    return wire_tools(toolkit, "anthropic")
 
 
 def url(base_url: str) -> str:

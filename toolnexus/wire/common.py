@@ -8,7 +8,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pmap
 
-__all__ = ["usage", "add_usage", "ZERO_USAGE", "encode_json", "turn"]
+__all__ = ["usage", "add_usage", "ZERO_USAGE", "encode_json", "encode_body", "turn"]
 
 ZERO_USAGE = pmap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
 
@@ -46,6 +46,49 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_
 def encode_json(value: Any) -> bytes:
     """Return compact UTF-8 JSON of a value that may hold pmaps and pvectors."""
     return _ENCODER.encode(value).encode("utf-8")
+
+
+# JSON text of frozen values, by identity. Values are immutable, so a text stays right
+# for as long as its value lives; each entry holds its value, so an id is never reused
+# while cached. A request re-sends the whole history each turn: this encodes each
+# message (and a toolkit's tools) once, not once per turn.
+_TEXT: dict[int, tuple[Any, str]] = {}
+_TEXT_MAX = 8192
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, (PMap, PVector)):
+        return _ENCODER.encode(value)
+    hit = _TEXT.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    text = _ENCODER.encode(value)
+    if len(_TEXT) >= _TEXT_MAX:
+        _TEXT.clear()  # a crude bound: the next turn re-encodes what it needs
+    _TEXT[id(value)] = (value, text)
+    return text
+
+
+def _array_text(items: Any) -> str:
+    return "[" + ",".join(_text(m) for m in items) + "]"
+
+
+def encode_body(body: Mapping) -> bytes:
+    """Return the JSON of a request body, reusing the text of frozen values already sent.
+
+    >>> from pyrsistent import pmap, pvector
+    >>> m = pmap({"role": "user", "content": "hi"})
+    >>> encode_body({"model": "m", "messages": pvector([m])})
+    b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+    """
+    parts = []
+    for key, value in body.items():
+        if isinstance(value, (list, tuple, PVector)):
+            text = _array_text(value)
+        else:
+            text = _text(value)
+        parts.append(_ENCODER.encode(key) + ":" + text)
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
 
 
 def turn(message: Mapping, text: str, tool_calls, use: Mapping, finish: Any, model: Any) -> PMap:

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from ..toolkit import to_openai
+from ..toolkit import wire_tools
 from .common import turn, usage
 from .sse import load_json, stream_error
 
@@ -30,7 +30,9 @@ __all__ = [
 ]
 
 
-encode_tools = to_openai  # toolkit -> the `tools` list of a request body
+def encode_tools(toolkit: Any) -> Sequence:
+    """Return the `tools` list of a request body for a toolkit (built once per toolkit)."""
+    return wire_tools(toolkit, "openai")
 
 
 def url(base_url: str) -> str:
