@@ -95,6 +95,13 @@ def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None
     raise RuntimeError(f"worker on port {port} not ready")
 
 
+def machine_busy() -> tuple[float, float]:
+    """Return (busy, total) CPU time of the whole machine so far (Linux /proc/stat)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def cpu_seconds(pid: int) -> float:
     """Return the user+system CPU seconds a process has used (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -156,9 +163,11 @@ async def drive(targets: list, clients: int, warmup: float, seconds: float, pids
         for i in range(clients)
     ]
     await asyncio.sleep(max(0.0, begin - time.perf_counter()))
-    cpu0 = {pid: cpu_seconds(pid) for pid in pids}
+    cpu0, machine0, me0 = {pid: cpu_seconds(pid) for pid in pids}, machine_busy(), os.times()
     await asyncio.sleep(max(0.0, end - time.perf_counter()))
     cpu = {pid: (cpu_seconds(pid) - c) / seconds for pid, c in cpu0.items()}
+    machine, me = machine_busy(), os.times()
+    busy = (machine[0] - machine0[0]) / max(1, machine[1] - machine0[1])
     await asyncio.gather(*tasks)
     window = [(dt, s) for t0, dt, s in out if begin <= t0 and t0 + dt <= end]
     ok = sorted(dt for dt, s in window if s == 200)
@@ -175,6 +184,9 @@ async def drive(targets: list, clients: int, warmup: float, seconds: float, pids
         "overhead_p50_ms": (p50 - LATENCY) * 1000,
         "errors": sum(1 for _, s in window if s != 200),
         "cpu": cpu,
+        # Share of all the machine's cores busy (every process, ours and others').
+        "machine_busy_pct": round(100 * busy),
+        "loadgen_cpu_pct": round(100 * (me.user + me.system - me0.user - me0.system) / seconds),
     }
 
 
@@ -243,8 +255,9 @@ def print_row(label: str, r: dict) -> None:
     print(
         f"  {label:9s} {r['clients']:4d} clients  {r['rps']:7.1f} req/s ({r['ideal_pct']:5.1f}% "
         f"of ideal)  p50 {r['p50_ms']:6.1f} ms (+{r['overhead_p50_ms']:5.1f})  p99 "
-        f"{r['p99_ms']:6.1f} ms  errors {r['errors']}  cpu workers {cpu} provider "
-        f"{r.get('provider_cpu_pct', '')}"
+        f"{r['p99_ms']:6.1f} ms  errors {r['errors']}  cpu%: workers {cpu} provider "
+        f"{r.get('provider_cpu_pct', '')} loadgen {r['loadgen_cpu_pct']} "
+        f"machine {r['machine_busy_pct']}% of {os.cpu_count()} cores"
     )
 
 
