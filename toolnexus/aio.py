@@ -28,7 +28,8 @@ from .client import (
     run_toolkit,
     start_state,
 )
-from .errors import ProviderError, RunCancelledError, RunTimeoutError
+from .errors import ProviderError, RunTimeoutError
+from .guard import Guard
 from .toolkit import execute as execute_tool
 from .transport import TURN, asend, asend_stream
 from .wire import openai as openai_wire
@@ -44,21 +45,8 @@ async def _call(fn: Callable, *args: Any) -> Any:
     return await out if hasattr(out, "__await__") else out
 
 
-class _Guard:
-    """The run's deadline and cancellation token (an asyncio.Event) around each await."""
-
-    def __init__(self, timeout_ms: float | None, cancel: asyncio.Event | None):
-        self.deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
-        self.cancel = cancel
-
-    def check(self) -> None:
-        if self.cancel is not None and self.cancel.is_set():
-            raise RunCancelledError("the run was cancelled")
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise RunTimeoutError("the run's deadline (timeout_ms) passed")
-
-    def remaining(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+class _Guard(Guard):
+    """The run's deadline and cancel token (an asyncio.Event), with an abandoning await."""
 
     async def run(self, awaitable: Any) -> Any:
         """Await `awaitable`, abandoning (cancelling) it on deadline or cancel."""
@@ -110,10 +98,10 @@ async def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, strea
         return
     transport = _atransport(client)
     if not streaming:
-        turn = await guard.run(asend(transport, client.endpoint, body, guard.remaining() or 600.0))
+        turn = await guard.run(asend(transport, client.endpoint, body, guard.remaining(600.0)))
         yield pmap({"type": TURN, "turn": turn})
         return
-    items = asend_stream(transport, client.endpoint, body, guard.remaining() or 600.0)
+    items = asend_stream(transport, client.endpoint, body, guard.remaining(600.0))
     try:
         while True:
             try:

@@ -19,7 +19,8 @@ import httpx
 from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
 
 from . import loop
-from .errors import ProviderError, RunCancelledError, RunTimeoutError
+from .errors import ProviderError
+from .guard import Guard
 from .store.locks import local_lock
 from .store.memory import in_memory_store
 from .toolkit import execute as execute_tool
@@ -338,35 +339,14 @@ def record_log(client: Client, conversation_id: str | None, prompt: str, result:
 # ---- the sync driver ---------------------------------------------------------
 
 
-class _Guard:
-    """The run's deadline and cancellation token, checked between effects and chunks."""
-
-    def __init__(self, timeout_ms: float | None, cancel: threading.Event | None):
-        self.deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
-        self.cancel = cancel
-
-    def check(self) -> None:
-        if self.cancel is not None and self.cancel.is_set():
-            raise RunCancelledError("the run was cancelled")
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise RunTimeoutError("the run's deadline (timeout_ms) passed")
-
-    def after_failure(self) -> None:
-        """Raise the abort if a failed request was cut short by the deadline or cancel."""
-        if self.deadline is not None and time.monotonic() >= self.deadline - 0.05:
-            raise RunTimeoutError("the run's deadline (timeout_ms) passed")
-        self.check()
-
-    def remaining(self, default: float = 600.0) -> float:
-        if self.deadline is None:
-            return default
-        return max(0.001, self.deadline - time.monotonic())
+class _Guard(Guard):
+    """The run's deadline and cancel token, with the sync driver's blocking waits."""
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
         while True:
             self.check()
-            left = min(end - time.monotonic(), self.remaining())
+            left = min(end - time.monotonic(), self.remaining(600.0))
             if left <= 0:
                 return
             # An Event wait wakes at once on cancel; a plain sleep would not.
@@ -377,7 +357,7 @@ class _Guard:
         while True:
             self.check()
             try:
-                return future.result(timeout=min(0.02, self.remaining()))
+                return future.result(timeout=min(0.02, self.remaining(600.0)))
             except TimeoutError:
                 continue
 
@@ -422,14 +402,14 @@ def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: 
         return turn
     if streaming:
         for item in send_stream(
-            client.transport, client.endpoint, body, guard.remaining(), guard.check
+            client.transport, client.endpoint, body, guard.remaining(600.0), guard.check
         ):
             if item["type"] == TURN:
                 return item["turn"]
             yield item
         raise ProviderError("the stream ended without a turn", url=client.endpoint.url)
     if guard.cancel is None:  # a deadline alone is the request's own timeout
-        return send(client.transport, client.endpoint, body, guard.remaining())
+        return send(client.transport, client.endpoint, body, guard.remaining(600.0))
     return guard.wait(client.pool.submit(send, client.transport, client.endpoint, body, 600.0))
 
 
