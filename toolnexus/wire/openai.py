@@ -89,6 +89,12 @@ def _args_text(raw: Any) -> str:
     return encode_json(raw).decode("utf-8")
 
 
+def _turn(text: str, calls: list, u: Mapping | None, finish: Any, model: Any) -> PMap:
+    u = u or {}
+    use = usage(u.get("prompt_tokens"), u.get("completion_tokens"))
+    return turn(_assistant_message(text, calls), text, calls, use, finish, model)
+
+
 def parse_response(data: Mapping) -> PMap:
     """Return the normalized turn of a chat completions response.
 
@@ -111,15 +117,7 @@ def parse_response(data: Mapping) -> PMap:
         for i, c in enumerate(message.get("tool_calls") or [])
     ]
     text = message.get("content") or ""
-    u = data.get("usage") or {}
-    return turn(
-        _assistant_message(text, calls),
-        text,
-        calls,
-        usage(u.get("prompt_tokens"), u.get("completion_tokens")),
-        choice.get("finish_reason"),
-        data.get("model"),
-    )
+    return _turn(text, calls, data.get("usage"), choice.get("finish_reason"), data.get("model"))
 
 
 def parse_generated(out: Mapping, turn_no: int) -> PMap:
@@ -139,15 +137,8 @@ def parse_generated(out: Mapping, turn_no: int) -> PMap:
         for i, c in enumerate(out.get("tool_calls") or [])
     ]
     text = out.get("content") or ""
-    u = out.get("usage") or {}
-    return turn(
-        _assistant_message(text, calls),
-        text,
-        calls,
-        usage(u.get("prompt_tokens"), u.get("completion_tokens")),
-        "tool_calls" if calls else "stop",
-        out.get("model"),
-    )
+    finish = "tool_calls" if calls else "stop"
+    return _turn(text, calls, out.get("usage"), finish, out.get("model"))
 
 
 def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
