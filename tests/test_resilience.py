@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from toolnexus import resilience as r
 from toolnexus.errors import ProviderError, RunCancelledError, RunTimeoutError
-from toolnexus.testing.fake_provider import fake_provider, text_reply
 
 # ---- Retry-After -------------------------------------------------------------------
 
@@ -161,91 +160,3 @@ def test_on_error_sees_the_info_and_bad_answers_are_refused():
     assert seen == [{"attempt": 3, "retryable": True, "status": 503}]
     with pytest.raises(ValueError, match="on_error must return"):
         r.decide({"attempt": 1, "retryable": True}, 2, lambda i: "maybe")
-
-
-# ---- the drivers over real HTTP ----------------------------------------------------
-
-
-def post_json(http: httpx.Client, url: str) -> dict:
-    resp = http.post(url + "/chat/completions", json={"model": "m"})
-    resp.raise_for_status()  # HTTPStatusError carries status and headers
-    return resp.json()
-
-
-FLAKY = [
-    {"status": 503, "body": "busy"},
-    {"status": 429, "body": "slow down", "headers": {"Retry-After": "0"}},
-    {"drop": True},
-    text_reply("finally"),
-]
-
-
-def test_retries_through_statuses_retry_after_and_a_dropped_connection():
-    sleeps: list[float] = []
-    with fake_provider(FLAKY) as fp, httpx.Client() as http:
-        out = r.call_with_retries(
-            lambda: post_json(http, fp.url), retries=3, base_ms=100, sleep=sleeps.append,
-            rng=lambda: 1.0,
-        )  # fmt: skip
-    assert out["choices"][0]["message"]["content"] == "finally"
-    assert sleeps == [0.1, 0.0, 0.4] and len(fp.requests) == 4
-
-
-def test_retries_are_bounded_and_the_last_error_propagates():
-    infos: list = []
-    with fake_provider(FLAKY) as fp, httpx.Client() as http:
-        with pytest.raises(httpx.HTTPStatusError) as e:
-            r.call_with_retries(
-                lambda: post_json(http, fp.url), retries=1, base_ms=1, sleep=lambda s: None,
-                on_error=lambda info: infos.append(info) or "retry",
-            )  # fmt: skip
-    assert e.value.response.status_code == 429 and len(fp.requests) == 2
-    assert [(i["attempt"], i["status"], i["retryable"]) for i in infos] == [
-        (1, 503, True),
-        (2, 429, True),
-    ]
-
-
-def test_client_errors_fail_at_once_unless_on_error_says_retry():
-    script = [{"status": 400, "body": "bad"}, text_reply("ok")]
-    with fake_provider(script) as fp, httpx.Client() as http:
-        with pytest.raises(httpx.HTTPStatusError):
-            r.call_with_retries(lambda: post_json(http, fp.url), sleep=lambda s: None)
-        assert len(fp.requests) == 1
-    with fake_provider(script) as fp, httpx.Client() as http:
-        out = r.call_with_retries(
-            lambda: post_json(http, fp.url), sleep=lambda s: None, on_error=lambda i: "retry"
-        )
-        assert out["choices"] and len(fp.requests) == 2
-
-
-def test_a_sleep_that_overruns_the_deadline_aborts():
-    def deadline_sleep(seconds: float) -> None:
-        raise TimeoutError("run deadline reached while waiting to retry")
-
-    with fake_provider([{"status": 503}]) as fp, httpx.Client() as http:
-        with pytest.raises(TimeoutError):
-            r.call_with_retries(lambda: post_json(http, fp.url), sleep=deadline_sleep)
-
-
-def test_async_driver_retries_the_same_way():
-    sleeps: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-
-    async def main(url: str) -> dict:
-        async with httpx.AsyncClient() as http:
-
-            async def once() -> dict:
-                resp = await http.post(url + "/messages", json={"model": "m"})
-                resp.raise_for_status()
-                return resp.json()
-
-            return await r.acall_with_retries(
-                once, retries=3, base_ms=100, sleep=sleep, rng=lambda: 0.0
-            )
-
-    with fake_provider(FLAKY) as fp:
-        out = asyncio.run(main(fp.url))
-    assert out["content"][0]["text"] == "finally" and sleeps == [0.05, 0.0, 0.2]

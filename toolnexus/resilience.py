@@ -1,10 +1,9 @@
-"""Retries as pure decisions (Retry-After, backoff, retry-or-fail) and two thin drivers.
+"""Retries as pure decisions: Retry-After, backoff with jitter, retry or fail.
 
 The decisions never sleep and never raise on odd input: `plan(error, attempt, ...)`
-returns the seconds to wait before the next attempt, or None to give up. The drivers
-`call_with_retries` / `acall_with_retries` loop over it with an injected `sleep`, so a
-test passes a recording function and a driver passes one that honours its deadline or
-cancellation token (and raises TimeoutError when the wait would overrun it).
+returns the seconds to wait before the next attempt, or None to give up. The loop
+(`loop.run_flow`) asks it after each failed model call and yields a "sleep" effect,
+which each driver performs within the run's deadline and cancellation token.
 
 Attempts are numbered from 1: `attempt` is the number of the try that just failed, so
 with `retries=2` there are at most 3 tries and a retry is allowed while attempt <= 2.
@@ -17,8 +16,7 @@ import concurrent.futures
 import math
 import random
 import re
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -36,8 +34,6 @@ __all__ = [
     "decide",
     "delay_for",
     "plan",
-    "call_with_retries",
-    "acall_with_retries",
 ]
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -252,55 +248,3 @@ def plan(
     if decide(error_info(error, attempt), retries, on_error) == "fail":
         return None
     return delay_for(attempt, base_ms, _headers(error), rng)
-
-
-def call_with_retries(
-    fn: Callable[[], Any],
-    *,
-    retries: int = 2,
-    base_ms: float = 500,
-    on_error: Callable | None = None,
-    sleep: Callable[[float], Any] = time.sleep,
-    rng: Rng = random.random,
-) -> Any:
-    """Return `fn()`, retrying failed tries as `plan` decides; the last error propagates.
-
-    Only exceptions are caught (not KeyboardInterrupt or cancellation). A streaming
-    driver should wrap only the part before the first delta is delivered.
-    """
-    attempt = 1
-    while True:
-        try:
-            return fn()
-        except Exception as error:
-            wait = plan(
-                error, attempt, retries=retries, base_ms=base_ms, on_error=on_error, rng=rng
-            )
-            if wait is None:
-                raise
-        sleep(wait)
-        attempt += 1
-
-
-async def acall_with_retries(
-    fn: Callable[[], Awaitable[Any]],
-    *,
-    retries: int = 2,
-    base_ms: float = 500,
-    on_error: Callable | None = None,
-    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-    rng: Rng = random.random,
-) -> Any:
-    """Return `await fn()`, retrying like `call_with_retries` (with an async `sleep`)."""
-    attempt = 1
-    while True:
-        try:
-            return await fn()
-        except Exception as error:
-            wait = plan(
-                error, attempt, retries=retries, base_ms=base_ms, on_error=on_error, rng=rng
-            )
-            if wait is None:
-                raise
-        await sleep(wait)
-        attempt += 1
