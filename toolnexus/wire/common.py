@@ -77,9 +77,9 @@ def encode_body(body: Mapping) -> bytes:
     """Return the JSON of a request body, reusing the text of frozen values already sent.
 
     >>> from pyrsistent import pmap, pvector
-    >>> m = pmap({"role": "user", "content": "hi"})
+    >>> m = pmap({"content": "hi"})
     >>> encode_body({"model": "m", "messages": pvector([m])})
-    b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+    b'{"model":"m","messages":[{"content":"hi"}]}'
     """
     parts = []
     for key, value in body.items():
