@@ -404,3 +404,19 @@ def test_async_tools_and_stores_plain_or_async_run_concurrently():
     assert saved["z"] == r["messages"]
     # The sync driver runs the same async tool too.
     assert run(c, "go", toolkit=tk)["tool_calls"][0]["output"] == "a1"
+
+
+def test_an_async_only_transport_is_a_clear_error_in_the_sync_driver():
+    async def handler(request):
+        return httpx.Response(200, json={"choices": [{"message": {"content": "async only"}}]})
+
+    class AsyncOnly(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request):
+            return await handler(request)
+
+    c = create_client(base_url="http://127.0.0.1:9/v1", model="m", transport=AsyncOnly())
+    assert asyncio.run(arun(c, "hi"))["text"] == "async only"
+    with pytest.raises(TypeError, match="async-only"):
+        run(c, "hi")
+    with pytest.raises(ValueError, match="httpx transport"):
+        create_client(base_url="http://x/v1", model="m", transport=object())

@@ -193,6 +193,8 @@ def create_client(**options: Any) -> Client:
     endpoint = Endpoint(codec.url(options["base_url"]), headers, codec, key)
     # One pooled transport per client: connections are reused across turns and runs.
     transport = options.get("transport") or httpx.HTTPTransport()
+    if not (hasattr(transport, "handle_request") or hasattr(transport, "handle_async_request")):
+        raise ValueError("transport must be an httpx transport (e.g. httpx.HTTPTransport())")
     return _base({**options, "api_key": key}, style, endpoint=endpoint, transport=transport)
 
 
@@ -400,6 +402,8 @@ def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: 
         if streaming and turn["text"]:
             yield pmap({"type": "text", "delta": turn["text"]})
         return turn
+    if not hasattr(client.transport, "handle_request"):
+        raise TypeError("this client's transport is async-only: use arun, aask or astream")
     if streaming:
         for item in send_stream(
             client.transport, client.endpoint, body, guard.remaining(600.0), guard.check
