@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from toolnexus import aask, astream, create_client, define_tool, toolkit
+from toolnexus import aask, astream, create_client, define_tool, metrics, toolkit
 from toolnexus.errors import ProviderError, RunTimeoutError
 from toolnexus.history.entry import parse_when
 from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
@@ -392,6 +392,12 @@ async def _handle(request: Request, e: Exception) -> Response:
     return error_response(e)
 
 
+async def prometheus(request: Request) -> Response:
+    """GET /metrics: this worker's run, model-call and tool metrics (Prometheus text)."""
+    text = metrics(request.app.state.svc["client"])
+    return Response(text, media_type="text/plain; version=0.0.4")
+
+
 async def _http_error(request: Request, e: HTTPException) -> Response:
     # Starlette's own errors (no route, wrong method) as JSON like ours.
     code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
@@ -427,6 +433,7 @@ def create_app(env: Mapping[str, str] | None = None) -> Starlette:
     # {id:path} also matches an empty id or one with "/", so those get a clear 400.
     routes = [
         Route("/health", endpoint(health), methods=["GET"]),
+        Route("/metrics", endpoint(prometheus), methods=["GET"]),
         Route("/conversations/{id:path}/messages", endpoint(post_message), methods=["POST"]),
         Route("/conversations/{id:path}/history", endpoint(get_history), methods=["GET"]),
         Route("/conversations/{id:path}", endpoint(get_conversation), methods=["GET"]),
