@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import PMap, PVector, pmap, pvector
 
 from .tool import tool_result
 from .wire import DIALECTS
@@ -33,12 +33,17 @@ __all__ = [
 ]
 
 
+def _vector(items: Sequence) -> PVector:
+    return items if isinstance(items, PVector) else pvector(items)
+
+
 def start(dialect: str, history: Sequence, prompt: str) -> PMap:
     """Return the initial loop state: `history` plus the user's prompt."""
     return pmap(
         {
             "dialect": dialect,
-            "messages": pvector(history).append(DIALECTS[dialect].user_message(prompt)),
+            # A frozen history is shared, not copied: O(1) however long it is.
+            "messages": _vector(history).append(DIALECTS[dialect].user_message(prompt)),
             "turns": 0,
             "tool_calls": pvector(),
             "usage": ZERO_USAGE,
