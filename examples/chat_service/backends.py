@@ -148,7 +148,10 @@ def _pg_pool(dsn: str, size: int, timeout: float, name: str) -> Any:
         # A connection broken by a database restart is found and replaced before use,
         # so the first request after an outage does not fail on a stale connection.
         check=ConnectionPool.check_connection,
-        reconnect_timeout=3600,
+        # The pool retries a lost server with a doubling delay until this many seconds,
+        # then gives up and starts afresh on the next request: a short window keeps the
+        # delay (and so the recovery after a long outage) to a few seconds.
+        reconnect_timeout=max(10.0, 3 * timeout),
         kwargs={"connect_timeout": max(1, int(timeout))},
     )
     pool.open(wait=False)  # connects in the background: a database that is down is no crash
