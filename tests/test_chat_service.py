@@ -355,7 +355,8 @@ def send(http: httpx.Client, base: str, cid: str, text: str, sse: bool = False) 
 def test_two_workers_share_conversations_under_load_and_sigkill(backend, provider, tmp_path):
     name, _, build = backend
     env, readers, _ = build()
-    env = {**base_env(provider), **env}
+    # A generous backend timeout: a slow CI machine must not turn pool waits into 503s.
+    env = {**base_env(provider), **env, "TOOLNEXUS_BACKEND_TIMEOUT": "5"}
     workers = [Worker(env, tmp_path / f"w{i}.log").start() for i in range(2)]
     try:
         for w in workers:
@@ -376,7 +377,9 @@ def test_two_workers_share_conversations_under_load_and_sigkill(backend, provide
                 for k in range(n_msgs):
                     text = f"{cid} m{k}" + (" #add" if (i + k) % 3 == 0 else "")
                     w = (i + k) % 2
-                    if k == 2 and i % 4 == 0:  # a double submit: both workers at once
+                    # Double submits, both workers at once: early (both alive) for half the
+                    # conversations, and later (maybe straddling the kill) for a few.
+                    if (k == 1 and i % 2 == 0) or (k == 3 and i % 4 == 1):
                         twin = f"{cid} m{k}b"
                         f = other.submit(send, http, workers[1 - w].url, cid, twin, True)
                         outcomes.add(cid, text, w, send(http, workers[w].url, cid, text))
@@ -428,7 +431,7 @@ def test_two_workers_share_conversations_under_load_and_sigkill(backend, provide
         assert set(accepted) <= set(users)  # no accepted turn lost
         assert set(users) - set(accepted) <= failed_texts  # extras: died after saving only
         # One client's sequential messages keep their order (a double submit's twin aside).
-        mine = [u for u in users if not u.endswith("m2b")]
+        mine = [u for u in users if not u.endswith("b")]
         assert mine == [t for c, t, *_ in outcomes.rows if c == cid and t in mine]
         entries = log["query"](conversation_id=cid)
         logged = [e["text"] for e in entries if e["direction"] == "user"]
