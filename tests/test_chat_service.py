@@ -550,3 +550,14 @@ def test_a_backend_outage_is_a_503_and_the_service_recovers(backend, provider, t
     for closer in (store.get("close"), log.get("close")):
         if closer:
             closer()
+
+
+def test_the_examples_doctests_pass():
+    """The suite ignores examples/ for doctest collection; run the service's doctests here."""
+    import doctest
+
+    from examples.chat_service import app, backends
+
+    for module in (app, backends):
+        failed, tried = doctest.testmod(module)
+        assert tried > 0 and failed == 0, module.__name__
