@@ -420,3 +420,27 @@ def test_an_async_only_transport_is_a_clear_error_in_the_sync_driver():
         run(c, "hi")
     with pytest.raises(ValueError, match="httpx transport"):
         create_client(base_url="http://x/v1", model="m", transport=object())
+
+
+def test_async_lock_waiters_never_starve_the_holder_nor_leak_the_lock():
+    """Many concurrent aasks on one id: each waits its turn, all are saved, none is lost."""
+
+    async def slow_model(req):
+        await asyncio.sleep(0.01)
+        return {"content": f"answer {len(req['messages'])}"}
+
+    c = create_in_process_client(model="m", generate=slow_model)
+
+    async def main():
+        await asyncio.gather(*(arun(c, f"q{i}", conversation_id="one") for i in range(24)))
+        # A cancelled waiter must not leave the lock taken.
+        task = asyncio.ensure_future(arun(c, "cancel me", conversation_id="one"))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await asyncio.wait_for(arun(c, "after", conversation_id="one"), timeout=5)
+
+    r = asyncio.run(main())
+    users = [m["content"] for m in r["messages"] if m["role"] == "user"]
+    assert sorted(users[:24]) == sorted(f"q{i}" for i in range(24)) and users[-1] == "after"

@@ -72,6 +72,34 @@ class _Guard(Guard):
         raise RunTimeoutError("the run's deadline (timeout_ms) passed")
 
 
+async def _acquire(client: Client, lock: Any) -> None:
+    """Take a blocking conversation lock off the event loop, never leaking it.
+
+    Waiters block threads of the client's own lock pool, not the loop's default pool,
+    so the holder can always get a thread to save and release. If this task is
+    cancelled while a thread is still waiting, the lock is released once it is taken.
+    """
+    taking = asyncio.get_running_loop().run_in_executor(client.lock_pool, lock.__enter__)
+    try:
+        await asyncio.shield(taking)
+    except asyncio.CancelledError:
+
+        def release_if_taken(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception() is None:
+                client.lock_pool.submit(lock.__exit__, None, None, None)
+
+        taking.add_done_callback(release_if_taken)
+        raise
+
+
+async def _release(client: Client, lock: Any) -> None:
+    """Release a conversation lock; a cancellation cannot interrupt it halfway."""
+    releasing = asyncio.get_running_loop().run_in_executor(
+        client.lock_pool, lock.__exit__, None, None, None
+    )
+    await asyncio.shield(releasing)
+
+
 def _atransport(client: Client) -> httpx.AsyncBaseTransport:
     """Return the client's async transport for the running event loop (pooled per loop)."""
     given = client.transport  # a transport serving both drivers (e.g. MockTransport)
@@ -183,8 +211,8 @@ async def _exchange(
     lock = client.lock(conversation_id) if conversation_id is not None else None
     state = None
     try:
-        if lock is not None:  # a blocking lock is taken off the event loop
-            await asyncio.to_thread(lock.__enter__)
+        if lock is not None:
+            await _acquire(client, lock)
         try:
             loaded = history
             if history is None and conversation_id is not None:
@@ -202,7 +230,7 @@ async def _exchange(
                 await _call(client.store["save"], conversation_id, state["messages"])
         finally:
             if lock is not None:
-                await asyncio.to_thread(lock.__exit__, None, None, None)
+                await _release(client, lock)
         result = loop.result(state, client.model)
     except BaseException as e:
         run_metric(client, None, time.perf_counter() - t0, e)

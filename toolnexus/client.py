@@ -92,6 +92,7 @@ class Client(PRecord):
     transport = field()  # the sync httpx transport (pooled connections)
     atransports = field()  # {event loop: async transport}, filled by the async driver
     pool = field()  # the thread pool for a turn's tool calls
+    lock_pool = field()  # threads the async driver blocks on conversation locks
     sink = field()  # the metrics sink behind metrics(client)
 
     def __repr__(self) -> str:
@@ -163,6 +164,8 @@ def _base(options: Mapping, style: str, **parts: Any) -> Client:
         atransports={},
         # Long-lived on the client, so no run pays for creating threads or connections.
         pool=ThreadPoolExecutor(max_workers=16, thread_name_prefix="toolnexus-tool"),
+        # Threads start on demand: only the async driver waiting on locks uses them.
+        lock_pool=ThreadPoolExecutor(max_workers=256, thread_name_prefix="toolnexus-lock"),
         sink=metrics_sink(),
         **{"endpoint": None, "generate": None, "transport": None, **parts},
     )

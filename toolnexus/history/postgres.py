@@ -129,9 +129,7 @@ def _connection(pool: Any, what: str) -> Iterator[Any]:
         raise
 
 
-def postgres_log(
-    pool_or_dsn: Any, table: str = "toolnexus_messages", *, timeout: float = 10.0
-) -> dict:
+def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: float = 10.0) -> dict:
     """Return a message log in PostgreSQL table `table` (created if needed).
 
     `pool_or_dsn` is a psycopg_pool.ConnectionPool (used as is) or a DSN string (a small

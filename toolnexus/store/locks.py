@@ -221,12 +221,15 @@ def _advisory_key(id: str) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
-def postgres_lock(pool_or_dsn: Any, *, timeout: float = 60.0) -> Callable:
+def postgres_lock(
+    pool_or_dsn: Any, *, timeout: float = 60.0, connect_timeout: float = 10.0
+) -> Callable:
     """Return a lock per conversation as a PostgreSQL advisory lock, for many processes and hosts.
 
     Holds a dedicated pooled connection while held (a pool shared with a store needs
     a connection more than the locks held at once); the server frees the lock if that
-    session dies. Waits use `lock_timeout`, so no polling.
+    session dies. Waits use `lock_timeout`, so no polling. Getting a connection waits at
+    most `connect_timeout` (a server that is down fails fast, not after `timeout`).
     """
     import psycopg
 
@@ -241,7 +244,7 @@ def postgres_lock(pool_or_dsn: Any, *, timeout: float = 60.0) -> Callable:
             with ready:
                 if owned:
                     pg_open(pool, min(timeout, 10.0), what)
-            return pool.getconn(timeout=max(seconds, 0.001))
+            return pool.getconn(timeout=max(min(seconds, connect_timeout), 0.001))
         except Exception as e:
             if is_pg_unavailable(e):
                 raise pg_unavailable(pool, e, what) from None
