@@ -118,10 +118,15 @@ class LogContract(RuleBasedStateMachine):
         expected = select(self.model, check_query(**q))
         assert as_dicts(self.log["query"](**q)) == as_dicts(expected)
 
-    @rule(before=st.none() | instants)
-    def clear(self, before):
-        keep = [] if before is None else [m for m in self.model if m["timestamp"] > before]
-        assert self.log["clear"](before=before) == len(self.model) - len(keep)
+    @rule(before=st.none() | instants, conversation_id=st.none() | conversations)
+    def clear(self, before, conversation_id):
+        def gone(m):
+            old = before is None or m["timestamp"] <= before
+            return old and conversation_id in (None, m["conversation_id"])
+
+        keep = [m for m in self.model if not gone(m)]
+        removed = self.log["clear"](before=before, conversation_id=conversation_id)
+        assert removed == len(self.model) - len(keep)
         self.model = keep
 
     @rule(data=st.data())

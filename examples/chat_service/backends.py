@@ -9,7 +9,6 @@ starts and answers 503 until the database comes back.
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -248,59 +247,34 @@ def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
     }
 
 
-def _pg_forget(pool: Any, table: str) -> Callable[[str], int]:
-    # The message log has no per-conversation delete: this reaches into postgres_log's
-    # table (columns conversation_id ...) directly.
-    def forget(conversation_id: str) -> int:
-        from psycopg import sql
-
-        stmt = sql.SQL("DELETE FROM {} WHERE conversation_id = %s").format(sql.Identifier(table))
-        with pool.connection() as conn:
-            return conn.execute(stmt, (conversation_id,)).rowcount
-
-    return forget
-
-
-def _sqlite_forget(path: str) -> Callable[[str], int]:
-    # Same gap as above, over sqlite_log's schema (messages + its FTS index messages_fts).
-    def forget(conversation_id: str) -> int:
-        con = sqlite3.connect(path, timeout=10, isolation_level=None)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            sel = "SELECT seq FROM messages WHERE conversation_id = ?"
-            con.execute(f"DELETE FROM messages_fts WHERE rowid IN ({sel})", (conversation_id,))
-            n = con.execute(
-                "DELETE FROM messages WHERE conversation_id = ?", (conversation_id,)
-            ).rowcount
-            con.execute("COMMIT")
-            return n
-        finally:
-            con.close()
-
-    return forget
-
-
 def _log(config: Mapping, conns: _Connections) -> tuple[dict | None, Callable | None]:
     """Return (message log or None, forget(conversation_id) -> count removed, or None)."""
+    log = _make_log(config, conns)
+    if log is None:
+        return None, None
+    return log, lambda conversation_id: log["clear"](conversation_id=conversation_id)
+
+
+def _make_log(config: Mapping, conns: _Connections) -> dict | None:
     url, kind = config["log"], backend_kind(config["log"])
     if kind == "none":
-        return None, None
+        return None
     if kind == "memory":  # per process: workers do not share it (a demo setting)
         from toolnexus.history import in_memory_log
 
-        return in_memory_log(), None
+        return in_memory_log()
     if kind == "sqlite":
         from toolnexus.history import sqlite_log
 
         path = url[len("sqlite:") :]
-        return _lazy_log(lambda: sqlite_log(path), f"sqlite_log({path!r})"), _sqlite_forget(path)
+        return _lazy_log(lambda: sqlite_log(path), f"sqlite_log({path!r})")
     if kind == "postgres":
         from toolnexus.history import postgres_log
 
         pool = conns.pg(url, "data", config["pool_size"])
         table = config["log_table"]
         desc = f"postgres_log({redact(url)!r}, table={table!r})"
-        return _lazy_log(lambda: postgres_log(pool, table), desc), _pg_forget(pool, table)
+        return _lazy_log(lambda: postgres_log(pool, table), desc)
     raise ConfigError(f"TOOLNEXUS_LOG cannot be {redact(url)!r}")
 
 

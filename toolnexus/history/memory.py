@@ -52,10 +52,15 @@ def in_memory_log() -> dict:
             snapshot = list(rows)  # scan outside the lock so recorders never wait on a query
         return select_rows(snapshot, q)
 
-    def clear(*, before: datetime | None = None) -> int:
+    def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
         cut = None if before is None else utc(before, "before")
+
+        def removed_(e: Mapping) -> bool:
+            old = cut is None or e["timestamp"] <= cut
+            return old and (conversation_id is None or e["conversation_id"] == conversation_id)
+
         with lock:
-            keep = [] if cut is None else [r for r in rows if r[1]["timestamp"] > cut]
+            keep = [r for r in rows if not removed_(r[1])]
             removed = len(rows) - len(keep)
             rows[:] = keep
             ids.intersection_update(e["id"] for _, e in keep)

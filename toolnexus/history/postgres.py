@@ -194,14 +194,16 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
             rows = conn.execute(stmt, (*params, q["limit"])).fetchall()
         return tuple(_to_entry(r) for r in rows)
 
-    def clear(*, before: datetime | None = None) -> int:
+    def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
+        conds, params = [], []
+        if before is not None:
+            conds, params = ["ts <= %s"], [utc(before, "before")]
+        if conversation_id is not None:
+            conds.append("conversation_id = %s")
+            params.append(conversation_id)
+        where = " WHERE " + " AND ".join(conds) if conds else ""
         with _connection(pool, what) as conn:
-            if before is None:
-                cur = conn.execute(sql.SQL("DELETE FROM {}").format(t))
-            else:
-                cut = utc(before, "before")
-                cur = conn.execute(sql.SQL("DELETE FROM {} WHERE ts <= %s").format(t), (cut,))
-            return cur.rowcount
+            return conn.execute(sql.SQL("DELETE FROM {}" + where).format(t), params).rowcount
 
     def close() -> None:
         if owned:

@@ -242,9 +242,14 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
             rows = rows.fetchall()
         return tuple(_to_entry(r) for r in rows)
 
-    def clear(*, before: datetime | None = None) -> int:
-        cut = None if before is None else micros(utc(before, "before"))
-        where, params = ("", ()) if cut is None else (" WHERE ts <= ?", (cut,))
+    def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
+        conds, params = [], []
+        if before is not None:
+            conds, params = ["ts <= ?"], [micros(utc(before, "before"))]
+        if conversation_id is not None:
+            conds.append("conversation_id = ?")
+            params.append(conversation_id)
+        where = " WHERE " + " AND ".join(conds) if conds else ""
         with lock:
             con.execute("BEGIN IMMEDIATE")
             try:
