@@ -215,3 +215,12 @@ def test_record_never_raises_and_render_always_parses(evs):
         state = record(state, event)
     samples, _, _ = parse(render(state))
     assert all(v >= 0 and not math.isnan(v) for v in samples.values())
+
+
+@given(st.lists(events, max_size=30))
+def test_the_sink_agrees_with_the_pure_fold(evs):
+    sink, state = metrics_sink(), metrics_state()
+    for e in evs:
+        sink["on_metric"](e)
+        state = record(state, e)
+    assert sink["render"]() == render(state)

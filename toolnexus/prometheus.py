@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
+from itertools import accumulate
 from typing import Any
 
 from pyrsistent import PMap, freeze, pmap
@@ -191,7 +193,7 @@ def metrics_sink() -> dict:
     """
     lock = threading.Lock()
     counters: dict = {}
-    histograms: dict = {}
+    histograms: dict = {}  # key -> [per-bucket counts (not cumulative), sum, count]
 
     def on_metric(event: Mapping) -> None:
         obs = observations(event)
@@ -200,12 +202,23 @@ def metrics_sink() -> dict:
                 key = (name, labels)
                 if kind == "count":
                     counters[key] = counters.get(key, 0) + amount
-                else:
-                    histograms[key] = _histogram(histograms.get(key, _EMPTY_HISTOGRAM), amount)
+                    continue
+                h = histograms.get(key)
+                if h is None:
+                    h = histograms[key] = [[0] * len(BUCKETS), 0.0, 0]
+                h[0][bisect_left(BUCKETS, amount)] += 1  # the first bucket that holds it
+                h[1] += amount
+                h[2] += 1
 
     def state() -> PMap:
         with lock:
-            snapshot = {"counters": dict(counters), "histograms": dict(histograms)}
+            hs = {k: (tuple(accumulate(b)), total, n) for k, (b, total, n) in histograms.items()}
+            snapshot = {
+                "counters": dict(counters),
+                "histograms": {
+                    k: {"buckets": b, "sum": total, "count": n} for k, (b, total, n) in hs.items()
+                },
+            }
         return freeze(snapshot)
 
     return {"on_metric": on_metric, "render": lambda: render(state()), "state": state}
