@@ -20,9 +20,9 @@ from . import loop
 from .client import (
     Client,
     check_run,
-    emit_metric,
     flow_config,
     in_process_request,
+    metric_emitter,
     record_log,
     run_metric,
     run_toolkit,
@@ -157,6 +157,7 @@ async def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
 async def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool):
     """Do the effects `flow` asks for; yield stream events, then {"final": state}."""
     value, error = None, None
+    emit = metric_emitter(client)
     while True:
         try:
             effect = flow.send(value) if error is None else flow.throw(error)
@@ -186,7 +187,7 @@ async def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool):
         elif kind == "event":
             yield effect[1]
         elif kind == "metric":
-            emit_metric(client, effect[1])
+            emit(effect[1])
         elif kind == "sleep":
             await guard.run(asyncio.sleep(effect[1]))
         elif kind == "wait_for":

@@ -304,10 +304,20 @@ def check_run(prompt: Any, conversation_id: Any) -> None:
 
 def emit_metric(client: Client, event: Mapping) -> None:
     """Record a metric event in the client's sink and pass it to `on_metric`."""
-    client.sink["on_metric"](event)
-    user = client.options.get("on_metric")
-    if user is not None:
+    metric_emitter(client)(event)
+
+
+def metric_emitter(client: Client) -> Callable[[Mapping], None]:
+    """Return fn(event) recording into the client's sink and `on_metric` (one lookup a run)."""
+    record, user = client.sink["on_metric"], client.options.get("on_metric")
+    if user is None:
+        return record
+
+    def emit(event: Mapping) -> None:
+        record(event)
         user(event)
+
+    return emit
 
 
 def run_metric(client: Client, state: PMap | None, seconds: float, error: Any = None) -> None:
@@ -423,6 +433,7 @@ def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: 
 def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool) -> Iterator[PMap]:
     """Do the effects `flow` asks for; yield stream events; return the final state."""
     value, error = None, None
+    emit = metric_emitter(client)
     while True:
         try:
             effect = flow.send(value) if error is None else flow.throw(error)
@@ -456,7 +467,7 @@ def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool) -> Itera
         elif kind == "event":
             yield effect[1]
         elif kind == "metric":
-            emit_metric(client, effect[1])
+            emit(effect[1])
         elif kind == "sleep":
             guard.sleep(effect[1])
         elif kind == "wait_for":

@@ -104,7 +104,9 @@ def turn(message: Mapping, text: str, tool_calls, use: Mapping, finish: Any, mod
         {
             "message": freeze(message, strict=False),
             "text": text,
-            "tool_calls": freeze(list(tool_calls), strict=False),
+            "tool_calls": freeze(
+                tool_calls if isinstance(tool_calls, PVector) else list(tool_calls), strict=False
+            ),
             "usage": use,
             "finish": finish,
             "model": model,

@@ -67,18 +67,21 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
-def _assistant_message(text: str, calls: Sequence[Mapping]) -> dict:
-    msg: dict = {"role": "assistant", "content": text if (text or not calls) else None}
+def _assistant_message(text: str, calls: Sequence[Mapping]) -> PMap:
+    # Built frozen (not frozen afterwards): this runs for every model turn.
+    msg = {"role": "assistant", "content": text if (text or not calls) else None}
     if calls:
-        msg["tool_calls"] = [
-            {
-                "id": c["id"],
-                "type": "function",
-                "function": {"name": c["name"], "arguments": c["arguments"]},
-            }
+        msg["tool_calls"] = pvector(
+            pmap(
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": pmap({"name": c["name"], "arguments": c["arguments"]}),
+                }
+            )
             for c in calls
-        ]
-    return msg
+        )
+    return pmap(msg)
 
 
 def _args_text(raw: Any) -> str:
@@ -92,7 +95,8 @@ def _args_text(raw: Any) -> str:
 def _turn(text: str, calls: list, u: Mapping | None, finish: Any, model: Any) -> PMap:
     u = u or {}
     use = usage(u.get("prompt_tokens"), u.get("completion_tokens"))
-    return turn(_assistant_message(text, calls), text, calls, use, finish, model)
+    frozen = pvector(pmap(c) for c in calls)
+    return turn(_assistant_message(text, frozen), text, frozen, use, finish, model)
 
 
 def parse_response(data: Mapping) -> PMap:
