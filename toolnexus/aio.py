@@ -20,6 +20,7 @@ from . import loop
 from .client import (
     Client,
     check_run,
+    execute_calls,
     flow_config,
     in_process_request,
     metric_emitter,
@@ -144,14 +145,33 @@ async def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, strea
         await items.aclose()
 
 
-async def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
-    t0 = time.perf_counter()
+def _is_async(tk: Any, call: Mapping) -> bool:
     t = tk["index"].get(call["name"]) if tk else None
-    if t is not None and asyncio.iscoroutinefunction(t["execute"]):
-        r = await execute_tool(tk, call["name"], call["args"])
-    else:
-        r = await _call(execute_tool, tk, call["name"], call["args"])
+    return t is not None and asyncio.iscoroutinefunction(t["execute"])
+
+
+async def _run_async_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
+    t0 = time.perf_counter()
+    r = await execute_tool(tk, call["name"], call["args"])
     return r, time.perf_counter() - t0
+
+
+async def _run_calls(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
+    """Run a turn's calls concurrently; return [(result, seconds)] in call order.
+
+    `async def` tools run on the event loop; plain ones go to a worker thread together
+    (one hop for the lot, where they run concurrently as in the sync driver), so a
+    slow plain tool never blocks the loop.
+    """
+    asynchronous = [_is_async(tk, c) for c in calls]
+    plain = [c for c, a in zip(calls, asynchronous, strict=True) if not a]
+    jobs = [_run_async_tool(tk, c) for c, a in zip(calls, asynchronous, strict=True) if a]
+    if plain:
+        jobs.append(asyncio.to_thread(execute_calls, client, tk, plain))
+    done = await asyncio.gather(*jobs)
+    plain_results = iter(done.pop() if plain else ())
+    async_results = iter(done)
+    return [next(async_results) if a else next(plain_results) for a in asynchronous]
 
 
 async def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool):
@@ -182,8 +202,7 @@ async def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool):
                     raise
                 error = e  # thrown into the flow, which decides to retry or fail
         elif kind == "tools":
-            calls: Sequence = effect[2]
-            value = await guard.run(asyncio.gather(*(_run_tool(effect[1], c) for c in calls)))
+            value = await guard.run(_run_calls(client, effect[1], effect[2]))
         elif kind == "event":
             yield effect[1]
         elif kind == "metric":

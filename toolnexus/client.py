@@ -387,8 +387,8 @@ def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
     return r, time.perf_counter() - t0
 
 
-def _execute(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
-    """Run a turn's calls concurrently; results in call order."""
+def execute_calls(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
+    """Run a turn's calls concurrently on threads; return [(result, seconds)] in call order."""
     # This thread runs the first call while the pool starts the others. Calls the pool
     # has not started by the time this thread is free are taken back and run here: slow
     # calls still overlap, and fast ones skip a thread hand-off (the larger cost).
@@ -463,7 +463,7 @@ def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool) -> Itera
                 error = e  # thrown into the flow, which decides to retry or fail
         elif kind == "tools":
             guard.check()
-            value = _execute(client, effect[1], effect[2])
+            value = execute_calls(client, effect[1], effect[2])
         elif kind == "event":
             yield effect[1]
         elif kind == "metric":
