@@ -10,7 +10,8 @@ answers. Arms, interleaved in one process so machine noise hits all alike:
   stream       toolnexus.stream(), consumed whole
   httpx-sse    the same streamed by hand: httpx stream, lines, JSON chunks, fragments
   arun         toolnexus.arun() in one event loop
-  httpx-async  the same by hand on one httpx.AsyncClient
+  httpx-async  the same by hand on one httpx.AsyncClient, tools called inline
+  httpx-async+threads  the same, tools in worker threads as arun runs plain tools
 Prints the median seconds per scenario of each arm and the ratios, the time of
 `import toolnexus` over `import httpx` (fresh interpreters), and peak RSS.
 """
@@ -113,8 +114,12 @@ def by_hand_streamed(hx: httpx.Client, url: str) -> str:
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
 
 
-async def by_hand_async(ax: httpx.AsyncClient, url: str) -> str:
-    """The async floor: the same loop on httpx.AsyncClient."""
+async def by_hand_async(ax: httpx.AsyncClient, url: str, threads: bool = False) -> str:
+    """The async floor: the same loop on httpx.AsyncClient.
+
+    With `threads`, the tools run in worker threads (gathered), as arun runs plain tools
+    so that a slow one cannot block the event loop: the like-for-like floor.
+    """
     messages = [{"role": "user", "content": PROMPT}]
     while True:
         resp = await ax.post(url, json={"model": "m", "messages": messages, "tools": TOOL_DEFS})
@@ -122,8 +127,15 @@ async def by_hand_async(ax: httpx.AsyncClient, url: str) -> str:
         messages.append(msg)
         if not msg.get("tool_calls"):
             return msg["content"]
-        for c in msg["tool_calls"]:
-            out = FUNCS[c["function"]["name"]](**json.loads(c["function"]["arguments"]))
+        calls = [
+            (FUNCS[c["function"]["name"]], json.loads(c["function"]["arguments"]))
+            for c in msg["tool_calls"]
+        ]
+        if threads:
+            outs = await asyncio.gather(*(asyncio.to_thread(fn, **args) for fn, args in calls))
+        else:
+            outs = [fn(**args) for fn, args in calls]
+        for c, out in zip(msg["tool_calls"], outs, strict=True):
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
 
 
@@ -161,6 +173,7 @@ def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
         "httpx-sse": lambda: by_hand_streamed(hx, url),
         "arun": lambda: loop.run_until_complete(tn.arun(client, PROMPT, toolkit=TOOLS))["text"],
         "httpx-async": lambda: loop.run_until_complete(by_hand_async(ax, url)),
+        "httpx-async+threads": lambda: loop.run_until_complete(by_hand_async(ax, url, True)),
     }
 
 
@@ -209,16 +222,17 @@ def main(argv: list[str] | None = None) -> dict:
         "httpx/http.client": med["httpx"] / med["http.client"],
         "stream/httpx-sse": med["stream"] / med["httpx-sse"],
         "arun/httpx-async": med["arun"] / med["httpx-async"],
+        "arun/httpx-async+threads": med["arun"] / med["httpx-async+threads"],
         "import toolnexus/httpx": imp_tn / imp_hx,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     print(f"weather scenario, {rounds} rounds, median per scenario:")
     for k, v in report["median_ms"].items():
-        print(f"  {k:12s} {v:8.3f} ms")
+        print(f"  {k:20s} {v:8.3f} ms")
     ratios = ("run/httpx", "run/http.client", "httpx/http.client", "stream/httpx-sse",
-              "arun/httpx-async", "import toolnexus/httpx")  # fmt: skip
+              "arun/httpx-async", "arun/httpx-async+threads", "import toolnexus/httpx")  # fmt: skip
     for k in ratios:
-        print(f"  {k:24s} {report[k]:.2f}x")
+        print(f"  {k:26s} {report[k]:.2f}x")
     print(f"  import: toolnexus {imp_tn * 1000:.1f} ms, httpx {imp_hx * 1000:.1f} ms")
     print(f"  peak RSS {report['peak_rss_mb']:.1f} MB")
     return report

@@ -18,6 +18,7 @@ def test_overhead_quick(capsys):
     report = load("overhead").main(["--quick"])
     assert set(report["median_ms"]) == {
         "run", "httpx", "http.client", "stream", "httpx-sse", "arun", "httpx-async",
+        "httpx-async+threads",
     }  # fmt: skip
     assert all(v > 0 for v in report["median_ms"].values())
     assert "run/httpx" in capsys.readouterr().out
