@@ -132,7 +132,14 @@ def make_lock(request, tmp_path, unique):
         url = request.getfixturevalue("redis_url")
         return lambda **kw: L.redis_lock(url, prefix=f"tnx-lock:{unique}:", **kw)
     dsn = request.getfixturevalue("postgres_dsn")
-    return lambda **kw: L.postgres_lock(dsn, **kw)
+    made = []
+    request.addfinalizer(lambda: [lock.close() for lock in made])
+
+    def make(**kw):
+        made.append(L.postgres_lock(dsn, **kw))
+        return made[-1]
+
+    return make
 
 
 KINDS = ["file", "redis", "postgres"]
@@ -273,6 +280,7 @@ def test_postgres_lock_on_a_server_that_is_down():
     lock = L.postgres_lock("postgresql://me:hunter2@127.0.0.1:1/test", timeout=1)
     with pytest.raises(StoreUnavailableError) as e, lock("x"):
         pass
+    lock.close()
     assert "127.0.0.1" in str(e.value) and "hunter2" not in str(e.value)
 
 
@@ -288,3 +296,4 @@ def test_postgres_lock_is_freed_when_its_session_dies(postgres_dsn, unique):
     holder.close()  # a crashed holder: the server drops its locks
     with lock(unique):
         pass
+    lock.close()

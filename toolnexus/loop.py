@@ -95,16 +95,16 @@ def on_turn(state: PMap, turn: Mapping) -> tuple[PMap, tuple[PMap, ...]]:
     not executed: `invalid_result` is fed back instead.
     """
     calls = tuple(_call(c) for c in turn["tool_calls"])
-    state = state.update(
-        {
-            "messages": state["messages"].append(turn["message"]),
-            "turns": state["turns"] + 1,
-            "usage": add_usage(state["usage"], turn["usage"]),
-            "text": turn["text"],
-            "model": turn.get("model") or state["model"],
-        }
-    )
-    return (state if calls else state.set("status", "done")), calls
+    changes = {
+        "messages": state["messages"].append(turn["message"]),
+        "turns": state["turns"] + 1,
+        "usage": add_usage(state["usage"], turn["usage"]),
+        "text": turn["text"],
+        "model": turn["model"] or state["model"],
+    }
+    if not calls:
+        changes["status"] = "done"
+    return state.update(changes), calls
 
 
 def invalid_result(call: Mapping) -> PMap:
@@ -130,15 +130,13 @@ def on_results(
         )
         for c, r in zip(calls, results, strict=True)
     ]
-    state = state.update(
-        {
-            "messages": state["messages"].extend(codec.tool_result_messages(calls, results)),
-            "tool_calls": state["tool_calls"].extend(records),
-        }
-    )
+    changes = {
+        "messages": state["messages"].extend(codec.tool_result_messages(calls, results)),
+        "tool_calls": state["tool_calls"].extend(records),
+    }
     if state["turns"] >= max_turns:
-        return state.update({"status": "incomplete", "limit": "max_turns"})
-    return state
+        changes.update(status="incomplete", limit="max_turns")
+    return state.update(changes)
 
 
 def is_finished(state: PMap) -> bool:

@@ -9,7 +9,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyrsistent import freeze, pmap
+from pyrsistent import PMap, freeze, pmap
 
 __all__ = ["tool", "define_tool", "tool_result", "sanitize", "execute_tool", "schema_for"]
 
@@ -25,15 +25,27 @@ def sanitize(s: str) -> str:
     return _UNSAFE.sub("_", s)
 
 
+_EMPTY = pmap()
+
+
+def _frozen_map(m: Mapping | None) -> PMap:
+    if not m:
+        return _EMPTY
+    return m if isinstance(m, PMap) else freeze(dict(m))
+
+
+def _plain_dict(m: Mapping) -> dict:
+    # dict(pmap) looks every key up again; iteritems is several times faster.
+    return dict(m.iteritems()) if isinstance(m, PMap) else dict(m)
+
+
 def tool_result(output: Any, is_error: bool = False, metadata: Mapping | None = None):
     """Return a tool result map {output, is_error, metadata}.
 
     >>> tool_result("4") == {"output": "4", "is_error": False, "metadata": {}}
     True
     """
-    return pmap(
-        {"output": output, "is_error": bool(is_error), "metadata": freeze(dict(metadata or {}))}
-    )
+    return pmap({"output": output, "is_error": bool(is_error), "metadata": _frozen_map(metadata)})
 
 
 def _as_result(value: Any):
@@ -176,7 +188,7 @@ def _caller(fn: Callable) -> Callable[[Mapping], Any]:
     wants_resume = takes_kwargs or RESUME in params
 
     def kwargs(args: Mapping) -> dict:
-        out = dict(args)
+        out = _plain_dict(args)
         if not wants_resume:
             out.pop(RESUME, None)
         extra = [k for k in out if k not in params] if not takes_kwargs else []

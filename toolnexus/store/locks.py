@@ -286,4 +286,7 @@ def postgres_lock(
 
         return release
 
-    return _per_id(take, timeout)
+    hold = _per_id(take, timeout)
+    # A pool made from a DSN is ours: `lock.close()` closes it (a caller's pool is theirs).
+    hold.close = pool.close if owned else (lambda: None)
+    return hold
