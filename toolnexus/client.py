@@ -287,7 +287,7 @@ def run_toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     return with_lookup_tool(tk, log, conversation_id, client.options.get("lookup_tool", True))
 
 
-def start_state(client: Client, prompt: str, loaded: Any) -> PMap:
+def start_state(client: Client, prompt: str, loaded: Any) -> Mapping:
     """Return the loop's first state over a loaded transcript (repaired: see transcript.repair)."""
     return loop.start(client.style, repair(freeze_transcript(loaded)), prompt)
 

@@ -22,6 +22,11 @@ from .tool import tool_result
 from .wire import DIALECTS
 from .wire.common import ZERO_USAGE, add_usage
 
+# A loop state: a plain dict that no step mutates (each returns a new one). It lives for
+# one run; everything that escapes it (messages, tool call records, the RunResult) is
+# frozen. A dict copy costs a fraction of a pmap update, and this runs every turn.
+State = Mapping[str, Any]
+
 __all__ = [
     "start",
     "request",
@@ -37,26 +42,28 @@ def _vector(items: Sequence) -> PVector:
     return items if isinstance(items, PVector) else pvector(items)
 
 
-def start(dialect: str, history: Sequence, prompt: str) -> PMap:
-    """Return the initial loop state: `history` plus the user's prompt."""
-    return pmap(
-        {
-            "dialect": dialect,
-            # A frozen history is shared, not copied: O(1) however long it is.
-            "messages": _vector(history).append(DIALECTS[dialect].user_message(prompt)),
-            "turns": 0,
-            "tool_calls": pvector(),
-            "usage": ZERO_USAGE,
-            "text": "",
-            "model": None,
-            "status": None,
-            "limit": None,
-            "pending": None,
-        }
-    )
+def start(dialect: str, history: Sequence, prompt: str) -> State:
+    """Return the initial loop state: `history` plus the user's prompt.
+
+    A state is a plain dict that no step mutates: each returns a new one (cheaper than
+    a pmap for a value that lives for one run; what escapes a run is frozen).
+    """
+    return {
+        "dialect": dialect,
+        # A frozen history is shared, not copied: O(1) however long it is.
+        "messages": _vector(history).append(DIALECTS[dialect].user_message(prompt)),
+        "turns": 0,
+        "tool_calls": pvector(),
+        "usage": ZERO_USAGE,
+        "text": "",
+        "model": None,
+        "status": None,
+        "limit": None,
+        "pending": None,
+    }
 
 
-def request(state: PMap, model: str, tools: Sequence, system: str, params: Mapping) -> dict:
+def request(state: State, model: str, tools: Sequence, system: str, params: Mapping) -> dict:
     """Return the request body for the next model call (`tools` in wire shape)."""
     return DIALECTS[state["dialect"]].body(model, state["messages"], tools, system, params)
 
@@ -88,7 +95,7 @@ def _call(c: Mapping) -> PMap:
     return pmap({"id": c["id"], "name": c["name"], "args": args, "error": error})
 
 
-def on_turn(state: PMap, turn: Mapping) -> tuple[PMap, tuple[PMap, ...]]:
+def on_turn(state: State, turn: Mapping) -> tuple[State, tuple[PMap, ...]]:
     """Return the state after a model turn and the tool calls to run (none: the run is done).
 
     Each call is {id, name, args, error}; a call with an `error` (bad arguments) is
@@ -104,7 +111,7 @@ def on_turn(state: PMap, turn: Mapping) -> tuple[PMap, tuple[PMap, ...]]:
     }
     if not calls:
         changes["status"] = "done"
-    return state.update(changes), calls
+    return {**state, **changes}, calls
 
 
 def invalid_result(call: Mapping) -> PMap:
@@ -113,8 +120,8 @@ def invalid_result(call: Mapping) -> PMap:
 
 
 def on_results(
-    state: PMap, calls: Sequence[Mapping], results: Sequence[Mapping], max_turns: int
-) -> PMap:
+    state: State, calls: Sequence[Mapping], results: Sequence[Mapping], max_turns: int
+) -> State:
     """Return the state after the turn's tool results (in call order); may end `incomplete`."""
     codec = DIALECTS[state["dialect"]]
     records = [
@@ -136,15 +143,15 @@ def on_results(
     }
     if state["turns"] >= max_turns:
         changes.update(status="incomplete", limit="max_turns")
-    return state.update(changes)
+    return {**state, **changes}
 
 
-def is_finished(state: PMap) -> bool:
+def is_finished(state: State) -> bool:
     """Return whether the run has ended."""
     return state["status"] is not None
 
 
-def result(state: PMap, model: str) -> PMap:
+def result(state: State, model: str) -> PMap:
     """Return the RunResult of a finished state."""
     return pmap(
         {
@@ -183,7 +190,7 @@ def _event(kind: str, **fields: Any) -> PMap:
     return pmap({"type": kind, **fields})
 
 
-def _apply_before_llm(hooks: Mapping, state: PMap, tk: Any, model: str) -> tuple[PMap, Any]:
+def _apply_before_llm(hooks: Mapping, state: State, tk: Any, model: str) -> tuple[State, Any]:
     hook = hooks.get("before_llm")
     if hook is None:
         return state, tk
@@ -195,7 +202,7 @@ def _apply_before_llm(hooks: Mapping, state: PMap, tk: Any, model: str) -> tuple
     if "messages" in out:
         from .transcript import freeze_transcript
 
-        state = state.set("messages", freeze_transcript(out["messages"]))
+        state = {**state, "messages": freeze_transcript(out["messages"])}
     if "tools" in out:
         tk = out["tools"]
     return state, tk
@@ -315,7 +322,7 @@ def _source(tk: Any, call: Mapping) -> str:
     return t["source"] if t is not None else "unknown"
 
 
-def run_flow(cfg: Mapping, state: PMap, tk: Any):
+def run_flow(cfg: Mapping, state: State, tk: Any):
     """The whole run as a generator of effects; returns the final state.
 
     `cfg` holds model, system (a function of the toolkit), params, hooks, max_turns,
@@ -354,6 +361,6 @@ def run_flow(cfg: Mapping, state: PMap, tk: Any):
                                    output=r["output"], is_error=r["is_error"]))  # fmt: skip
         state = on_results(state, calls, ordered, cfg["max_turns"])
         if pending is not None:
-            return state.update({"status": "pending", "pending": pending})
+            return {**state, "status": "pending", "pending": pending}
         if is_finished(state):
             return state
