@@ -229,13 +229,14 @@ def postgres_lock(
     Holds a dedicated pooled connection while held (a pool shared with a store needs
     a connection more than the locks held at once); the server frees the lock if that
     session dies. Waits use `lock_timeout`, so no polling. Getting a connection waits at
-    most `connect_timeout` (a server that is down fails fast, not after `timeout`).
+    most `connect_timeout`, whatever `timeout` is (a server that is down fails after
+    `connect_timeout`; a short lock timeout still allows a slow connect).
     """
     import psycopg
 
     from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
 
-    pool, address, owned = pg_pool(pool_or_dsn, timeout=min(timeout, 10.0), max_size=64)
+    pool, address, owned = pg_pool(pool_or_dsn, timeout=connect_timeout, max_size=64)
     what = f"postgres_lock({address!r})"
     ready = threading.Lock()
 
@@ -243,8 +244,10 @@ def postgres_lock(
         try:
             with ready:
                 if owned:
-                    pg_open(pool, min(timeout, 10.0), what)
-            return pool.getconn(timeout=max(min(seconds, connect_timeout), 0.001))
+                    pg_open(pool, connect_timeout, what)
+            # Getting a connection is bounded by connect_timeout, not by the lock wait:
+            # a short lock timeout must not turn a slow connect into "unavailable".
+            return pool.getconn(timeout=connect_timeout)
         except Exception as e:
             if is_pg_unavailable(e):
                 raise pg_unavailable(pool, e, what) from None
