@@ -190,6 +190,7 @@ def test_unreachable_endpoint_is_a_provider_error():
         ({"base_url": "http://x", "model": "m", "max_turns": 0}, "max_turns"),
         ({"base_url": "http://x", "model": "m", "max_tunrs": 3}, "unknown client option"),
         ({"base_url": "http://x", "model": "m", "store": {"get": 1}}, "store"),
+        ({"base_url": "api.openai.com/v1", "model": "m"}, "http:// or https://"),
     ],
 )
 def test_bad_options_fail_at_once(opts, match):
@@ -322,3 +323,15 @@ def test_run_rejects_bad_input():
         run(c, None)
     with pytest.raises(ValueError):
         run(c, "x", conversation_id="")
+
+
+def test_a_list_of_tools_is_a_toolkit_and_anything_else_a_clear_error():
+    def gen(req):
+        if req["messages"][-1]["role"] == "tool":
+            return {"content": req["messages"][-1]["content"]}
+        return {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}
+
+    c = create_in_process_client(model="m", generate=gen)
+    assert run(c, "1+1", toolkit=[add])["text"] == "2"
+    with pytest.raises(TypeError, match="toolkit must be"):
+        run(c, "1+1", toolkit=add)

@@ -24,6 +24,7 @@ from .guard import Guard
 from .store.locks import local_lock
 from .store.memory import in_memory_store
 from .toolkit import execute as execute_tool
+from .toolkit import toolkit
 from .transcript import freeze_transcript, repair
 from .transport import TURN, Endpoint, send, send_stream
 from .wire import DIALECTS
@@ -178,8 +179,11 @@ def create_client(**options: Any) -> Client:
     environment and reaches request headers only.
     """
     _check(options)
-    if not options.get("base_url"):
+    base_url = options.get("base_url")
+    if not base_url:
         raise ValueError("base_url is required (e.g. 'https://api.openai.com/v1')")
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
     if not options.get("model"):
         raise ValueError("model is required")
     style = options.get("style", "openai")
@@ -277,8 +281,18 @@ def flow_config(client: Client, events: bool) -> dict:
     }
 
 
+def as_toolkit(tk: Any) -> Any:
+    """Return `tk` as a toolkit: a toolkit, None, or a list of tool maps (made one)."""
+    if tk is None or (isinstance(tk, Mapping) and "index" in tk and "tools" in tk):
+        return tk
+    if isinstance(tk, list | tuple):
+        return toolkit(*tk)
+    raise TypeError(f"toolkit must be toolkit(...) or a list of tools, got {type(tk).__name__}")
+
+
 def run_toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     """Return the toolkit of a run: `tk`, plus the scoped history lookup tool when due."""
+    tk = as_toolkit(tk)
     log = client.options.get("message_log")
     if log is None:
         return tk
