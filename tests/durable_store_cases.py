@@ -9,6 +9,7 @@ set_count(id, n), rows(id) -> list of row texts.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 
 import pytest
@@ -139,8 +140,6 @@ def check_interleaved_writers(make_store) -> None:
 
 def check_racing_savers(make_store) -> None:
     """Threads saving to ONE id (no lock) never leave a mix: get is always one whole save."""
-    import threading
-
     cid, saved, errors = new_id(), set(), []
 
     def key(t) -> tuple:
@@ -168,6 +167,30 @@ def check_racing_savers(make_store) -> None:
         t.join()
     assert errors == [], errors
     assert key(make_store()["get"](cid)) in saved
+
+
+def check_threads_share_one_store(make_store, messages: int = 20) -> None:
+    """4 threads append to their own ids on ONE store object: nothing lost, reads current."""
+    s = make_store()
+    errors = []
+
+    def work(n):
+        try:
+            t = freeze([])
+            for i in range(messages):
+                t = t.append(freeze(msg("user", f"{n}-{i}")))
+                s["save"](f"thread-{n}", t)
+                assert s["get"](f"thread-{n}") == t
+        except Exception as e:  # collected: an assert in a thread would not fail the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [], errors
+    assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [messages] * 4
 
 
 def check_corruption(make_store, raw) -> None:

@@ -6,7 +6,7 @@ import threading
 
 import durable_store_cases as cases
 import pytest
-from pyrsistent import freeze, thaw
+from pyrsistent import thaw
 
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.postgres import postgres_store
@@ -166,25 +166,7 @@ def test_a_server_that_is_down_is_a_clear_error_without_the_password():
 
 
 def test_concurrent_savers_from_threads(pool, table):
-    s = postgres_store(pool, table)
-    errors = []
-
-    def work(n):
-        try:
-            t = freeze([])
-            for i in range(10):
-                t = t.append(freeze(cases.msg("user", f"{n}-{i}")))
-                s["save"](f"thread-{n}", t)
-        except Exception as e:  # collected: an assert in a thread would not fail the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [10] * 4
+    cases.check_threads_share_one_store(lambda: postgres_store(pool, table), 10)
 
 
 def test_property_against_a_dict(pool, table):

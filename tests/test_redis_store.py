@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-
 import durable_store_cases as cases
 import pytest
-from pyrsistent import freeze, thaw
+from pyrsistent import thaw
 
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.redis import redis_store
@@ -129,25 +127,7 @@ def test_a_refused_save_leaves_the_stored_transcript_unchanged(client, prefix):
 
 
 def test_concurrent_appends_from_threads_lose_nothing_per_id(client, prefix):
-    s = redis_store(client, prefix=prefix)
-    errors = []
-
-    def work(n):
-        try:
-            t = freeze([])
-            for i in range(20):
-                t = t.append(freeze(cases.msg("user", f"{n}-{i}")))
-                s["save"](f"thread-{n}", t)
-        except Exception as e:  # collected: an assert in a thread would not fail the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [20] * 4
+    cases.check_threads_share_one_store(lambda: redis_store(client, prefix=prefix))
 
 
 def test_property_against_a_dict(redis_url, prefix):

@@ -7,7 +7,7 @@ import threading
 
 import durable_store_cases as cases
 import pytest
-from pyrsistent import freeze, thaw
+from pyrsistent import thaw
 
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.sqlite import sqlite_store
@@ -131,26 +131,7 @@ def test_desc_names_the_file(db):
 
 
 def test_threads_share_one_store(db):
-    s = sqlite_store(db)
-    errors = []
-
-    def work(n):
-        try:
-            t = freeze([])
-            for i in range(20):
-                t = t.append(freeze(cases.msg("user", f"{n}-{i}")))
-                s["save"](f"thread-{n}", t)
-                assert s["get"](f"thread-{n}") == t
-        except Exception as e:  # collected: an assert in a thread would not fail the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [20] * 4
+    cases.check_threads_share_one_store(lambda: sqlite_store(db))
 
 
 def test_property_against_a_dict(tmp_path_factory):
