@@ -130,6 +130,55 @@ def test_tool_calls_of_one_turn_run_concurrently_and_return_in_order(style):
     ]  # fmt: skip
 
 
+def test_quick_tools_run_on_the_calling_thread_slow_ones_still_overlap():
+    """A tool last seen to finish at once skips the thread hand-off; a slow one does not."""
+    threads = []
+
+    @define_tool
+    def quick(n: int) -> str:
+        """Return at once."""
+        threads.append(threading.get_ident())
+        return str(n)
+
+    barrier = threading.Barrier(2, timeout=5)
+
+    @define_tool
+    def slow(n: int) -> str:
+        """Wait for the other call: both must be running at once."""
+        barrier.wait()
+        return str(n)
+
+    turn = [tool_calls_reply(("quick", {"n": 1}), ("quick", {"n": 2})), text_reply("ok")]
+    overlap = [tool_calls_reply(("slow", {"n": 1}), ("slow", {"n": 2})), text_reply("ok")]
+    with fake_provider(turn * 5 + overlap * 3) as fp:
+        c = create_client(base_url=fp.url, model="m")
+        tk = toolkit(quick, slow)
+        for _ in range(5):
+            assert [t["output"] for t in run(c, "go", toolkit=tk)["tool_calls"]] == ["1", "2"]
+        # The barrier only opens if the two calls overlap, on both runs: one waits for
+        # the other, however short the wait, so the tool is never taken for quick.
+        for _ in range(3):
+            assert [t["output"] for t in run(c, "go", toolkit=tk)["tool_calls"]] == ["1", "2"]
+    assert c.quick_tools == {"quick": True, "slow": False}
+    # Once seen quick (by the third run at the latest: a first call may block on the
+    # GIL in a pool thread), every call ran on the caller's own thread.
+    assert threads[-4:] == [threading.get_ident()] * 4
+
+
+def test_the_default_transport_reports_status_headers_and_network_failures():
+    with fake_provider([]) as fp:  # no script: the fake answers 500
+        url = fp.url
+        c = create_client(base_url=url, model="m", api_key=KEY, retries=0)
+        with pytest.raises(ProviderError) as e:
+            run(c, "hi")
+    assert e.value.status == 500 and KEY not in str(e.value)
+    assert all(k == k.lower() for k in e.value.headers) and "content-type" in e.value.headers
+    gone = create_client(base_url=url, model="m", api_key=KEY, retries=0)
+    with pytest.raises(ProviderError, match="failed: Connect") as e:
+        run(gone, "hi")  # the server is gone: a network failure, not a hang or a crash
+    assert e.value.status is None
+
+
 @pytest.mark.parametrize("style", STYLES)
 def test_calls_chain_over_turns_and_max_turns_stops_incomplete(style):
     script = [tool_calls_reply(("add", {"a": i, "b": 1})) for i in range(5)]

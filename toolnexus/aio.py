@@ -23,6 +23,7 @@ from .client import (
     execute_calls,
     flow_config,
     in_process_request,
+    is_quick,
     metric_emitter,
     record_log,
     run_metric,
@@ -32,7 +33,7 @@ from .client import (
 from .errors import ProviderError, RunTimeoutError
 from .guard import Guard
 from .toolkit import execute as execute_tool
-from .transport import TURN, asend, asend_stream
+from .transport import TURN, asend, asend_stream, default_async_transport
 from .wire import openai as openai_wire
 
 __all__ = ["arun", "aask", "astream"]
@@ -104,7 +105,7 @@ async def _release(client: Client, lock: Any) -> None:
 def _atransport(client: Client) -> httpx.AsyncBaseTransport:
     """Return the client's async transport for the running event loop (pooled per loop)."""
     given = client.transport  # a transport serving both drivers (e.g. MockTransport)
-    if given is not None and hasattr(given, "handle_async_request"):
+    if isinstance(given, httpx.AsyncBaseTransport):
         return given
     loop_ = asyncio.get_running_loop()
     transport = client.atransports.get(loop_)
@@ -112,7 +113,7 @@ def _atransport(client: Client) -> httpx.AsyncBaseTransport:
         # Connections belong to one event loop, so each loop gets its own pool.
         for old in [k for k in client.atransports if k.is_closed()]:
             del client.atransports[old]
-        transport = client.atransports[loop_] = httpx.AsyncHTTPTransport()
+        transport = client.atransports[loop_] = default_async_transport()
     return transport
 
 
@@ -156,19 +157,27 @@ async def _run_async_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
     return r, time.perf_counter() - t0
 
 
+async def _ready(value: Any) -> Any:
+    return value
+
+
 async def _run_calls(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
     """Run a turn's calls concurrently; return [(result, seconds)] in call order.
 
     `async def` tools run on the event loop; plain ones go to a worker thread together
     (one hop for the lot, where they run concurrently as in the sync driver), so a
-    slow plain tool never blocks the loop.
+    slow plain tool never blocks the loop. Plain tools all known to be quick (see
+    `is_quick`) run on the loop itself, as the hop would cost more than they do.
     """
     asynchronous = [_is_async(tk, c) for c in calls]
     plain = [c for c, a in zip(calls, asynchronous, strict=True) if not a]
     jobs = [_run_async_tool(tk, c) for c, a in zip(calls, asynchronous, strict=True) if a]
-    if plain:
+    if plain and all(is_quick(client, c) for c in plain):
+        # Quick plain tools run right here: shorter than the hop to a thread.
+        jobs.append(_ready(execute_calls(client, tk, plain)))
+    elif plain:
         jobs.append(asyncio.to_thread(execute_calls, client, tk, plain))
-    done = await asyncio.gather(*jobs)
+    done = await asyncio.gather(*jobs) if len(jobs) > 1 else [await jobs[0]]
     plain_results = iter(done.pop() if plain else ())
     async_results = iter(done)
     return [next(async_results) if a else next(plain_results) for a in asynchronous]

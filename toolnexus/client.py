@@ -26,7 +26,7 @@ from .store.memory import in_memory_store
 from .toolkit import execute as execute_tool
 from .toolkit import toolkit
 from .transcript import freeze_transcript, repair
-from .transport import TURN, Endpoint, send, send_stream
+from .transport import TURN, Endpoint, default_transport, send, send_stream
 from .wire import DIALECTS
 from .wire import openai as openai_wire
 
@@ -90,9 +90,10 @@ class Client(PRecord):
     options = field()  # the remaining options, as given (hooks, retries, on_metric, ...)
     endpoint = field()  # Endpoint for HTTP clients, None in process
     generate = field()  # the host function of an in-process client
-    transport = field()  # the sync httpx transport (pooled connections)
+    transport = field()  # the sync transport: an httpx one, or our httpcore pool (default)
     atransports = field()  # {event loop: async transport}, filled by the async driver
     pool = field()  # the thread pool for a turn's tool calls
+    quick_tools = field()  # {tool name: whether its last call ran quick}: see is_quick
     lock_pool = field()  # threads the async driver blocks on conversation locks
     sink = field()  # the metrics sink behind metrics(client)
 
@@ -163,6 +164,7 @@ def _base(options: Mapping, style: str, **parts: Any) -> Client:
         lock=options.get("lock") or local_lock(),
         options=pmap(rest),
         atransports={},
+        quick_tools={},
         # Long-lived on the client, so no run pays for creating threads or connections.
         pool=ThreadPoolExecutor(max_workers=16, thread_name_prefix="toolnexus-tool"),
         # Threads start on demand: only the async driver waiting on locks uses them.
@@ -199,9 +201,14 @@ def create_client(**options: Any) -> Client:
     }
     endpoint = Endpoint(codec.url(options["base_url"]), headers, codec, key)
     # One pooled transport per client: connections are reused across turns and runs.
-    transport = options.get("transport") or httpx.HTTPTransport()
-    if not (hasattr(transport, "handle_request") or hasattr(transport, "handle_async_request")):
-        raise ValueError("transport must be an httpx transport (e.g. httpx.HTTPTransport())")
+    transport = options.get("transport")
+    if transport is None:
+        transport = default_transport()
+    elif not isinstance(transport, httpx.BaseTransport | httpx.AsyncBaseTransport):
+        raise ValueError(
+            "transport must be an httpx transport (e.g. httpx.HTTPTransport()), "
+            f"got {type(transport).__name__}"
+        )
     return _base({**options, "api_key": key}, style, endpoint=endpoint, transport=transport)
 
 
@@ -391,26 +398,69 @@ class _Guard(Guard):
                 continue
 
 
-def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
-    t0 = time.perf_counter()
+try:
+    from resource import RUSAGE_THREAD, getrusage
+
+    def _switches() -> int:
+        """Return how many times this thread has slept in the kernel (it blocked, waited)."""
+        return getrusage(RUSAGE_THREAD).ru_nvcsw
+
+except ImportError:  # no per-thread count outside Linux: no tool is ever taken for quick
+    from itertools import count
+
+    _switches = count().__next__
+
+
+def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float, bool]:
+    """Run one call; return (result, seconds, whether it ran without ever blocking)."""
+    n0, t0 = _switches(), time.perf_counter()
     r = execute_tool(tk, call["name"], call["args"])
     if hasattr(r, "__await__"):  # an async tool, from the sync driver
         import asyncio
 
         r = asyncio.run(r)
-    return r, time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    return r, seconds, _switches() == n0
+
+
+# A tool whose last call never blocked and took at most this long runs on the calling
+# thread when every call of its turn is such: waking a pool thread, and handing the GIL
+# back and forth, costs more than running it. A call that blocked even once (I/O, a
+# sleep, a lock, the GIL, another call of its turn) is not "quick": calls that wait on
+# each other always include one that blocked, so they keep overlapping on the pool.
+QUICK_TOOL_S = 0.0005
+_SEEN_MAX = 4096  # names remembered per client (a crude bound for generated tool names)
+
+
+def is_quick(client: Client, call: Mapping) -> bool:
+    """Return whether a call's tool last ran quick (see QUICK_TOOL_S); unknown: not quick."""
+    return client.quick_tools.get(call["name"], False)
 
 
 def execute_calls(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
-    """Run a turn's calls concurrently on threads; return [(result, seconds)] in call order."""
-    # This thread runs the first call while the pool starts the others. Calls the pool
-    # has not started by the time this thread is free are taken back and run here: slow
-    # calls still overlap, and fast ones skip a thread hand-off (the larger cost).
-    rest = [client.pool.submit(_run_tool, tk, c) for c in calls[1:]]
-    results = [_run_tool(tk, calls[0])]
-    for call, future in zip(calls[1:], rest, strict=True):
-        results.append(_run_tool(tk, call) if future.cancel() else future.result())
-    return results
+    """Run a turn's calls concurrently on threads; return [(result, seconds)] in call order.
+
+    When every call is quick (see QUICK_TOOL_S) they run here, one after another. Else
+    this thread runs the first while the pool starts the rest; calls the pool has not
+    started by the time this thread is free are taken back and run here: slow calls
+    still overlap, and fast ones skip a thread hand-off.
+    """
+    if all(is_quick(client, c) for c in calls):
+        ran = [_run_tool(tk, c) for c in calls]
+    else:
+        rest = [client.pool.submit(_run_tool, tk, c) for c in calls[1:]]
+        ran = [_run_tool(tk, calls[0])]
+        for call, future in zip(calls[1:], rest, strict=True):
+            ran.append(_run_tool(tk, call) if future.cancel() else future.result())
+    quick: dict = {}  # a tool called twice is quick only if both calls were
+    for call, (_, seconds, unblocked) in zip(calls, ran, strict=True):
+        name = call["name"]
+        quick[name] = quick.get(name, True) and unblocked and seconds <= QUICK_TOOL_S
+    seen = client.quick_tools
+    if len(seen) > _SEEN_MAX:
+        seen.clear()
+    seen.update(quick)
+    return [(r, seconds) for r, seconds, _ in ran]
 
 
 def _generate(client: Client, body: Mapping, turn_no: int) -> PMap:
@@ -429,7 +479,9 @@ def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: 
         if streaming and turn["text"]:
             yield pmap({"type": "text", "delta": turn["text"]})
         return turn
-    if not hasattr(client.transport, "handle_request"):
+    if isinstance(client.transport, httpx.AsyncBaseTransport) and not isinstance(
+        client.transport, httpx.BaseTransport
+    ):
         raise TypeError("this client's transport is async-only: use arun, aask or astream")
     if streaming:
         for item in send_stream(

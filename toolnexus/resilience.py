@@ -133,7 +133,15 @@ def is_network_error(error: BaseException | None) -> bool:
     Connect/read/write errors and a server closing the connection count; timeouts do
     not (a deadline abort is never retried), nor do local protocol or setup mistakes.
     """
-    network = (httpx.NetworkError, httpx.RemoteProtocolError, ConnectionError)
+    import httpcore  # the default transport's own errors (see transport.py)
+
+    network = (
+        httpx.NetworkError,
+        httpx.RemoteProtocolError,
+        httpcore.NetworkError,
+        httpcore.RemoteProtocolError,
+        ConnectionError,
+    )
     return any(isinstance(e, network) for e in _chain(error))
 
 

@@ -1,13 +1,19 @@
-"""The HTTP edge of the loop: one model turn over an httpx transport, plain or streamed.
+"""The HTTP edge of the loop: one model turn over a pooled transport, plain or streamed.
 
 Thin on purpose: bytes out through the dialect codec, bytes in through the pure
 decoders of `wire/`. Sync and async twins share every helper but the awaits.
+
+A client's default transport is an httpcore pool: httpx's own transport layer, built
+with httpx.HTTPTransport's settings and called directly, which skips converting each
+request and response between httpx's models and httpcore's (a fifth of a POST's CPU).
+A transport the host passes (any httpx transport, e.g. MockTransport) is used as is.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
+from functools import cache
 from typing import Any
 
 import httpx
@@ -17,28 +23,73 @@ from .errors import ProviderError, excerpt
 from .wire import sse
 from .wire.common import encode_body
 
-__all__ = ["Endpoint", "send", "send_stream", "asend", "asend_stream", "TURN"]
+__all__ = [
+    "Endpoint",
+    "send",
+    "send_stream",
+    "asend",
+    "asend_stream",
+    "default_transport",
+    "default_async_transport",
+    "transport_errors",
+    "TURN",
+]
 
 TURN = "__turn__"  # the last item of a stream: {"type": TURN, "turn": ...}
+
+# httpx.HTTPTransport's pool settings, so the default behaves as httpx's would.
+_POOL = {"max_connections": 100, "max_keepalive_connections": 20, "keepalive_expiry": 5.0}
+
+
+def default_transport() -> Any:
+    """Return a new pooled sync transport: an httpcore pool set up as httpx.HTTPTransport's."""
+    import httpcore  # imported with the first client, so `import toolnexus` stays light
+
+    return httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), **_POOL)
+
+
+def default_async_transport() -> Any:
+    """Return a new pooled async transport (one per event loop: connections belong to it)."""
+    import httpcore
+
+    return httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(), **_POOL)
+
+
+@cache
+def transport_errors() -> tuple[type[Exception], ...]:
+    """Return the exception types that mean the request failed on the network or protocol."""
+    import httpcore
+
+    return (
+        httpx.TransportError,
+        httpcore.TimeoutException,
+        httpcore.NetworkError,
+        httpcore.ProtocolError,
+        httpcore.UnsupportedProtocol,
+        httpcore.ProxyError,
+    )
 
 
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "target", "headers", "codec", "_key")
+    __slots__ = ("url", "target", "headers", "codec", "_key", "_core")
 
     def __init__(self, url: str, headers: Mapping, codec: Any, key: str | None):
         self.url, self.target, self.codec, self._key = url, httpx.URL(url), codec, key
         # Normalized once: httpx copies a Headers object faster than it parses a dict.
         self.headers = httpx.Headers(headers)
+        self._core: tuple | None = None  # (httpcore URL, headers, streaming headers)
 
     def __repr__(self) -> str:
         return f"Endpoint({self.url!r})"
 
-    def request(self, body: Mapping, timeout: float, stream: bool = False) -> httpx.Request:
-        """Return the httpx request for a body (streaming bodies ask for SSE)."""
-        if stream:
-            body = self.codec.stream_body(body)
+    def content(self, body: Mapping, stream: bool) -> bytes:
+        """Return the JSON bytes to POST (a streaming body asks the provider to stream)."""
+        return encode_body(self.codec.stream_body(body) if stream else body)
+
+    def request(self, content: bytes, timeout: float, stream: bool = False) -> httpx.Request:
+        """Return the httpx request of a body, for a host's httpx transport."""
         headers = self.headers
         if stream:
             headers = headers.copy()
@@ -47,58 +98,120 @@ class Endpoint:
             "POST",
             self.target,
             headers=headers,
-            content=encode_body(body),
+            content=content,
             extensions={"timeout": httpx.Timeout(timeout).as_dict()},
         )
+
+    def core_request(self, content: bytes, timeout: float, stream: bool = False) -> Any:
+        """Return the httpcore request of a body, for the default pool."""
+        if self._core is None:
+            self._core = self._core_parts()
+        url, plain, streaming = self._core
+        import httpcore
+
+        length = (b"Content-Length", str(len(content)).encode())
+        return httpcore.Request(
+            b"POST",
+            url,
+            headers=[*(streaming if stream else plain), length],
+            content=content,
+            extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)},
+        )
+
+    def _core_parts(self) -> tuple:
+        import httpcore
+
+        t = self.target
+        url = httpcore.URL(scheme=t.raw_scheme, host=t.raw_host, port=t.port, target=t.raw_path)
+        # httpx.Request adds Host from the URL; a bare httpcore request must say it itself.
+        plain = [(b"Host", t.netloc), *self.headers.raw]
+        accept = [(k, v) for k, v in plain if k.lower() != b"accept"]
+        return url, plain, [*accept, (b"Accept", b"text/event-stream")]
 
     def failed(self, e: Exception) -> ProviderError:
         """Return the ProviderError for a network failure."""
         return ProviderError(f"POST {self.url} failed: {type(e).__name__}: {e}", url=self.url)
 
-    def status_error(self, resp: httpx.Response) -> ProviderError:
+    def status_error(self, status: int, headers: Any, content: bytes) -> ProviderError:
         """Return the ProviderError of a non-2xx response (bounded, the key masked)."""
-        text = excerpt(resp.text, (self._key,))
+        text = excerpt(content.decode("utf-8", "replace"), (self._key,))
         return ProviderError(
-            f"POST {self.url} returned {resp.status_code}: {text}",
-            status=resp.status_code,
+            f"POST {self.url} returned {status}: {text}",
+            status=status,
             body=text,
             url=self.url,
-            headers=dict(resp.headers),
+            headers=_header_dict(headers),
         )
 
-    def decode(self, resp: httpx.Response) -> PMap:
+    def decode(self, status: int, content: bytes) -> PMap:
         """Return the turn of a 2xx JSON response."""
         try:
-            return self.codec.parse_response(json.loads(resp.content))
+            return self.codec.parse_response(json.loads(content))
         except (ValueError, TypeError, KeyError, AttributeError) as e:
+            text = excerpt(content.decode("utf-8", "replace"), (self._key,))
             raise ProviderError(
-                f"POST {self.url}: unreadable response ({e}): {excerpt(resp.text, (self._key,))}",
-                status=resp.status_code,
-                url=self.url,
+                f"POST {self.url}: unreadable response ({e}): {text}", status=status, url=self.url
             ) from None
 
 
-def _ok(resp: httpx.Response) -> bool:
-    return 200 <= resp.status_code < 300
+def _header_dict(headers: Any) -> dict:
+    # httpx.Headers or httpcore's [(bytes, bytes)]: names lower-cased, as httpx shows them.
+    items = headers.items() if hasattr(headers, "items") else headers
+    return {
+        (k.decode("latin-1") if isinstance(k, bytes) else k).lower(): (
+            v.decode("latin-1") if isinstance(v, bytes) else v
+        )
+        for k, v in items
+    }
 
 
-def send(transport: httpx.BaseTransport, ep: Endpoint, body: Mapping, timeout: float) -> PMap:
+def _open(transport: Any, ep: Endpoint, content: bytes, timeout: float, stream: bool):
+    """POST on either kind of transport; return (status, headers, response) unread."""
+    if isinstance(transport, httpx.BaseTransport):
+        resp = transport.handle_request(ep.request(content, timeout, stream))
+        return resp.status_code, resp.headers, resp
+    resp = transport.handle_request(ep.core_request(content, timeout, stream))
+    return resp.status, resp.headers, resp
+
+
+async def _aopen(transport: Any, ep: Endpoint, content: bytes, timeout: float, stream: bool):
+    """The async twin of `_open`."""
+    if isinstance(transport, httpx.AsyncBaseTransport):
+        resp = await transport.handle_async_request(ep.request(content, timeout, stream))
+        return resp.status_code, resp.headers, resp
+    resp = await transport.handle_async_request(ep.core_request(content, timeout, stream))
+    return resp.status, resp.headers, resp
+
+
+def _chunks(resp: Any) -> Iterator[bytes]:
+    return resp.iter_raw() if isinstance(resp, httpx.Response) else resp.iter_stream()
+
+
+def _achunks(resp: Any) -> AsyncIterator[bytes]:
+    return resp.aiter_raw() if isinstance(resp, httpx.Response) else resp.aiter_stream()
+
+
+def _ok(status: int) -> bool:
+    return 200 <= status < 300
+
+
+def send(transport: Any, ep: Endpoint, body: Mapping, timeout: float) -> PMap:
     """POST a body on the transport itself and return the decoded turn.
 
     httpx.Client adds cookies, auth flows, redirects and event hooks per request; an
     LLM POST needs none of them, and skipping that layer is most of our speed.
     """
     try:
-        resp = transport.handle_request(ep.request(body, timeout))
+        status, headers, resp = _open(transport, ep, ep.content(body, False), timeout, False)
         try:
-            resp.read()
+            content = resp.read()
         finally:
             resp.close()
-    except httpx.HTTPError as e:
+    except transport_errors() as e:
         raise ep.failed(e) from None
-    if not _ok(resp):
-        raise ep.status_error(resp)
-    return ep.decode(resp)
+    if not _ok(status):
+        raise ep.status_error(status, headers, content)
+    return ep.decode(status, content)
 
 
 class _Stream:
@@ -127,66 +240,78 @@ class _Stream:
 
 
 def send_stream(
-    transport: httpx.BaseTransport, ep: Endpoint, body: Mapping, timeout: float, check: Any = None
+    transport: Any, ep: Endpoint, body: Mapping, timeout: float, check: Any = None
 ) -> Iterator[PMap]:
     """POST a streaming body; yield text deltas as they arrive, then the {TURN} item.
 
     `check()` runs between network chunks (a deadline or a cancel token may raise).
     """
     try:
-        resp = transport.handle_request(ep.request(body, timeout, stream=True))
-    except httpx.HTTPError as e:
+        status, headers, resp = _open(transport, ep, ep.content(body, True), timeout, True)
+    except transport_errors() as e:
         raise ep.failed(e) from None
     try:
-        if not _ok(resp):
-            resp.read()
-            raise ep.status_error(resp)
+        if not _ok(status):
+            raise ep.status_error(status, headers, _read_error(resp))
         state = _Stream(ep.codec)
         try:
-            for chunk in resp.iter_raw():
+            for chunk in _chunks(resp):
                 if check is not None:
                     check()
                 yield from state.feed(chunk)
-        except httpx.HTTPError as e:
+        except transport_errors() as e:
             raise ep.failed(e) from None
         yield from state.end()
     finally:
         resp.close()
 
 
-async def asend(transport: httpx.AsyncBaseTransport, ep: Endpoint, body: Mapping, timeout: float):
+def _read_error(resp: Any) -> bytes:
+    try:
+        return resp.read()
+    except transport_errors():
+        return b""  # the status is the error; a body cut short adds nothing
+
+
+async def _aread_error(resp: Any) -> bytes:
+    try:
+        return await resp.aread()
+    except transport_errors():
+        return b""
+
+
+async def asend(transport: Any, ep: Endpoint, body: Mapping, timeout: float) -> PMap:
     """The async twin of `send`."""
     try:
-        resp = await transport.handle_async_request(ep.request(body, timeout))
+        status, headers, resp = await _aopen(transport, ep, ep.content(body, False), timeout, False)
         try:
-            await resp.aread()
+            content = await resp.aread()
         finally:
             await resp.aclose()
-    except httpx.HTTPError as e:
+    except transport_errors() as e:
         raise ep.failed(e) from None
-    if not _ok(resp):
-        raise ep.status_error(resp)
-    return ep.decode(resp)
+    if not _ok(status):
+        raise ep.status_error(status, headers, content)
+    return ep.decode(status, content)
 
 
 async def asend_stream(
-    transport: httpx.AsyncBaseTransport, ep: Endpoint, body: Mapping, timeout: float
+    transport: Any, ep: Endpoint, body: Mapping, timeout: float
 ) -> AsyncIterator[PMap]:
     """The async twin of `send_stream` (cancellation is the event loop's own)."""
     try:
-        resp = await transport.handle_async_request(ep.request(body, timeout, stream=True))
-    except httpx.HTTPError as e:
+        status, headers, resp = await _aopen(transport, ep, ep.content(body, True), timeout, True)
+    except transport_errors() as e:
         raise ep.failed(e) from None
     try:
-        if not _ok(resp):
-            await resp.aread()
-            raise ep.status_error(resp)
+        if not _ok(status):
+            raise ep.status_error(status, headers, await _aread_error(resp))
         state = _Stream(ep.codec)
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in _achunks(resp):
                 for item in state.feed(chunk):
                     yield item
-        except httpx.HTTPError as e:
+        except transport_errors() as e:
             raise ep.failed(e) from None
         for item in state.end():
             yield item
