@@ -105,7 +105,7 @@ async def _release(client: Client, lock: Any) -> None:
 def _atransport(client: Client) -> httpx.AsyncBaseTransport:
     """Return the client's async transport for the running event loop (pooled per loop)."""
     given = client.transport  # a transport serving both drivers (e.g. MockTransport)
-    if isinstance(given, httpx.AsyncBaseTransport):
+    if hasattr(given, "handle_async_request"):
         return given
     loop_ = asyncio.get_running_loop()
     transport = client.atransports.get(loop_)

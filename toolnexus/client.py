@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
-import httpx
 from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
 
 from . import loop
@@ -204,10 +203,10 @@ def create_client(**options: Any) -> Client:
     transport = options.get("transport")
     if transport is None:
         transport = default_transport()
-    elif not isinstance(transport, httpx.BaseTransport | httpx.AsyncBaseTransport):
+    elif not (hasattr(transport, "handle_request") or hasattr(transport, "handle_async_request")):
         raise ValueError(
-            "transport must be an httpx transport (e.g. httpx.HTTPTransport()), "
-            f"got {type(transport).__name__}"
+            "transport must be an httpx transport (e.g. httpx.HTTPTransport()) or an "
+            f"httpcore connection pool, got {type(transport).__name__}"
         )
     return _base({**options, "api_key": key}, style, endpoint=endpoint, transport=transport)
 
@@ -479,9 +478,7 @@ def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: 
         if streaming and turn["text"]:
             yield pmap({"type": "text", "delta": turn["text"]})
         return turn
-    if isinstance(client.transport, httpx.AsyncBaseTransport) and not isinstance(
-        client.transport, httpx.BaseTransport
-    ):
+    if not hasattr(client.transport, "handle_request"):
         raise TypeError("this client's transport is async-only: use arun, aask or astream")
     if streaming:
         for item in send_stream(

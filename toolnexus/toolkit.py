@@ -31,14 +31,26 @@ def _check_tool(t: Any) -> None:
 def register(tk: PMap, *tools: Mapping) -> PMap:
     """Return a new toolkit with `tools` added; a duplicate name is a ValueError."""
     ordered, index = tk["tools"], tk["index"]
+    added = []
     for t in tools:
         _check_tool(t)
         if t["name"] in index:
             raise ValueError(f"duplicate tool name {t['name']!r}: names must be unique")
         t = t if isinstance(t, PMap) else pmap(t)
         ordered, index = ordered.append(t), index.set(t["name"], t)
+        added.append(t)
     # The request shape of each dialect, built once here rather than on every request.
-    wire = pmap({d: pvector(_ENTRY[d](t) for t in ordered) for d in _ENTRY})
+    # The entries already built are kept (the same values): their JSON text stays cached
+    # when a run adds a tool to a long-lived toolkit (the message log's lookup tool).
+    old = tk.get("wire") or {}
+    wire = pmap(
+        {
+            d: old[d].extend(make(t) for t in added)
+            if d in old and len(old[d]) + len(added) == len(ordered)
+            else pvector(make(t) for t in ordered)
+            for d, make in _ENTRY.items()
+        }
+    )
     return tk.update({"tools": ordered, "index": index, "wire": wire})
 
 

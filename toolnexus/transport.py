@@ -6,7 +6,9 @@ decoders of `wire/`. Sync and async twins share every helper but the awaits.
 A client's default transport is an httpcore pool: httpx's own transport layer, built
 with httpx.HTTPTransport's settings and called directly, which skips converting each
 request and response between httpx's models and httpcore's (a fifth of a POST's CPU).
-A transport the host passes (any httpx transport, e.g. MockTransport) is used as is.
+A host may pass either kind: an httpx transport (e.g. MockTransport) gets httpx
+requests; anything else is spoken to as an httpcore pool (handle_request or
+handle_async_request over httpcore.Request).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ starts and answers 503 until the database comes back.
 from __future__ import annotations
 
 import re
+import select
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -146,7 +147,7 @@ def _pg_pool(dsn: str, size: int, timeout: float, name: str) -> Any:
         name=name,
         # A connection broken by a database restart is found and replaced before use,
         # so the first request after an outage does not fail on a stale connection.
-        check=ConnectionPool.check_connection,
+        check=_check_idle,
         # The pool retries a lost server with a doubling delay until this many seconds,
         # then gives up and starts afresh on the next request: a short window keeps the
         # delay (and so the recovery after a long outage) to a few seconds.
@@ -155,6 +156,20 @@ def _pg_pool(dsn: str, size: int, timeout: float, name: str) -> Any:
     )
     pool.open(wait=False)  # connects in the background: a database that is down is no crash
     return pool
+
+
+def _check_idle(conn: Any) -> None:
+    """Raise if the server has closed this idle connection; no round trip when it has not.
+
+    An idle connection has nothing to read: a readable socket means the server ended it
+    (a restart says so, then closes), so only then is it checked for real, which raises.
+    psycopg_pool's own check_connection costs a round trip on every borrow: a tenth of a
+    worker's CPU under load.
+    """
+    if select.select([conn.fileno()], [], [], 0)[0]:
+        from psycopg_pool import ConnectionPool
+
+        ConnectionPool.check_connection(conn)
 
 
 def _redis(url: str, timeout: float) -> Any:
