@@ -165,6 +165,15 @@ def test_quick_tools_run_on_the_calling_thread_slow_ones_still_overlap():
     assert threads[-4:] == [threading.get_ident()] * 4
 
 
+def test_a_client_builds_its_flow_configuration_once():
+    from toolnexus.client import flow_config
+
+    c = create_in_process_client(model="m", generate=lambda req: {"content": "hi"})
+    assert run(c, "x")["text"] == "hi" and c.flows.keys() == {False}  # a run built one
+    assert flow_config(c, False) is flow_config(c, False)
+    assert flow_config(c, True)["events"] and not flow_config(c, False)["events"]
+
+
 def test_the_default_transport_reports_status_headers_and_network_failures():
     with fake_provider([]) as fp:  # no script: the fake answers 500
         url = fp.url

@@ -5,6 +5,7 @@ import json
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pyrsistent import PMap, PVector, thaw
 
 from toolnexus import execute, loop, tool, tool_result, toolkit
 from toolnexus.testing import anthropic_response, openai_response
@@ -63,6 +64,32 @@ def test_parse_arguments_is_total(raw):
     assert (args is None) != (error is None)
     if args is not None:
         assert dict(args) == ({} if not raw.strip() else json.loads(raw))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def deeply_frozen(value):
+    if isinstance(value, dict | list):
+        return False
+    if isinstance(value, PMap):
+        return all(deeply_frozen(v) for v in value.values())
+    if isinstance(value, PVector):
+        return all(deeply_frozen(v) for v in value)
+    return True
+
+
+@given(st.dictionaries(st.text(), json_values, max_size=4))
+def test_parsed_arguments_are_the_object_deeply_frozen(obj):
+    """Flat arguments take a shortcut; nested ones are frozen all the way down: both equal."""
+    for raw in (json.dumps(obj), obj):  # a JSON string (openai) or an object (anthropic)
+        args, error = loop.parse_arguments(raw)
+        assert error is None and isinstance(args, PMap) and deeply_frozen(args)
+        assert thaw(args) == obj
 
 
 ECHO = tool("echo", "Echo.", None, lambda a: json.dumps(dict(a), sort_keys=True))

@@ -13,6 +13,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
+from operator import itemgetter
 from typing import Any
 
 from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
@@ -94,6 +95,7 @@ class Client(PRecord):
     pool = field()  # the thread pool for a turn's tool calls
     quick_tools = field()  # {tool name: whether its last call ran quick}: see is_quick
     lock_pool = field()  # threads the async driver blocks on conversation locks
+    flows = field()  # {events: the run_flow configuration}, built on first use
     sink = field()  # the metrics sink behind metrics(client)
 
     def __repr__(self) -> str:
@@ -104,6 +106,14 @@ class Client(PRecord):
         )
 
     __str__ = __repr__
+
+
+# Field reads as properties: a PRecord attribute read otherwise first fails the normal
+# lookup (an AttributeError raised and caught inside) and costs 5x more; the drivers
+# read fields many times a run.
+for _name in Client._precord_fields:
+    setattr(Client, _name, property(itemgetter(_name), doc=f"The client's {_name}."))
+del _name
 
 
 def _check(options: Mapping) -> None:
@@ -164,6 +174,7 @@ def _base(options: Mapping, style: str, **parts: Any) -> Client:
         options=pmap(rest),
         atransports={},
         quick_tools={},
+        flows={},
         # Long-lived on the client, so no run pays for creating threads or connections.
         pool=ThreadPoolExecutor(max_workers=16, thread_name_prefix="toolnexus-tool"),
         # Threads start on demand: only the async driver waiting on locks uses them.
@@ -266,7 +277,17 @@ def in_process_request(body: Mapping) -> dict:
 
 
 def flow_config(client: Client, events: bool) -> dict:
-    """Return the `loop.run_flow` configuration of a client (a plain dict: read per turn)."""
+    """Return the `loop.run_flow` configuration of a client (a plain dict: read per turn).
+
+    Built once per client value and kind of run (its options never change), not per run.
+    """
+    made = client.flows.get(events)
+    if made is None:
+        made = client.flows[events] = _flow_config(client, events)
+    return made
+
+
+def _flow_config(client: Client, events: bool) -> dict:
     o = client.options
     from .skills import system_for
 

@@ -85,17 +85,24 @@ def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:
             return None, f"arguments are not valid JSON ({e})"
     if not isinstance(raw, Mapping):
         return None, f"arguments must be a JSON object, got {type(raw).__name__}"
+    if all(type(v) in _SCALARS for v in raw.values()):
+        return pmap(raw), None  # flat, the usual case: nothing nested to freeze
     from pyrsistent import freeze
 
     return freeze(dict(raw), strict=False), None
 
 
-def _call(c: Mapping) -> PMap:
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _call(c: Mapping) -> dict:
+    # A call lives for one turn inside the loop (hooks and events get their own maps):
+    # a plain dict, read often, never changed (a rewrite makes a new one).
     args, error = parse_arguments(c["arguments"])
-    return pmap({"id": c["id"], "name": c["name"], "args": args, "error": error})
+    return {"id": c["id"], "name": c["name"], "args": args, "error": error}
 
 
-def on_turn(state: State, turn: Mapping) -> tuple[State, tuple[PMap, ...]]:
+def on_turn(state: State, turn: Mapping) -> tuple[State, tuple[dict, ...]]:
     """Return the state after a model turn and the tool calls to run (none: the run is done).
 
     Each call is {id, name, args, error}; a call with an `error` (bad arguments) is
@@ -208,7 +215,7 @@ def _apply_before_llm(hooks: Mapping, state: State, tk: Any, model: str) -> tupl
     return state, tk
 
 
-def _before_tool(hooks: Mapping, call: PMap, turn_no: int) -> tuple[PMap, PMap | None]:
+def _before_tool(hooks: Mapping, call: Mapping, turn_no: int) -> tuple[Mapping, PMap | None]:
     """Return the (maybe rewritten) call and a short-circuit result, if the hook gave one."""
     hook = hooks.get("before_tool")
     if hook is None or call["error"] is not None:
@@ -221,11 +228,11 @@ def _before_tool(hooks: Mapping, call: PMap, turn_no: int) -> tuple[PMap, PMap |
     if "args" in out:
         from pyrsistent import freeze
 
-        return call.set("args", freeze(dict(out["args"]), strict=False)), None
+        return {**call, "args": freeze(dict(out["args"]), strict=False)}, None
     return call, None
 
 
-def _after_tool(hooks: Mapping, call: PMap, result: PMap, turn_no: int) -> PMap:
+def _after_tool(hooks: Mapping, call: Mapping, result: PMap, turn_no: int) -> PMap:
     hook = hooks.get("after_tool")
     if hook is None:
         return result
@@ -274,7 +281,7 @@ def _llm_turn(cfg: Mapping, body: Mapping, turn_no: int):
         return turn
 
 
-def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[PMap], turn_no: int):
+def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[Mapping], turn_no: int):
     """Yield effects to run one turn's calls (hooks, concurrency, suspension); return
     (results in call order, the pending request or None)."""
     hooks = cfg["hooks"]
@@ -303,14 +310,14 @@ def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[PMap], turn_no: int):
     return results, pending
 
 
-def _resume(cfg: Mapping, tk: Any, call: PMap, request: Mapping):
+def _resume(cfg: Mapping, tk: Any, call: Mapping, request: Mapping):
     """Yield effects to wait for the host's answer and re-run the suspended call once."""
     if cfg["events"]:  # a stream shows the request before the host is asked
         yield ("event", _event("pending", request=request))
     answer = yield ("wait_for", request)
     if not answer or not answer.get("ok"):
         return tool_result(f"Request {request['id']!r} was declined or not answered.", True)
-    again = call.set("args", call["args"].set("_resume", pmap(answer)))
+    again = {**call, "args": call["args"].set("_resume", pmap(answer))}
     ((result, _),) = yield ("tools", tk, [again])
     if pending_request(result) is not None:
         return tool_result(f"Tool {call['name']!r} suspended again after its answer.", True)
