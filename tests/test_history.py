@@ -187,6 +187,23 @@ def test_contract_postgres(pg_log):
     contract(pg_log, 25)
 
 
+def test_postgres_records_a_large_batch_whole_or_not_at_all(pg_log, postgres_dsn, unique):
+    """Past one INSERT's worth of rows the batch spans statements, still all or nothing."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = [make_entry("c", f"m{i}", "user", t0 + timedelta(seconds=i)) for i in range(1201)]
+    pg_log["record_many"](batch)
+    assert [e["text"] for e in pg_log["query"](limit=1000)][-1] == "m1200"
+    assert pg_log["clear"]() == 1201
+    import psycopg
+
+    with psycopg.connect(postgres_dsn) as conn:  # a row the database itself refuses
+        conn.execute(f"ALTER TABLE \"{unique}\" ADD CONSTRAINT no_boom CHECK (text <> 'boom')")
+    broken = [*batch[:1100], make_entry("c", "boom", "user", t0)]  # in the third INSERT
+    with pytest.raises(psycopg.errors.CheckViolation):
+        pg_log["record_many"](broken)
+    assert pg_log["query"]() == ()
+
+
 # ---- hostile text, one by one, on every backend ------------------------------
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pyrsistent import pmap
 
-from ..store._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
+from ..store._connect import is_pg_unavailable, pg_autocommit, pg_open, pg_pool, pg_unavailable
 from .entry import check_entry, check_query, fold, utc
 
 __all__ = ["postgres_log", "like_pattern"]
@@ -129,6 +129,9 @@ def _connection(pool: Any, what: str) -> Iterator[Any]:
         raise
 
 
+_CHUNK = 500  # rows per INSERT: 6 parameters a row, well under PostgreSQL's 65535
+
+
 def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: float = 10.0) -> dict:
     """Return a message log in PostgreSQL table `table` (created if needed).
 
@@ -153,10 +156,16 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
             what,
         )
     t = sql.Identifier(table)
-    insert = sql.SQL(
-        "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
-        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING"
-    ).format(t)
+    inserts: dict[int, Any] = {}  # rows -> one multi-row INSERT (a statement is atomic)
+
+    def insert(n: int) -> Any:
+        if n not in inserts:
+            rows = sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s, %s)")] * n)
+            inserts[n] = sql.SQL(
+                "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
+                "VALUES {} ON CONFLICT (id) DO NOTHING"
+            ).format(t, rows)
+        return inserts[n]
 
     def record_many(entries: Iterable[Mapping]) -> None:
         checked = [check_entry(e) for e in entries]  # all or nothing: validate first
@@ -167,8 +176,15 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
              e["direction"])
             for e in checked
         ]  # fmt: skip
-        with _connection(pool, what) as conn, conn.transaction(), conn.cursor() as cur:
-            cur.executemany(insert, rows)
+        chunks = [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
+        with _connection(pool, what) as conn:
+            if len(chunks) > 1:  # all or nothing across statements: one transaction
+                with conn.transaction():
+                    for chunk in chunks:
+                        conn.execute(insert(len(chunk)), [v for row in chunk for v in row])
+                return
+            with pg_autocommit(conn):  # one statement: all rows or none, no BEGIN/COMMIT
+                conn.execute(insert(len(rows)), [v for row in rows for v in row])
 
     def record(e: Mapping) -> None:
         record_many((e,))

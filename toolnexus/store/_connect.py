@@ -7,6 +7,8 @@ a password never leaves this module.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -142,3 +144,18 @@ def is_pg_unavailable(e: BaseException) -> bool:
     from psycopg_pool import PoolTimeout
 
     return isinstance(e, (psycopg.OperationalError, PoolTimeout))
+
+
+@contextmanager
+def pg_autocommit(conn: Any) -> Iterator[Any]:
+    """Run one statement on a pooled connection without BEGIN and COMMIT round trips.
+
+    For a single statement (atomic on its own) on an idle connection; the connection's
+    own setting is restored for whoever borrows it next.
+    """
+    before = conn.autocommit
+    conn.autocommit = True
+    try:
+        yield conn
+    finally:
+        conn.autocommit = before

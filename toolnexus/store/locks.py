@@ -259,12 +259,15 @@ def postgres_lock(
         autocommit = conn.autocommit
         try:
             conn.autocommit = True
-            ms = max(1, int(seconds * 1000))
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
-            try:
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-            finally:
-                conn.execute("RESET lock_timeout")
+            # A free lock (the usual case) is one statement; only a held one is waited
+            # for, bounded by lock_timeout (three statements).
+            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                ms = max(1, int(seconds * 1000))
+                conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
+                try:
+                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                finally:
+                    conn.execute("RESET lock_timeout")
         except psycopg.errors.LockNotAvailable:
             conn.autocommit = autocommit
             pool.putconn(conn)

@@ -46,8 +46,11 @@ def _statements(table: str) -> dict:
         "lock_head": """INSERT INTO {heads} (id, version, count, digest) VALUES (%s, 0, 0, '')
             ON CONFLICT (id) DO UPDATE SET id = excluded.id RETURNING version, count, digest""",
         "clear": "DELETE FROM {messages} WHERE id = %s",
-        "copy": "COPY {messages} (id, seq, body) FROM STDIN",
-        "put_head": "UPDATE {heads} SET version = %s, count = %s, digest = %s WHERE id = %s",
+        # The new messages and the head in one statement (one round trip, whatever the
+        # count): a data-modifying WITH runs exactly once, read or not.
+        "write": """WITH added AS (INSERT INTO {messages} (id, seq, body)
+                SELECT %s, %s + t.i - 1, t.body FROM unnest(%s::text[]) WITH ORDINALITY t(body, i))
+            UPDATE {heads} SET version = %s, count = %s, digest = %s WHERE id = %s""",
         "drop_head": "DELETE FROM {heads} WHERE id = %s",
         "ids": "SELECT id FROM {heads} ORDER BY id",
     }
@@ -120,8 +123,8 @@ def postgres_store(
 
     def get(id: str):
         _check_id(id)
-        with errors(id), connection() as conn:
-            rows = conn.execute(sql["get"], (id,)).fetchall()
+        with errors(id), connection() as conn, _connect.pg_autocommit(conn):
+            rows = conn.execute(sql["get"], (id,)).fetchall()  # one statement, one snapshot
         found = _rows.decode_joined(desc, id, rows)
         if found is None:
             return None
@@ -136,11 +139,7 @@ def postgres_store(
             plan = _rows.plan_save(id, stored, frozen, memo)
             if not plan.append:
                 conn.execute(sql["clear"], (id,))
-            if plan.encoded:
-                with conn.cursor().copy(sql["copy"]) as copy:
-                    for i, body in enumerate(plan.encoded):
-                        copy.write_row((id, plan.start + i, body))
-            conn.execute(sql["put_head"], (*plan.head, id))
+            conn.execute(sql["write"], (id, plan.start, list(plan.encoded), *plan.head, id))
         memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
 
     def delete(id: str) -> None:
