@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolnexus import chat_history_tool, create_in_process_client, run, to_openai, toolkit
+from toolnexus import chat_history_tool, create_in_process_client, execute, run, to_openai, toolkit
 from toolnexus.history import (
     NoMessageLogError,
     in_memory_log,
@@ -235,6 +235,22 @@ def test_lookup_tool_wiring():
     assert with_lookup_tool(wired, log, "c2") is wired  # the caller's own tool wins
     assert with_lookup_tool(None, log, "c1")["tools"][0]["name"] == "chat_history"
     assert with_lookup_tool(tk, log, None) is tk
+    assert with_lookup_tool(tk, log, "c1", enabled=False) is tk
+
+
+def test_the_wired_toolkit_is_reused_per_conversation_and_stays_scoped():
+    log = in_memory_log()
+    record_exchange(log, "c1", "one question", "one answer")
+    record_exchange(log, "c2", "two question", "two answer")
+    tk = toolkit(tool("echo", "Echo.", None, lambda a: "x"))
+    first = with_lookup_tool(tk, log, "c1")
+    assert with_lookup_tool(tk, log, "c1") is first  # same toolkit, log and conversation
+    other = with_lookup_tool(tk, log, "c2")
+    assert other is not first and with_lookup_tool(tk, in_memory_log(), "c1") is not first
+    found = {c: execute(t, "chat_history", {"contains": "question"})["output"]
+             for c, t in (("c1", first), ("c2", other))}  # fmt: skip
+    assert "one question" in found["c1"] and "two" not in found["c1"]
+    assert "two question" in found["c2"] and "one" not in found["c2"]
 
 
 def test_require_log():

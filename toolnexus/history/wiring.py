@@ -106,9 +106,24 @@ def with_lookup_tool(
     A toolkit that already has a tool named "chat_history" is returned as it is: the
     caller's own tool wins.
     """
-    t = lookup_tool_for(log, conversation_id, enabled)
-    if t is None:
+    if log is None or conversation_id is None or not enabled:
         return tk
-    if tk is None:
-        return toolkit(t)
-    return tk if TOOL_NAME in tk["index"] else register(tk, t)
+    if tk is not None and TOOL_NAME in tk["index"]:
+        return tk
+    # The same toolkit, log and conversation give the same toolkit back: a service asks
+    # again and again in one conversation, and a toolkit reused keeps its request JSON
+    # cached (see wire.common). Keyed by identity; each entry holds what its key names.
+    key = (id(tk), id(log), conversation_id)
+    hit = _MADE.get(key)
+    if hit is not None and hit[0] is tk and hit[1] is log:
+        return hit[2]
+    t = chat_history_tool(log, scope=conversation_id)
+    made = toolkit(t) if tk is None else register(tk, t)
+    if len(_MADE) >= _MADE_MAX:
+        _MADE.clear()  # a crude bound, as for the JSON text cache
+    _MADE[key] = (tk, log, made)
+    return made
+
+
+_MADE: dict[tuple, tuple] = {}
+_MADE_MAX = 1024
