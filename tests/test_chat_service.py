@@ -357,7 +357,13 @@ def test_two_workers_share_conversations_under_load_and_sigkill(backend, provide
     env, readers, _ = build()
     # A generous backend timeout: a slow CI machine must not turn pool waits into 503s.
     env = {**base_env(provider), **env, "TOOLNEXUS_BACKEND_TIMEOUT": "5"}
-    workers = [Worker(env, tmp_path / f"w{i}.log").start() for i in range(2)]
+    # One worker runs exchanges on the async driver, the other on the sync one in
+    # threads (TOOLNEXUS_DRIVER): both share every conversation, double submits included.
+    drivers = ["async", "threads"]
+    workers = [
+        Worker({**env, "TOOLNEXUS_DRIVER": d}, tmp_path / f"w{i}.log").start()
+        for i, d in enumerate(drivers)
+    ]
     try:
         for w in workers:
             w.wait_ready()

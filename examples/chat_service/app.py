@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from toolnexus import aask, astream, create_client, define_tool, metrics, toolkit
+from toolnexus import aask, ask, astream, create_client, define_tool, metrics, toolkit
 from toolnexus.errors import ProviderError, RunTimeoutError
 from toolnexus.history.entry import parse_when
 from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
@@ -202,10 +202,13 @@ TOOLS = toolkit(add, utc_now)
 
 
 def build_service(config: Mapping) -> dict:
-    """Return {client, store, lock, log, forget_log, close, semaphore} for a config."""
+    """Return {client, store, lock, log, forget_log, close, semaphore, threads} for a config."""
     b = open_backends(config)
-    # Small pools: httpx's single pool gets slow with many calls in flight (pooling.py).
-    transport = sharded_transport(2 * config["max_inflight"])
+    # The async driver's model calls go through small pools: one httpcore async pool
+    # gets slow with many calls in flight (pooling.py). The threads driver's go through
+    # the client's default sync pool (and SSE's through its default async one).
+    threads = config["driver"] == "threads"
+    transport = None if threads else sharded_transport(2 * config["max_inflight"])
     client = create_client(
         transport=transport,
         base_url=config["base_url"],
@@ -219,7 +222,8 @@ def build_service(config: Mapping) -> dict:
         lock=b["lock"],
         message_log=b["log"],
     )
-    return {**b, "client": client, "semaphore": asyncio.Semaphore(config["max_inflight"])}
+    semaphore = asyncio.Semaphore(config["max_inflight"])
+    return {**b, "client": client, "semaphore": semaphore, "threads": threads}
 
 
 def answer_json(id: str, result: PMap) -> dict:
@@ -291,7 +295,10 @@ async def post_message(request: Request) -> Response:
     if "text/event-stream" in request.headers.get("accept", ""):
         return await _stream(request, svc, id, text)
     async with svc["semaphore"]:
-        result = await aask(svc["client"], text, toolkit=TOOLS, id=id)
+        if svc["threads"]:  # the whole exchange in one worker thread: the sync driver
+            result = await asyncio.to_thread(ask, svc["client"], text, toolkit=TOOLS, id=id)
+        else:
+            result = await aask(svc["client"], text, toolkit=TOOLS, id=id)
     return JSONResponse(answer_json(id, result))
 
 

@@ -89,7 +89,16 @@ def _default_log(store: str) -> str:
 
 
 def read_config(env: Mapping[str, str]) -> PMap:
-    """Return the service configuration read from environment variables (pure)."""
+    """Return the service configuration read from environment variables (pure).
+
+    >>> read_config({})["driver"], read_config({"TOOLNEXUS_DRIVER": "threads"})["driver"]
+    ('async', 'threads')
+    >>> try:
+    ...     read_config({"TOOLNEXUS_DRIVER": "fibers"})
+    ... except ConfigError as e:
+    ...     print(e)
+    TOOLNEXUS_DRIVER must be async or threads, got 'fibers'
+    """
     store = env.get("TOOLNEXUS_STORE") or "sqlite:chat_service.db"
     if backend_kind(store) not in ("postgres", "redis", "sqlite"):
         raise ConfigError("TOOLNEXUS_STORE must be postgres://..., redis://... or sqlite:PATH")
@@ -105,6 +114,9 @@ def read_config(env: Mapping[str, str]) -> PMap:
     if style not in ("openai", "anthropic"):
         raise ConfigError(f"TOOLNEXUS_STYLE must be openai or anthropic, got {style!r}")
     inflight = int(_number(env, "TOOLNEXUS_MAX_INFLIGHT", 32, 1))
+    driver = env.get("TOOLNEXUS_DRIVER") or "async"
+    if driver not in ("async", "threads"):
+        raise ConfigError(f"TOOLNEXUS_DRIVER must be async or threads, got {driver!r}")
     return pmap(
         {
             "base_url": env.get("TOOLNEXUS_BASE_URL") or "https://api.openai.com/v1",
@@ -123,6 +135,7 @@ def read_config(env: Mapping[str, str]) -> PMap:
             "log": log,
             "log_table": _table(env, "TOOLNEXUS_LOG_TABLE", "chat_log"),
             "max_inflight": inflight,
+            "driver": driver,
             "pool_size": int(_number(env, "TOOLNEXUS_POOL_SIZE", 8, 1)),
             # How long a request waits for the database before answering 503.
             "backend_timeout": _number(env, "TOOLNEXUS_BACKEND_TIMEOUT", 3, 0.1),
