@@ -494,24 +494,23 @@ def _generate(client: Client, body: Mapping, turn_no: int) -> PMap:
 
 def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: bool):
     """Perform one model call; yield text events when streaming; return the turn."""
-    if client.endpoint is None:
+    endpoint, transport = client.endpoint, client.transport
+    if endpoint is None:
         turn = _generate(client, body, turn_no)
         if streaming and turn["text"]:
             yield pmap({"type": "text", "delta": turn["text"]})
         return turn
-    if not hasattr(client.transport, "handle_request"):
+    if not hasattr(transport, "handle_request"):
         raise TypeError("this client's transport is async-only: use arun, aask or astream")
     if streaming:
-        for item in send_stream(
-            client.transport, client.endpoint, body, guard.remaining(600.0), guard.check
-        ):
+        for item in send_stream(transport, endpoint, body, guard.remaining(600.0), guard.check):
             if item["type"] == TURN:
                 return item["turn"]
             yield item
-        raise ProviderError("the stream ended without a turn", url=client.endpoint.url)
+        raise ProviderError("the stream ended without a turn", url=endpoint.url)
     if guard.cancel is None:  # a deadline alone is the request's own timeout
-        return send(client.transport, client.endpoint, body, guard.remaining(600.0))
-    return guard.wait(client.pool.submit(send, client.transport, client.endpoint, body, 600.0))
+        return send(transport, endpoint, body, guard.remaining(600.0))
+    return guard.wait(client.pool.submit(send, transport, endpoint, body, 600.0))
 
 
 def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool) -> Iterator[PMap]:

@@ -70,7 +70,8 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
         out["system"] = system
     if tools:
         out["tools"] = tools
-    out.update(params)
+    if params:  # dict.update on a pmap lists its keys, then looks each one up
+        out.update(params)
     return out
 
 
