@@ -48,6 +48,16 @@ def test_round_trip_and_restart(db):
     cases.check_round_trip_and_restart(lambda: sqlite_store(db))
 
 
+def test_reads_share_the_message_values_of_equal_rows(db):
+    """A conversation read again gives the same (immutable) message values, not copies."""
+    store = sqlite_store(db)
+    store["save"]("a", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
+    first, again = store["get"]("a"), store["get"]("a")
+    assert first == again and all(x is y for x, y in zip(first, again, strict=True))
+    store["save"]("a", [{"role": "user", "content": "changed"}])  # a rewrite
+    assert thaw(store["get"]("a")) == [{"role": "user", "content": "changed"}]
+
+
 def test_empty_transcript(db):
     cases.check_empty_transcript(lambda: sqlite_store(db))
 

@@ -162,11 +162,29 @@ def _freeze_json(value: Any) -> Any:
     return value
 
 
+# Message rows read before, by their text: a service reads a conversation again on each
+# exchange, and equal text is an equal (immutable) value, so the same value is reused.
+# That saves decoding and freezing, and keeps the identity that a save's memo and the
+# request encoder's JSON cache key on. Bounded by the text it holds.
+_READ: dict[str | bytes, PMap] = {}
+_READ_MAX_CHARS = 16_000_000
+_read_chars = [0]
+
+
 def _read_v1(text: str | bytes) -> PMap:
+    hit = _READ.get(text)
+    if hit is not None:
+        return hit
     message = json.loads(text)
     if type(message) is not dict or not isinstance(message.get("role"), str):
         raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")
-    return _freeze_json(message)
+    frozen = _freeze_json(message)
+    if _read_chars[0] + len(text) > _READ_MAX_CHARS:
+        _READ.clear()  # a crude bound, as for the request encoder's cache
+        _read_chars[0] = 0
+    _READ[text] = frozen
+    _read_chars[0] += len(text)
+    return frozen
 
 
 # Per format version, how to read one message row; older versions get a reader here.
