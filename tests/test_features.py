@@ -25,6 +25,7 @@ from toolnexus import (
     toolkit,
 )
 from toolnexus.hooks import compactor
+from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 from toolnexus.transcript import safe_cuts
 
@@ -444,3 +445,44 @@ def test_async_lock_waiters_never_starve_the_holder_nor_leak_the_lock():
     r = asyncio.run(main())
     users = [m["content"] for m in r["messages"] if m["role"] == "user"]
     assert sorted(users[:24]) == sorted(f"q{i}" for i in range(24)) and users[-1] == "after"
+
+
+def test_async_driver_loads_and_saves_in_the_locks_own_hand_offs():
+    """Take+load in one worker thread and save+release in one: a failed save still releases."""
+    seen: list = []
+
+    class Lock:
+        def __call__(self, id):
+            return self
+
+        def __enter__(self):
+            seen.append(("enter", threading.get_ident()))
+
+        def __exit__(self, *exc):
+            seen.append(("exit", threading.get_ident()))
+
+    inner = in_memory_store()
+
+    def get(id):
+        seen.append(("get", threading.get_ident()))
+        return inner["get"](id)
+
+    def save(id, t):
+        seen.append(("save", threading.get_ident()))
+        if "fail" in t[-2]["content"]:
+            raise RuntimeError("disk full")
+        inner["save"](id, t)
+
+    c = create_in_process_client(
+        model="m", generate=lambda req: {"content": "ok"}, store={"get": get, "save": save},
+        lock=Lock(),
+    )  # fmt: skip
+    assert asyncio.run(arun(c, "hi", conversation_id="x"))["text"] == "ok"
+    (enter, t1), (load, t2), (store, t3), (leave, t4) = seen
+    assert (enter, load, store, leave) == ("enter", "get", "save", "exit")
+    assert t1 == t2 and t3 == t4  # two hand-offs for the four calls
+    seen.clear()
+    with pytest.raises(RuntimeError, match="disk full"):
+        asyncio.run(arun(c, "fail", conversation_id="x"))
+    assert [k for k, _ in seen] == ["enter", "get", "save", "exit"]  # released all the same
+    assert len(inner["get"]("x")) == 2  # the failed exchange saved nothing

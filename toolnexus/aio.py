@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import httpx
@@ -37,6 +38,10 @@ from .transport import TURN, asend, asend_stream, default_async_transport
 from .wire import openai as openai_wire
 
 __all__ = ["arun", "aask", "astream"]
+
+
+def _is_coroutine_fn(fn: Any) -> bool:
+    return asyncio.iscoroutinefunction(fn)
 
 
 async def _call(fn: Callable, *args: Any) -> Any:
@@ -74,16 +79,29 @@ class _Guard(Guard):
         raise RunTimeoutError("the run's deadline (timeout_ms) passed")
 
 
-async def _acquire(client: Client, lock: Any) -> None:
-    """Take a blocking conversation lock off the event loop, never leaking it.
+def _enter_then(lock: Any, then: Callable[[], Any] | None) -> Any:
+    """Take the lock, then run `then` (the load) in the same thread; release if it fails."""
+    lock.__enter__()
+    if then is None:
+        return None
+    try:
+        return then()
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
+
+
+async def _acquire(client: Client, lock: Any, then: Callable[[], Any] | None = None) -> Any:
+    """Take a blocking conversation lock off the event loop, never leaking it; return `then()`.
 
     Waiters block threads of the client's own lock pool, not the loop's default pool,
-    so the holder can always get a thread to save and release. If this task is
-    cancelled while a thread is still waiting, the lock is released once it is taken.
+    so the holder can always get a thread to save and release. `then` (a plain store
+    load) runs in the same thread once the lock is held: one hand-off, not two. If this
+    task is cancelled while a thread is still waiting, the lock is released once taken.
     """
-    taking = asyncio.get_running_loop().run_in_executor(client.lock_pool, lock.__enter__)
+    taking = asyncio.get_running_loop().run_in_executor(client.lock_pool, _enter_then, lock, then)
     try:
-        await asyncio.shield(taking)
+        return await asyncio.shield(taking)
     except asyncio.CancelledError:
 
         def release_if_taken(f: asyncio.Future) -> None:
@@ -92,6 +110,30 @@ async def _acquire(client: Client, lock: Any) -> None:
 
         taking.add_done_callback(release_if_taken)
         raise
+
+
+def _then_exit(lock: Any, then: Callable[[], Any]) -> Any:
+    """Run `then` (the save) and release the lock, in one thread; an awaitable keeps it."""
+    try:
+        out = then()
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
+    if hasattr(out, "__await__"):  # a plain function that returned a coroutine
+        return out  # still locked: the caller awaits it, then releases
+    lock.__exit__(None, None, None)
+    return None
+
+
+async def _save_and_release(client: Client, lock: Any, save: Callable[[], Any]) -> None:
+    """Save, then release the lock, in one hand-off that a cancellation cannot split."""
+    done = asyncio.get_running_loop().run_in_executor(client.lock_pool, _then_exit, lock, save)
+    pending = await asyncio.shield(done)
+    if pending is not None:
+        try:
+            await pending
+        finally:
+            await _release(client, lock)
 
 
 async def _release(client: Client, lock: Any) -> None:
@@ -238,14 +280,21 @@ async def _exchange(
     asked_at, t0 = datetime.now(UTC), time.perf_counter()
     guard = _Guard(client.options.get("timeout_ms"), cancel)
     lock = client.lock(conversation_id) if conversation_id is not None else None
-    state = None
+    get = client.store["get"] if history is None and conversation_id is not None else None
+    # Plain store functions run in the lock's own hand-offs: take+load, save+release.
+    load_locked = lock is not None and get is not None and not _is_coroutine_fn(get)
+    state, locked = None, False
     try:
         if lock is not None:
-            await _acquire(client, lock)
+            load = partial(get, conversation_id) if load_locked else None
+            got = await _acquire(client, lock, load)
+            locked = True
         try:
             loaded = history
-            if history is None and conversation_id is not None:
-                loaded = await _call(client.store["get"], conversation_id)
+            if get is not None:
+                loaded = got if load_locked else await _call(get, conversation_id)
+                if hasattr(loaded, "__await__"):
+                    loaded = await loaded
             state = start_state(client, prompt, loaded)
             tk = run_toolkit(client, toolkit, conversation_id)
             flow = loop.run_flow(flow_config(client, streaming), state, tk)
@@ -256,16 +305,24 @@ async def _exchange(
                     yield item
             # The one exit point: an exchange is saved whole, or (on error) not at all.
             if conversation_id is not None:
-                await _call(client.store["save"], conversation_id, state["messages"])
+                save = client.store["save"]
+                if lock is not None and not _is_coroutine_fn(save):
+                    locked = False  # released by the hand-off, even if the save fails
+                    await _save_and_release(
+                        client, lock, partial(save, conversation_id, state["messages"])
+                    )
+                else:
+                    await _call(save, conversation_id, state["messages"])
         finally:
-            if lock is not None:
+            if locked:
                 await _release(client, lock)
         result = loop.result(state, client.model)
     except BaseException as e:
         run_metric(client, None, time.perf_counter() - t0, e)
         raise
     run_metric(client, state, time.perf_counter() - t0)
-    await asyncio.to_thread(record_log, client, conversation_id, prompt, result, asked_at)
+    if client.options.get("message_log") is not None:  # no hand-off when there is no log
+        await asyncio.to_thread(record_log, client, conversation_id, prompt, result, asked_at)
     yield pmap({"type": "done", "result": result})
 
 
