@@ -24,7 +24,6 @@ from .client import (
     execute_calls,
     flow_config,
     in_process_request,
-    is_quick,
     metric_emitter,
     record_log,
     run_metric,
@@ -199,25 +198,19 @@ async def _run_async_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
     return r, time.perf_counter() - t0
 
 
-async def _ready(value: Any) -> Any:
-    return value
-
-
 async def _run_calls(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
     """Run a turn's calls concurrently; return [(result, seconds)] in call order.
 
     `async def` tools run on the event loop; plain ones go to a worker thread together
     (one hop for the lot, where they run concurrently as in the sync driver), so a
-    slow plain tool never blocks the loop. Plain tools all known to be quick (see
-    `is_quick`) run on the loop itself, as the hop would cost more than they do.
+    slow plain tool never blocks the loop. Not even a tool known to be quick runs on
+    the loop: one that blocked after all would stall every task of the loop, not just
+    this run (the sync driver takes that chance; see client.is_quick).
     """
     asynchronous = [_is_async(tk, c) for c in calls]
     plain = [c for c, a in zip(calls, asynchronous, strict=True) if not a]
     jobs = [_run_async_tool(tk, c) for c, a in zip(calls, asynchronous, strict=True) if a]
-    if plain and all(is_quick(client, c) for c in plain):
-        # Quick plain tools run right here: shorter than the hop to a thread.
-        jobs.append(_ready(execute_calls(client, tk, plain)))
-    elif plain:
+    if plain:
         jobs.append(asyncio.to_thread(execute_calls, client, tk, plain))
     done = await asyncio.gather(*jobs) if len(jobs) > 1 else [await jobs[0]]
     plain_results = iter(done.pop() if plain else ())
