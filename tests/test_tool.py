@@ -15,6 +15,7 @@ from toolnexus import (
     to_gemini,
     to_openai,
     tool,
+    tool_names,
     tool_result,
     toolkit,
 )
@@ -139,3 +140,15 @@ def test_sanitize_keeps_only_safe_characters(s):
     assert len(out) == len(s)
     assert all(c.isascii() and (c.isalnum() or c in "_-") for c in out)
     assert all(o == c for o, c in zip(out, s, strict=True) if o != "_")
+
+
+@given(st.lists(st.text(alphabet="abcdef", min_size=1, max_size=4), unique=True, max_size=6),
+       st.integers(0, 6), st.integers(0, 6))  # fmt: skip
+def test_registering_in_steps_gives_the_toolkit_registering_at_once(names, cut, cut2):
+    """Wire entries kept from earlier registrations equal those built from scratch."""
+    tools = [tool(n, f"Tool {n}.", None, lambda a: "") for n in names]
+    at_once = toolkit(*tools)
+    a, b = sorted((min(cut, len(tools)), min(cut2, len(tools))))
+    in_steps = register(register(toolkit(*tools[:a]), *tools[a:b]), *tools[b:])
+    assert in_steps["wire"] == at_once["wire"] and tool_names(in_steps) == tuple(names)
+    assert to_openai(in_steps) == to_openai(at_once)
