@@ -186,6 +186,7 @@ def test_plain_tools_never_run_on_the_event_loop_in_arun():
 
     async def runs(c) -> int:
         for _ in range(4):
+            c.quick_tools["quick"] = True  # as the sync driver would have found it
             r = await arun(c, "go", toolkit=toolkit(quick))
             assert [t["output"] for t in r["tool_calls"]] == ["1", "2"]
         return threading.get_ident()

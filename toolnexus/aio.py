@@ -39,10 +39,6 @@ from .wire import openai as openai_wire
 __all__ = ["arun", "aask", "astream"]
 
 
-def _is_coroutine_fn(fn: Any) -> bool:
-    return asyncio.iscoroutinefunction(fn)
-
-
 async def _call(fn: Callable, *args: Any) -> Any:
     """Await `fn(*args)`: coroutine functions directly, plain ones in a worker thread."""
     if asyncio.iscoroutinefunction(fn):
@@ -275,7 +271,7 @@ async def _exchange(
     lock = client.lock(conversation_id) if conversation_id is not None else None
     get = client.store["get"] if history is None and conversation_id is not None else None
     # Plain store functions run in the lock's own hand-offs: take+load, save+release.
-    load_locked = lock is not None and get is not None and not _is_coroutine_fn(get)
+    load_locked = lock is not None and get is not None and not asyncio.iscoroutinefunction(get)
     state, locked = None, False
     try:
         if lock is not None:
@@ -299,7 +295,7 @@ async def _exchange(
             # The one exit point: an exchange is saved whole, or (on error) not at all.
             if conversation_id is not None:
                 save = client.store["save"]
-                if lock is not None and not _is_coroutine_fn(save):
+                if lock is not None and not asyncio.iscoroutinefunction(save):
                     locked = False  # released by the hand-off, even if the save fails
                     await _save_and_release(
                         client, lock, partial(save, conversation_id, state["messages"])
