@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import durable_store_cases as cases
 import pytest
-from pyrsistent import thaw
+from pyrsistent import freeze, thaw
 
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.postgres import postgres_store
@@ -181,3 +182,73 @@ def test_store_contract(pool, table):
 
 def test_racing_savers_never_tear_a_transcript(pool, table):
     cases.check_racing_savers(lambda: postgres_store(pool, table))
+
+
+class _Traced:
+    """A pool whose connections record each round trip the store makes (the server is real)."""
+
+    def __init__(self, pool):
+        self.pool, self.conninfo, self.sent = pool, pool.conninfo, []
+
+    @contextmanager
+    def connection(self):
+        with self.pool.connection() as conn:
+            yield _TracedConnection(conn, self.sent)
+
+
+class _TracedConnection:
+    def __init__(self, conn, sent):
+        self._conn, self._sent = conn, sent
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._conn, name, value)
+
+    def execute(self, query, *args):
+        self._sent.append(" ".join(str(query).split())[:40])
+        return self._conn.execute(query, *args)
+
+    @contextmanager
+    def transaction(self):
+        self._sent.append("BEGIN")
+        with self._conn.transaction():
+            yield
+        self._sent.append("COMMIT")
+
+
+def test_an_append_to_what_was_read_is_one_statement(pool, table):
+    """A service's save (what it just read, plus new messages) is one round trip, no BEGIN."""
+    traced = _Traced(pool)
+    store, cid = postgres_store(traced, table), cases.new_id()
+    store["save"](cid, cases.turns(2))  # a first save locks the new head: a transaction
+    first = list(traced.sent)
+    assert "BEGIN" in first
+    read = store["get"](cid)
+    del traced.sent[:]
+    store["save"](cid, read.append(freeze(cases.msg("user", "more"))))
+    assert len(traced.sent) == 1 and traced.sent[0].startswith("WITH head AS (UPDATE")
+    assert thaw(postgres_store(pool, table)["get"](cid)) == cases.turns(2) + [
+        cases.msg("user", "more")
+    ]
+
+
+def test_an_append_over_a_moved_head_saves_whole(pool, table):
+    """When another writer moved the head, the one-statement append writes nothing and the
+    save goes the general way: the store holds exactly the last save, no stray rows."""
+    traced = _Traced(pool)
+    mine, theirs, cid = postgres_store(traced, table), postgres_store(pool, table), cases.new_id()
+    mine["save"](cid, cases.turns(2))
+    read = mine["get"](cid)
+    theirs["save"](cid, cases.turns(3, "theirs"))  # longer, not an extension of ours
+    del traced.sent[:]
+    mine["save"](cid, read.append(freeze(cases.msg("user", "mine"))))
+    assert traced.sent[0].startswith("WITH head AS (UPDATE") and "BEGIN" in traced.sent
+    expected = cases.turns(2) + [cases.msg("user", "mine")]
+    assert thaw(theirs["get"](cid)) == expected
+    raw = raw_for(pool, table)
+    assert len(raw["rows"](cid)) == len(expected)

@@ -128,6 +128,36 @@ class Memo:
                 return digest, True
         return digest_of(islice(transcript, count)), False
 
+    def known_prefix(self, id: str, transcript: Sequence[Mapping]) -> tuple[int, str] | None:
+        """Return `(count, digest)` of the longest remembered transcript that is a prefix
+        of `transcript` by identity, or None."""
+        with self._lock:
+            known = self._items.get(id, ())
+        best = None
+        for seen, digest in known:
+            n = len(seen)
+            if n <= len(transcript) and (best is None or n > best[0]):
+                if all(map(operator.is_, seen, islice(transcript, n))):
+                    best = (n, digest)
+        return best
+
+
+def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Head, Plan] | None:
+    """Return `(expected stored head, plan)` to append to what this process last saw stored.
+
+    None when the memo knows no stored prefix of `transcript`. The expectation must be
+    checked where the plan is written (the stored head may have moved since): a backend
+    writes the plan only if its head still equals the expected one, else it saves the
+    general way (`plan_save` over the head it reads).
+    """
+    known = memo.known_prefix(id, transcript)
+    if known is None:
+        return None
+    count, digest = known
+    tail = tuple(map(encode_message, islice(transcript, count, None)))
+    head = Head(FORMAT_VERSION, len(transcript), chain(digest, tail))
+    return Head(FORMAT_VERSION, count, digest), Plan(True, count, tail, head, count)
+
 
 def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo: Memo) -> Plan:
     """Return how to save `transcript` over the `stored` head: append the new tail or replace.

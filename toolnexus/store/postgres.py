@@ -51,10 +51,23 @@ def _statements(table: str) -> dict:
         "write": """WITH added AS (INSERT INTO {messages} (id, seq, body)
                 SELECT %s, %s + t.i - 1, t.body FROM unnest(%s::text[]) WITH ORDINALITY t(body, i))
             UPDATE {heads} SET version = %s, count = %s, digest = %s WHERE id = %s""",
+        # The usual save of a service (append to the transcript this process last saw
+        # stored) as one autocommit statement: the head moves and the rows are added only
+        # if the head is still the expected one; it returns 1 then, else 0 and writes
+        # nothing (the caller then saves the general way).
+        "extend": """WITH head AS (UPDATE {heads} SET version = %s, count = %s, digest = %s
+                WHERE id = %s AND version = %s AND count = %s AND digest = %s RETURNING id),
+            added AS (INSERT INTO {messages} (id, seq, body)
+                SELECT head.id, %s + t.i - 1, t.body
+                FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i))
+            SELECT count(*) FROM head""",
         "drop_head": "DELETE FROM {heads} WHERE id = %s",
         "ids": "SELECT id FROM {heads} ORDER BY id",
     }
-    return {k: sql.SQL(v).format(messages=messages, heads=heads) for k, v in q.items()}
+    # Rendered once: a composed statement would be rendered again on every execute.
+    return {
+        k: sql.SQL(v).format(messages=messages, heads=heads).as_string(None) for k, v in q.items()
+    }
 
 
 def _ddl_key(table: str) -> int:
@@ -134,12 +147,21 @@ def postgres_store(
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         _check_id(id)
         frozen = _rows.frozen(transcript)
-        with errors(id), connection() as conn, conn.transaction():
-            stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
-            plan = _rows.plan_save(id, stored, frozen, memo)
-            if not plan.append:
-                conn.execute(sql["clear"], (id,))
-            conn.execute(sql["write"], (id, plan.start, list(plan.encoded), *plan.head, id))
+        extend = _rows.plan_extend(id, frozen, memo)
+        with errors(id), connection() as conn:
+            if extend is not None:
+                expected, plan = extend
+                params = (*plan.head, id, *expected, plan.start, list(plan.encoded))
+                with _connect.pg_autocommit(conn):
+                    done = conn.execute(sql["extend"], params).fetchone()[0] == 1
+            if extend is None or not done:
+                with conn.transaction():
+                    stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
+                    plan = _rows.plan_save(id, stored, frozen, memo)
+                    if not plan.append:
+                        conn.execute(sql["clear"], (id,))
+                    params = (id, plan.start, list(plan.encoded), *plan.head, id)
+                    conn.execute(sql["write"], params)
         memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
 
     def delete(id: str) -> None:
