@@ -102,6 +102,19 @@ def machine_busy() -> tuple[float, float]:
     return sum(ticks) - idle, sum(ticks)
 
 
+def database_cpu() -> dict[int, float]:
+    """Return {pid: CPU seconds} of every PostgreSQL and Redis server process (Linux /proc)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().startswith(("postgres", "redis-server")):
+                    out[int(entry.name)] = cpu_seconds(int(entry.name))
+            except OSError:  # the process ended meanwhile
+                pass
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """Return the user+system CPU seconds a process has used (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -164,8 +177,11 @@ async def drive(targets: list, clients: int, warmup: float, seconds: float, pids
     ]
     await asyncio.sleep(max(0.0, begin - time.perf_counter()))
     cpu0, machine0, me0 = {pid: cpu_seconds(pid) for pid in pids}, machine_busy(), os.times()
+    db0 = database_cpu()
     await asyncio.sleep(max(0.0, end - time.perf_counter()))
     cpu = {pid: (cpu_seconds(pid) - c) / seconds for pid, c in cpu0.items()}
+    db1 = database_cpu()  # server processes alive through the window (pooled sessions)
+    db = sum(db1[pid] - c for pid, c in db0.items() if pid in db1) / seconds
     machine, me = machine_busy(), os.times()
     busy = (machine[0] - machine0[0]) / max(1, machine[1] - machine0[1])
     await asyncio.gather(*tasks)
@@ -186,6 +202,7 @@ async def drive(targets: list, clients: int, warmup: float, seconds: float, pids
         "cpu": cpu,
         # Share of all the machine's cores busy (every process, ours and others').
         "machine_busy_pct": round(100 * busy),
+        "database_cpu_pct": round(100 * db),
         "loadgen_cpu_pct": round(100 * (me.user + me.system - me0.user - me0.system) / seconds),
     }
 
@@ -246,18 +263,27 @@ def run_point(env, workers, clients, warmup, seconds, provider) -> dict:
             proc.wait(10)
     cpu = r.pop("cpu")
     r["worker_cpu_pct"] = [round(100 * cpu[proc.pid]) for proc in procs]
+    # CPU per answered request: the figure that decides where a machine saturates.
+    r["worker_cpu_ms_per_request"] = 1000 * sum(cpu[proc.pid] for proc in procs) / r["rps"]
+    r["database_cpu_ms_per_request"] = 10 * r["database_cpu_pct"] / r["rps"]
     r["provider_cpu_pct"] = round(100 * cpu[provider.pid])
     return {"workers": workers, **r}
 
 
 def print_row(label: str, r: dict) -> None:
     cpu = r.get("worker_cpu_pct", "")
+    per = (
+        f"  ms CPU/request: workers {r['worker_cpu_ms_per_request']:.1f} "
+        f"database {r['database_cpu_ms_per_request']:.1f}"
+        if "worker_cpu_ms_per_request" in r
+        else ""
+    )
     print(
         f"  {label:9s} {r['clients']:4d} clients  {r['rps']:7.1f} req/s ({r['ideal_pct']:5.1f}% "
         f"of ideal)  p50 {r['p50_ms']:6.1f} ms (+{r['overhead_p50_ms']:5.1f})  p99 "
         f"{r['p99_ms']:6.1f} ms  errors {r['errors']}  cpu%: workers {cpu} provider "
-        f"{r.get('provider_cpu_pct', '')} loadgen {r['loadgen_cpu_pct']} "
-        f"machine {r['machine_busy_pct']}% of {os.cpu_count()} cores"
+        f"{r.get('provider_cpu_pct', '')} loadgen {r['loadgen_cpu_pct']} database "
+        f"{r['database_cpu_pct']} machine {r['machine_busy_pct']}% of {os.cpu_count()} cores" + per
     )
 
 
