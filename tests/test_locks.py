@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import warnings
+from contextlib import ExitStack
 
 import pytest
 import race_worker
@@ -255,6 +256,32 @@ def test_redis_lock_is_renewed_while_held(redis_url, unique):
             with pytest.raises(LockTimeoutError), other("long"):
                 pass
     with other("long"):
+        pass
+
+
+def test_redis_locks_held_together_share_one_renewer(redis_url, unique):
+    """Many locks held at once are all renewed, by one thread that ends when none is held."""
+    prefix = f"tnx-lock:{unique}:"
+    lock, other = (
+        L.redis_lock(redis_url, ttl=0.3, prefix=prefix),
+        L.redis_lock(redis_url, timeout=0.05, prefix=prefix),
+    )
+
+    def renewers() -> int:
+        return sum(t.name == f"toolnexus-redis-lock {prefix}" for t in threading.enumerate())
+
+    with warnings.catch_warnings(), ExitStack() as held:
+        warnings.simplefilter("error")  # a lost lock would warn
+        for n in range(12):
+            held.enter_context(lock(f"id-{n}"))
+        assert renewers() == 1
+        time.sleep(1.0)  # more than three ttls
+        for n in range(12):
+            with pytest.raises(LockTimeoutError), other(f"id-{n}"):
+                pass
+    time.sleep(0.3)  # the renewer sees nothing held at its next tick and ends
+    assert renewers() == 0
+    with other("id-0"):
         pass
 
 

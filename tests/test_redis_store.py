@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import durable_store_cases as cases
 import pytest
-from pyrsistent import thaw
+from pyrsistent import freeze, thaw
 
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.redis import redis_store
@@ -142,3 +142,45 @@ def test_store_contract(redis_url, prefix):
 
 def test_racing_savers_never_tear_a_transcript(redis_url, prefix):
     cases.check_racing_savers(lambda: redis_store(redis_url, prefix=prefix))
+
+
+class _Counted:
+    """A redis client that counts the commands the store sends itself (scripts aside)."""
+
+    def __init__(self, client):
+        self._client, self.sent = client, []
+
+    def __getattr__(self, name):
+        attr = getattr(self._client, name)
+        if name in ("hmget", "pipeline"):
+            self.sent.append(name)
+        return attr
+
+
+def test_an_append_to_what_was_read_is_one_script_call(client, prefix):
+    """A service's save (what it just read, plus new messages) sends no head read first."""
+    counted = _Counted(client)
+    store, cid = redis_store(counted, prefix=prefix), cases.new_id()
+    store["save"](cid, cases.turns(2))
+    read = store["get"](cid)
+    del counted.sent[:]
+    store["save"](cid, read.append(freeze(cases.msg("user", "more"))))
+    assert counted.sent == []
+    assert thaw(redis_store(client, prefix=prefix)["get"](cid)) == cases.turns(2) + [
+        cases.msg("user", "more")
+    ]
+
+
+def test_an_append_over_a_moved_head_saves_whole(client, prefix):
+    counted = _Counted(client)
+    mine, theirs = redis_store(counted, prefix=prefix), redis_store(client, prefix=prefix)
+    cid = cases.new_id()
+    mine["save"](cid, cases.turns(2))
+    read = mine["get"](cid)
+    theirs["save"](cid, cases.turns(3, "theirs"))
+    del counted.sent[:]
+    mine["save"](cid, read.append(freeze(cases.msg("user", "mine"))))
+    assert counted.sent == ["hmget"]  # the expected head was stale: read it, then save
+    expected = cases.turns(2) + [cases.msg("user", "mine")]
+    assert thaw(theirs["get"](cid)) == expected
+    assert len(raw_for(client, prefix)["rows"](cid)) == len(expected)

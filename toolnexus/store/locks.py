@@ -168,8 +168,10 @@ def redis_lock(
     """Return a lock per conversation in Redis, for many processes and hosts.
 
     SET NX PX with a random token; released only if the token is still ours (a Lua
-    compare-and-delete); renewed every ttl/3 by a background thread while held, so a
-    long run keeps it and a crashed holder frees it after `ttl` seconds.
+    compare-and-delete); renewed every ttl/3 while held, so a long run keeps it and a
+    crashed holder frees it after `ttl` seconds. One background thread renews every
+    lock this value holds (one pipelined round trip per period) and ends when none is
+    held: taking a lock starts no thread of its own.
     """
     import redis as redis_py
 
@@ -179,6 +181,28 @@ def redis_lock(
     what = f"redis_lock({redis_address(client)!r})"
     renew, unlock = client.register_script(_RENEW), client.register_script(_RELEASE)
     ttl_ms = max(1, int(ttl * 1000))
+    held: dict[str, tuple[str, threading.Event]] = {}  # key -> (token, lost)
+    guard = threading.Lock()
+    renewer: list[threading.Thread] = []  # the running renewer, if any
+
+    def renew_held() -> None:
+        while True:
+            time.sleep(ttl / 3)
+            with guard:
+                if not held:
+                    renewer.clear()  # under the guard: a take now starts a new renewer
+                    return
+                batch = list(held.items())
+            pipe = client.pipeline(transaction=False)
+            for key, (token, _) in batch:
+                renew(keys=[key], args=[token, ttl_ms], client=pipe)
+            try:
+                results = pipe.execute()
+            except redis_py.RedisError:
+                continue  # a blip: try again next period, the ttl still covers them
+            for (_, (_, lost)), renewed in zip(batch, results, strict=True):
+                if not renewed:
+                    lost.set()
 
     def take(id: str, seconds: float) -> Callable[[], None]:
         key, token = prefix + id, secrets.token_hex(16)
@@ -186,28 +210,29 @@ def redis_lock(
             _poll(lambda: bool(client.set(key, token, nx=True, px=ttl_ms)), seconds, what)
         except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
             raise redis_unavailable(client, e, what) from None
-        stop, lost = threading.Event(), threading.Event()
-
-        def keep() -> None:
-            while not stop.wait(ttl / 3):
-                try:
-                    if not renew(keys=[key], args=[token, ttl_ms]):
-                        lost.set()
-                        return
-                except redis_py.RedisError:
-                    continue  # a blip: try again next period, the ttl still covers us
-
-        renewer = threading.Thread(target=keep, name="toolnexus-redis-lock", daemon=True)
-        renewer.start()
+        lost = threading.Event()
+        with guard:
+            held[key] = (token, lost)
+            if not renewer or not renewer[0].is_alive():
+                renewer[:] = ()
+                renewer.append(
+                    threading.Thread(
+                        target=renew_held, name=f"toolnexus-redis-lock {prefix}", daemon=True
+                    )
+                )
+                renewer[0].start()
 
         def release() -> None:
-            stop.set()
-            renewer.join()
+            with guard:
+                held.pop(key, None)
+            # Read before the unlock: a renewal already under way when we let go may
+            # find the key gone, which says nothing about the time we held it.
+            was_lost = lost.is_set()
             try:
                 released = unlock(keys=[key], args=[token])
             except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
                 raise redis_unavailable(client, e, what) from None
-            if lost.is_set() or not released:
+            if was_lost or not released:
                 _warn_lost(f"{what} for {id!r:.120}")
 
         return release

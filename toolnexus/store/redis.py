@@ -110,12 +110,19 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
         frozen = _rows.frozen(transcript)
         head_key, _ = keys(id)
         with errors(id):
-            version, count, digest = client.hmget(head_key, "version", "count", "digest")
-            stored = None
-            if count is not None:
-                stored = _rows.Head(_int(version), _int(count), _text(digest))
-            plan = _rows.plan_save(id, stored, frozen, memo)
-            done = run(id, plan, stored)
+            # The usual save (what this process last saw stored, plus new messages) is
+            # one round trip: the script appends only if the head is still that one.
+            extend = _rows.plan_extend(id, frozen, memo)
+            done = run(id, extend[1], extend[0]) if extend is not None else 0
+            if done == 0:
+                version, count, digest = client.hmget(head_key, "version", "count", "digest")
+                stored = None
+                if count is not None:
+                    stored = _rows.Head(_int(version), _int(count), _text(digest))
+                plan = _rows.plan_save(id, stored, frozen, memo)
+                done = run(id, plan, stored)
+            else:
+                plan = extend[1]
             if done == 0:  # someone saved in between: a full replace is always correct
                 plan = _rows.plan_save(id, None, frozen, memo)
                 done = run(id, plan, None)
