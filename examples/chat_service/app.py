@@ -44,7 +44,7 @@ from toolnexus.history.entry import parse_when
 from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
 
 from .backends import open_backends, read_config
-from .pooling import sharded_transport
+from .pooling import service_transport
 
 __all__ = ["create_app", "app", "check_id", "read_message", "error_body"]
 
@@ -204,13 +204,11 @@ TOOLS = toolkit(add, utc_now)
 def build_service(config: Mapping) -> dict:
     """Return {client, store, lock, log, forget_log, close, semaphore, threads} for a config."""
     b = open_backends(config)
-    # The async driver's model calls go through small pools: one httpcore async pool
-    # gets slow with many calls in flight (pooling.py). The threads driver's go through
-    # the client's default sync pool (and SSE's through its default async one).
+    # Whole answers on a sync pool (in a worker thread for the async driver), streams
+    # on small async pools: see pooling.py for why.
     threads = config["driver"] == "threads"
-    transport = None if threads else sharded_transport(2 * config["max_inflight"])
     client = create_client(
-        transport=transport,
+        transport=service_transport(2 * config["max_inflight"]),
         base_url=config["base_url"],
         style=config["style"],
         model=config["model"],
