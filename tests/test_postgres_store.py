@@ -252,3 +252,12 @@ def test_an_append_over_a_moved_head_saves_whole(pool, table):
     assert thaw(theirs["get"](cid)) == expected
     raw = raw_for(pool, table)
     assert len(raw["rows"](cid)) == len(expected)
+
+
+def test_a_pool_of_autocommit_connections_works_alike(postgres_dsn, table):
+    """Saves that need a transaction open one themselves (the chat service's pools)."""
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(postgres_dsn, min_size=1, max_size=2, kwargs={"autocommit": True}) as p:
+        cases.check_interleaved_writers(lambda: postgres_store(p, table))
+        cases.check_racing_savers(lambda: postgres_store(p, table))

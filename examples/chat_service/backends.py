@@ -165,7 +165,9 @@ def _pg_pool(dsn: str, size: int, timeout: float, name: str) -> Any:
         # then gives up and starts afresh on the next request: a short window keeps the
         # delay (and so the recovery after a long outage) to a few seconds.
         reconnect_timeout=max(10.0, 3 * timeout),
-        kwargs={"connect_timeout": max(1, int(timeout))},
+        # Autocommit: the lock, the load, an append and the log are single statements,
+        # and the store opens its own transactions where it needs them.
+        kwargs={"connect_timeout": max(1, int(timeout)), "autocommit": True},
     )
     pool.open(wait=False)  # connects in the background: a database that is down is no crash
     return pool

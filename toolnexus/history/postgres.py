@@ -161,10 +161,15 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
     def insert(n: int) -> Any:
         if n not in inserts:
             rows = sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s, %s)")] * n)
-            inserts[n] = sql.SQL(
-                "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
-                "VALUES {} ON CONFLICT (id) DO NOTHING"
-            ).format(t, rows)
+            # Rendered once: a composed statement would be rendered again on every execute.
+            inserts[n] = (
+                sql.SQL(
+                    "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
+                    "VALUES {} ON CONFLICT (id) DO NOTHING"
+                )
+                .format(t, rows)
+                .as_string(None)
+            )
         return inserts[n]
 
     def record_many(entries: Iterable[Mapping]) -> None:

@@ -153,9 +153,11 @@ def pg_autocommit(conn: Any) -> Iterator[Any]:
     For a single statement (atomic on its own) on an idle connection; the connection's
     own setting is restored for whoever borrows it next.
     """
-    before = conn.autocommit
+    if conn.autocommit:  # nothing to set or restore (setting it costs a driver call)
+        yield conn
+        return
     conn.autocommit = True
     try:
         yield conn
     finally:
-        conn.autocommit = before
+        conn.autocommit = False

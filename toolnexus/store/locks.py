@@ -283,7 +283,8 @@ def postgres_lock(
         conn = connect(seconds)
         autocommit = conn.autocommit
         try:
-            conn.autocommit = True
+            if not autocommit:  # setting it costs a call into the driver even when unchanged
+                conn.autocommit = True
             # A free lock (the usual case) is one statement; only a held one is waited
             # for, bounded by lock_timeout (three statements).
             if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
@@ -294,7 +295,8 @@ def postgres_lock(
                 finally:
                     conn.execute("RESET lock_timeout")
         except psycopg.errors.LockNotAvailable:
-            conn.autocommit = autocommit
+            if not autocommit:
+                conn.autocommit = autocommit
             pool.putconn(conn)
             raise LockTimeoutError(
                 f"{what} for {id!r:.120} not taken within {seconds:.3g}s"
@@ -309,7 +311,8 @@ def postgres_lock(
             try:
                 if not conn.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()[0]:
                     _warn_lost(f"{what} for {id!r:.120}")
-                conn.autocommit = autocommit
+                if not autocommit:
+                    conn.autocommit = autocommit
             except psycopg.OperationalError:
                 _warn_lost(f"{what} for {id!r:.120}")  # the session died: so did its lock
             finally:
