@@ -2,6 +2,7 @@
 
     python benchmarks/service_load.py [--quick] [--store postgres|redis|sqlite]
                                       [--workers 1,2] [--clients 8,32,128] [--seconds 4]
+    python benchmarks/service_load.py --instructions [--store ...] [--env KEY=VALUE]
 
 The fake provider (a subprocess) answers every request after a fixed 50 ms, so what is
 measured is the service's own cost: HTTP in, the conversation lock, the store load and
@@ -14,6 +15,12 @@ For each point: requests/s, p50/p99, the p50 overhead over the 50 ms model, thro
 as a share of the ideal (clients / 50 ms), and the CPU used by workers and provider.
 A "direct" row per client count is the same load sent straight to the provider: the
 floor this machine and harness can reach at all.
+
+Wall-clock figures on a shared machine drift by 10-20% between runs. `--instructions`
+gives a repeatable one instead: it runs one worker under valgrind's callgrind, sends
+warm-up requests, then counts the instructions the worker executes per request (4
+clients at a time, user space only: the kernel's share of CPU is not in it). Use it to
+compare two versions of the code; it needs valgrind and takes a minute or two.
 """
 
 from __future__ import annotations
@@ -207,6 +214,64 @@ async def drive(targets: list, clients: int, warmup: float, seconds: float, pids
     }
 
 
+# ---- instructions per request (callgrind) -----------------------------------------------
+
+
+def callgrind_total(path: str) -> int:
+    """Return the instruction count of a callgrind output file (its `totals:` line).
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".cg", delete=False) as f:
+    ...     _ = f.write("events: Ir\\ntotals: 1234\\n")
+    >>> callgrind_total(f.name)
+    1234
+    """
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise ValueError(f"{path} has no totals line")
+
+
+async def _sequence(port: int, tag: str, requests: int, clients: int) -> None:
+    async def one(n: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for k in range(requests // clients):
+            body = json.dumps({"text": f"message {k}"}).encode()
+            path = f"/conversations/{tag}-{n}-{k // 8}/messages"
+            status = await post(reader, writer, f"127.0.0.1:{port}", path, body)
+            if status != 200:
+                raise RuntimeError(f"request failed with {status}")
+        writer.close()
+
+    await asyncio.gather(*(one(n) for n in range(clients)))
+
+
+def instructions_per_request(env: dict, requests: int = 200, clients: int = 4) -> float:
+    """Return the instructions one worker executes per exchange, counted by callgrind."""
+    import shutil
+
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("--instructions needs valgrind (callgrind) on the PATH")
+    port, out = free_port(), os.path.join(tempfile.mkdtemp(), "callgrind.out")
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p", sys.executable,
+           "-m", "uvicorn", "examples.chat_service.app:app", "--port", str(port),
+           "--log-level", "warning", "--no-access-log"]  # fmt: skip
+    env = {**env, "TOOLNEXUS_BACKEND_TIMEOUT": "30"}  # everything is slow under valgrind
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(port, proc, timeout=600)
+        asyncio.run(_sequence(port, "warm" + uuid.uuid4().hex[:6], 8 * clients, clients))
+        subprocess.run(["callgrind_control", "--dump", str(proc.pid)], capture_output=True)
+        asyncio.run(_sequence(port, "run" + uuid.uuid4().hex[:6], requests, clients))
+        # A dump holds what ran since the previous one: exactly the measured requests.
+        subprocess.run(["callgrind_control", "--dump", str(proc.pid)], capture_output=True)
+        return callgrind_total(f"{out}.{proc.pid}.2") / (requests // clients * clients)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+
+
 # ---- the benchmark -------------------------------------------------------------------------
 
 
@@ -296,6 +361,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--clients", default="8,32,128")
     p.add_argument("--seconds", type=float, default=4.0)
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the workers")
+    p.add_argument(
+        "--instructions", action="store_true", help="callgrind: instructions per request"
+    )
     p.add_argument("--serve-provider", type=float, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.serve_provider is not None:
@@ -311,7 +379,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         host, port = url.split("//")[1].split("/")[0].split(":")
         print(f"service load, store={store}, fake model latency {LATENCY * 1000:.0f} ms")
-        for c in clients:
+        for c in [] if a.instructions else clients:
             r = asyncio.run(drive([(host, int(port), "")], c, warmup, seconds, [provider.pid]))
             r["provider_cpu_pct"] = round(100 * r.pop("cpu")[provider.pid])
             report["direct"].append(r)
@@ -322,6 +390,11 @@ def main(argv: list[str] | None = None) -> dict:
                    "TOOLNEXUS_API_KEY": "k", "TOOLNEXUS_LOCK_TIMEOUT": "60",
                    **dict(kv.split("=", 1) for kv in a.env)}  # fmt: skip
             try:
+                if a.instructions:
+                    per = instructions_per_request(env)
+                    report["instructions_per_request"] = per
+                    print(f"  one worker: {per / 1e6:.2f}M instructions per request (callgrind)")
+                    return report
                 for w in workers:
                     for c in clients:
                         r = run_point(env, w, c, warmup, seconds, provider)

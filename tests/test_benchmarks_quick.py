@@ -45,4 +45,13 @@ def test_service_load_quick(capsys):
     (point,) = report["points"]
     assert point["workers"] == 1 and point["rps"] > 0 and point["errors"] == 0
     assert point["p50_ms"] >= 50  # the fake model's latency is a floor
+    assert point["worker_cpu_ms_per_request"] > 0 and point["database_cpu_pct"] >= 0
     assert "of ideal" in capsys.readouterr().out
+
+
+def test_service_load_reads_callgrind_totals():
+    """--instructions (too slow for the suite under valgrind) rests on this reader."""
+    import doctest
+
+    failed, tried = doctest.testmod(load("service_load"))
+    assert tried >= 1 and failed == 0
