@@ -504,6 +504,46 @@ def test_bad_input_is_a_clear_4xx_and_sse_history_delete_work(provider, tmp_path
         assert http.get("/health").json()["status"] == "ok"
 
 
+def failing_model(body: dict, dialect: str) -> dict:
+    """Answer like `model`, but fail on cue: #fail a 500, #drop no response, #slow too late."""
+    user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    if "#fail" in user:
+        return {"status": 500, "body": '{"error": "the model broke"}'}
+    if "#drop" in user:
+        return {"drop": True}
+    if "#slow" in user:
+        return {"stall": 3}
+    return {"content": answer_for(user)}
+
+
+@pytest.mark.parametrize("driver", ["async", "threads"])
+def test_provider_failures_are_a_502_or_504_and_save_nothing(driver, tmp_path):
+    """The model failing, vanishing or answering too late: a clear 5xx without the key, no
+    turn stored, the lock released (the conversation goes on)."""
+    secret = "sk-test-do-not-leak-0123456789"
+    with fake_provider(failing_model) as fp:
+        env = {**base_env(fp), "TOOLNEXUS_API_KEY": secret, "TOOLNEXUS_RETRIES": "0",
+               "TOOLNEXUS_TIMEOUT_MS": "1000", "TOOLNEXUS_DRIVER": driver,
+               "TOOLNEXUS_STORE": f"sqlite:{tmp_path / 'chat.db'}"}  # fmt: skip
+        with serving(env) as base, httpx.Client(base_url=base, timeout=20) as http:
+            assert http.post("/conversations/f/messages", json={"text": "hello"}).status_code == 200
+            for text, status, code in [("x #fail", 502, "provider_error"),
+                                       ("x #drop", 502, "provider_error"),
+                                       ("x #slow", 504, "timeout")]:  # fmt: skip
+                r = http.post("/conversations/f/messages", json={"text": text})
+                assert (r.status_code, r.json()["error"]["code"]) == (status, code), r.text
+                assert secret not in r.text and "Traceback" not in r.text
+            with http.stream("POST", "/conversations/f/messages", json={"text": "y #fail"},
+                             headers={"accept": "text/event-stream"}) as r:  # fmt: skip
+                body = r.read().decode()
+            assert r.status_code == 502 or "event: error" in body, body
+            assert secret not in body
+            r = http.post("/conversations/f/messages", json={"text": "again"})
+            assert r.status_code == 200, r.text  # not "busy": every failure released the lock
+            transcript = http.get("/conversations/f").json()["messages"]
+            assert exchanges(transcript) == [("hello", "re: hello"), ("again", "re: again")]
+
+
 @pytest.mark.parametrize("kind", ["postgres-closed-port", "postgres-wrong-db", "redis-closed-port"])
 def test_an_unreachable_backend_is_a_503(kind, provider, request):
     server = request.getfixturevalue("redis_url" if kind.startswith("redis") else "postgres_dsn")
