@@ -9,8 +9,8 @@ set_count(id, n), rows(id) -> list of row texts.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given, settings
@@ -32,6 +32,16 @@ def turns(n: int, tag: str = "") -> list[dict]:
 
 
 HOSTILE_IDS = ["../x", "a/b/../../c", "héllo 世界 🎉", "x" * 200, "../" * 66 + "z", " ", "a:m:h"]
+
+
+def thread_errors(work, args: list[tuple]) -> list[BaseException]:
+    """Run `work(*a)` for each `a` in `args`, all at once on threads; return what they raised.
+
+    A test asserts the list is empty: an assert failing in a thread would not fail it.
+    """
+    with ThreadPoolExecutor(len(args)) as pool:
+        futures = [pool.submit(work, *a) for a in args]
+    return [e for e in (f.exception() for f in futures) if e is not None]
 
 
 def new_id() -> str:
@@ -140,31 +150,24 @@ def check_interleaved_writers(make_store) -> None:
 
 def check_racing_savers(make_store) -> None:
     """Threads saving to ONE id (no lock) never leave a mix: get is always one whole save."""
-    cid, saved, errors = new_id(), set(), []
+    cid, saved = new_id(), set()
 
     def key(t) -> tuple:
         return tuple(m["content"] for m in t)
 
     def work(n: int) -> None:
         store = make_store()  # a store object per thread, like separate processes
-        try:
-            t = freeze([])
-            for i in range(12):
-                current = store["get"](cid)
-                if current is not None:
-                    assert key(current) in saved, "a torn transcript"
-                    t = current if i % 3 else t  # sometimes extend theirs, sometimes ours
-                t = t.append(freeze(msg("user", f"{n}-{i}")))
-                saved.add(key(t))
-                store["save"](cid, t)
-        except Exception as e:  # collected: an assert in a thread would not fail the test
-            errors.append(e)
+        t = freeze([])
+        for i in range(12):
+            current = store["get"](cid)
+            if current is not None:
+                assert key(current) in saved, "a torn transcript"
+                t = current if i % 3 else t  # sometimes extend theirs, sometimes ours
+            t = t.append(freeze(msg("user", f"{n}-{i}")))
+            saved.add(key(t))
+            store["save"](cid, t)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = thread_errors(work, [(n,) for n in range(4)])
     assert errors == [], errors
     assert key(make_store()["get"](cid)) in saved
 
@@ -172,23 +175,15 @@ def check_racing_savers(make_store) -> None:
 def check_threads_share_one_store(make_store, messages: int = 20) -> None:
     """4 threads append to their own ids on ONE store object: nothing lost, reads current."""
     s = make_store()
-    errors = []
 
     def work(n):
-        try:
-            t = freeze([])
-            for i in range(messages):
-                t = t.append(freeze(msg("user", f"{n}-{i}")))
-                s["save"](f"thread-{n}", t)
-                assert s["get"](f"thread-{n}") == t
-        except Exception as e:  # collected: an assert in a thread would not fail the test
-            errors.append(e)
+        t = freeze([])
+        for i in range(messages):
+            t = t.append(freeze(msg("user", f"{n}-{i}")))
+            s["save"](f"thread-{n}", t)
+            assert s["get"](f"thread-{n}") == t
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = thread_errors(work, [(n,) for n in range(4)])
     assert errors == [], errors
     assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [messages] * 4
 

@@ -11,6 +11,7 @@ from contextlib import ExitStack
 
 import pytest
 import race_worker
+from durable_store_cases import thread_errors
 from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import thaw
@@ -180,24 +181,17 @@ def test_may_be_released_from_another_thread(make_lock, unique):
 @pytest.mark.parametrize("make_lock", KINDS, indirect=True)
 def test_threads_and_instances_exclude_each_other(make_lock, unique):
     locks = [make_lock(), make_lock()]  # two instances, two threads each
-    inside, overlaps, errors = [0], [], []
+    inside, overlaps = [0], []
 
     def work(lock):
-        try:
-            for _ in range(5):
-                with lock(unique):
-                    inside[0] += 1
-                    overlaps.append(inside[0])
-                    time.sleep(0.002)
-                    inside[0] -= 1
-        except Exception as e:  # collected: an assert in a thread would not fail the test
-            errors.append(e)
+        for _ in range(5):
+            with lock(unique):
+                inside[0] += 1
+                overlaps.append(inside[0])
+                time.sleep(0.002)
+                inside[0] -= 1
 
-    threads = [threading.Thread(target=work, args=(lk,)) for lk in locks * 2]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = thread_errors(work, [(lk,) for lk in locks * 2])
     assert errors == [] and len(overlaps) == 20 and max(overlaps) == 1
 
 

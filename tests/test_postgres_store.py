@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 
 import durable_store_cases as cases
@@ -131,20 +130,11 @@ def test_failed_save_leaves_the_stored_transcript_unchanged(pool, table):
 def test_concurrent_first_use_creates_the_tables_once(postgres_dsn, table):
     from psycopg_pool import ConnectionPool
 
-    errors = []
-
     def first_use(n):
         with ConnectionPool(postgres_dsn, min_size=1, max_size=2) as p:
-            try:
-                postgres_store(p, table)["save"](f"first-{n}", cases.turns(1))
-            except Exception as e:  # collected: a thread's assert would not fail the test
-                errors.append(e)
+            postgres_store(p, table)["save"](f"first-{n}", cases.turns(1))
 
-    threads = [threading.Thread(target=first_use, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = cases.thread_errors(first_use, [(n,) for n in range(4)])
     assert errors == []
 
 

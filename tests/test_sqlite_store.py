@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 
 import durable_store_cases as cases
 import pytest
@@ -164,17 +163,10 @@ def test_concurrent_first_use_of_new_files(tmp_path):
     errors = []
 
     def use(s, k):
-        try:
-            for i in range(3):
-                s["save"](f"c{k}", cases.turns(i + 1))
-        except Exception as e:  # collected: an assert in a thread would not fail the test
-            errors.append(e)
+        for i in range(3):
+            s["save"](f"c{k}", cases.turns(i + 1))
 
     for n in range(30):
         s = sqlite_store(tmp_path / f"new-{n}.db", durable=False)
-        threads = [threading.Thread(target=use, args=(s, k)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors += cases.thread_errors(use, [(s, k) for k in range(4)])
     assert errors == []
