@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyrsistent import freeze, thaw
+from pyrsistent import freeze, pvector, thaw
 
 from toolnexus import transcript as tx
 from toolnexus.testing import transcripts
@@ -172,6 +172,31 @@ def test_repair_makes_any_damaged_transcript_well_formed_and_is_idempotent(diale
     # Only tool results change: every other message survives, in order.
     others = [m for m in freeze(t) if not tx.is_tool_result(m)]
     assert [m for m in fixed if not tx.is_tool_result(m)] == others
+
+
+@both
+@HALF
+@given(data=st.data())
+def test_repair_and_dangling_of_cached_messages_equal_those_of_fresh_copies(dialect, data):
+    # Message shapes are cached by identity: a second pass over the same objects must
+    # give what value-equal new objects give (which the cache has never seen).
+    t = freeze(_damaged(data, dialect))
+    first, again = tx.repair(t), tx.repair(t)
+    fresh = freeze(json.loads(json.dumps(thaw(t))))
+    assert first == again == tx.repair(fresh)
+    assert tx.dangling(t) == tx.dangling(t) == tx.dangling(fresh)
+    for m in t:
+        assert tx._shape(m) == (tx.tool_result_ids(m), tx.tool_call_ids(m))
+
+
+def test_a_plain_dict_message_is_never_classified_from_a_cache():
+    # Only immutable messages are cached: a dict changed in place is read again.
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]}
+    t = pvector([{"role": "user", "content": "q"}, call])
+    assert tx.dangling(t)["unanswered"] == ("c1",)
+    call["tool_calls"] = [{"id": "c2"}]
+    assert tx.dangling(t)["unanswered"] == ("c2",)
+    assert tx.repair(t)[-1]["tool_call_id"] == "c2"
 
 
 @both

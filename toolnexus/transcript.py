@@ -164,6 +164,27 @@ def tool_result_ids(message: Mapping) -> tuple[str, ...]:
     return ()
 
 
+# The (result ids, call ids) of frozen messages, by identity. `run` repairs the whole
+# loaded history on every exchange, and stores hand back the same message objects
+# (their read caches, the in-memory store), so each message is classified once, not
+# once per exchange. Each entry holds its message, so an id is never reused while cached.
+_SHAPES: dict[int, tuple[PMap, tuple, tuple]] = {}
+_SHAPES_MAX = 65536
+
+
+def _shape(message: Mapping) -> tuple[tuple, tuple]:
+    """Return `(tool_result_ids(message), tool_call_ids(message))`, cached for a pmap."""
+    hit = _SHAPES.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1], hit[2]
+    results, calls = tool_result_ids(message), tool_call_ids(message)
+    if type(message) is PMap:
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()  # a crude bound, as for the request encoder's text cache
+        _SHAPES[id(message)] = (message, results, calls)
+    return results, calls
+
+
 def is_tool_result(message: Mapping) -> bool:
     """Return whether a message answers tool calls (so a transcript must not start with it).
 
@@ -342,7 +363,8 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
     merge_at: int | None = None  # this turn's anthropic result message, to merge into
     changed = False
     for m in t:
-        if is_tool_result(m):
+        results, calls = _shape(m)
+        if results:
             kept = _answered_part(m, open_calls)
             changed = changed or kept is not m
             if kept is not None and is_tool_result(kept):
@@ -351,11 +373,11 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
                 continue
             if kept is None:
                 continue
-            m = kept  # only non-result blocks are left: an ordinary user message
+            m, calls = kept, ()  # only non-result blocks are left: an ordinary user message
         changed = changed or bool(open_calls)
         _close(out, caller, open_calls, merge_at)
         out.append(m)
-        caller, open_calls, merge_at = m, list(tool_call_ids(m)), None
+        caller, open_calls, merge_at = m, list(calls), None
     changed = changed or bool(open_calls)
     _close(out, caller, open_calls, merge_at)
     return pvector(out) if changed else t
@@ -374,14 +396,15 @@ def dangling(transcript: Sequence[Mapping]) -> PMap:
     orphaned: list = []
     open_calls: list = []
     for m in freeze_transcript(transcript):
-        if is_tool_result(m):
-            for i in tool_result_ids(m):
+        results, calls = _shape(m)
+        if results:
+            for i in results:
                 if i in open_calls:
                     open_calls.remove(i)
                 else:
                     orphaned.append(i)
             continue
         unanswered += open_calls
-        open_calls = list(tool_call_ids(m))
+        open_calls = list(calls)
     unanswered += open_calls
     return pmap({"unanswered": tuple(unanswered), "orphaned": tuple(orphaned)})

@@ -57,12 +57,14 @@ _TEXT_MAX = 8192
 
 
 def _text(value: Any) -> str:
-    if not isinstance(value, (PMap, PVector)):
-        return _ENCODER.encode(value)
+    # The cache first: a hit is the same object (each entry holds it), and an id lookup
+    # is cheaper than the ABC check below that a miss needs.
     hit = _TEXT.get(id(value))
     if hit is not None and hit[0] is value:
         return hit[1]
     text = _ENCODER.encode(value)
+    if not isinstance(value, (PMap, PVector)):
+        return text
     if len(_TEXT) >= _TEXT_MAX:
         _TEXT.clear()  # a crude bound: the next turn re-encodes what it needs
     _TEXT[id(value)] = (value, text)
