@@ -73,3 +73,43 @@ def test_history_helpers_need_a_log():
         get_chat_history(c)
     with pytest.raises(ValueError, match="no message log"):
         clear_chat_history(c)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_failing_log_after_a_locked_save_keeps_the_exchange_and_the_run_metric(driver):
+    # With a conversation id the async driver saves, releases the lock and writes the log
+    # in one hand-off: a log failure there must still leave the exchange saved, the lock
+    # free and the run counted as a success, raising only when the log is strict.
+    import asyncio
+
+    from toolnexus import aask, conversation_store
+
+    def broken(entry):
+        raise OSError("disk full")
+
+    def ask_with(client, text):
+        if driver == "sync":
+            return ask(client, text, id="c")
+        return asyncio.run(aask(client, text, id="c"))
+
+    for strict in (False, True):
+        events = []
+        log = {**in_memory_log(), "record": broken, "record_many": broken}
+        c = create_in_process_client(
+            model="m", generate=echo, message_log=log, strict_log=strict, on_metric=events.append
+        )
+        if strict:
+            with pytest.raises(OSError, match="disk full"):
+                ask_with(c, "hi")
+        else:
+            assert ask_with(c, "hi")["text"] == "re: hi"
+        runs = [e for e in events if e["event"] == "run"]
+        assert [r["error"] for r in runs] == [False]
+        assert [e["event"] for e in events].count("log_error") == 1
+        assert [m["content"] for m in conversation_store(c)["get"]("c")] == ["hi", "re: hi"]
+        # the lock was released: the next exchange in the conversation goes through
+        c2 = create_in_process_client(
+            model="m", generate=echo, store=conversation_store(c), lock=c.lock
+        )
+        assert ask_with(c2, "again")["text"] == "re: again"
+        assert len(conversation_store(c)["get"]("c")) == 4

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from pyrsistent import PMap, pmap
@@ -107,8 +107,19 @@ async def _acquire(client: Client, lock: Any, then: Callable[[], Any] | None = N
         raise
 
 
-def _then_exit(lock: Any, then: Callable[[], Any]) -> Any:
-    """Run `then` (the save) and release the lock, in one thread; an awaitable keeps it."""
+class _Released(NamedTuple):
+    """What the save-and-release hand-off did after the release."""
+
+    at: float  # perf_counter when the lock was released (the run's end, for its metric)
+    logged: bool  # whether `after` (the message log) ran in the hand-off
+    error: BaseException | None  # what `after` raised: re-raised after the run's metric
+
+
+def _then_exit(lock: Any, then: Callable[[], Any], after: Callable[[], Any] | None) -> Any:
+    """Run `then` (the save), release the lock, then `after` (the log), in one thread.
+
+    A `then` that returns an awaitable keeps the lock: the caller awaits it, then releases.
+    """
     try:
         out = then()
     except BaseException:
@@ -117,18 +128,29 @@ def _then_exit(lock: Any, then: Callable[[], Any]) -> Any:
     if hasattr(out, "__await__"):  # a plain function that returned a coroutine
         return out  # still locked: the caller awaits it, then releases
     lock.__exit__(None, None, None)
-    return None
+    at = time.perf_counter()
+    if after is None:
+        return _Released(at, False, None)
+    try:
+        after()
+    except Exception as e:  # a strict log's failure: raised once the run is accounted for
+        return _Released(at, True, e)
+    return _Released(at, True, None)
 
 
-async def _save_and_release(client: Client, lock: Any, save: Callable[[], Any]) -> None:
-    """Save, then release the lock, in one hand-off that a cancellation cannot split."""
-    done = asyncio.get_running_loop().run_in_executor(client.lock_pool, _then_exit, lock, save)
-    pending = await asyncio.shield(done)
-    if pending is not None:
-        try:
-            await pending
-        finally:
-            await _release(client, lock)
+async def _save_and_release(
+    client: Client, lock: Any, save: Callable[[], Any], after: Callable[[], Any] | None = None
+) -> _Released:
+    """Save, release the lock, then run `after`: one hand-off that a cancellation cannot split."""
+    run = asyncio.get_running_loop().run_in_executor
+    out = await asyncio.shield(run(client.lock_pool, _then_exit, lock, save, after))
+    if isinstance(out, _Released):
+        return out
+    try:
+        await out
+    finally:
+        await _release(client, lock)
+    return _Released(time.perf_counter(), False, None)
 
 
 async def _release(client: Client, lock: Any) -> None:
@@ -272,7 +294,8 @@ async def _exchange(
     get = client.store["get"] if history is None and conversation_id is not None else None
     # Plain store functions run in the lock's own hand-offs: take+load, save+release.
     load_locked = lock is not None and get is not None and not asyncio.iscoroutinefunction(get)
-    state, locked = None, False
+    state, locked, released = None, False, None
+    has_log = client.options.get("message_log") is not None
     try:
         if lock is not None:
             load = partial(get, conversation_id) if load_locked else None
@@ -297,20 +320,31 @@ async def _exchange(
                 save = client.store["save"]
                 if lock is not None and not asyncio.iscoroutinefunction(save):
                     locked = False  # released by the hand-off, even if the save fails
-                    await _save_and_release(
-                        client, lock, partial(save, conversation_id, state["messages"])
+                    # The log is written in the same hand-off, after the release (as the
+                    # sync driver writes it): one thread hop fewer per exchange.
+                    result = loop.result(state, client.model)
+                    log = partial(record_log, client, conversation_id, prompt, result, asked_at)
+                    released = await _save_and_release(
+                        client,
+                        lock,
+                        partial(save, conversation_id, state["messages"]),
+                        log if has_log else None,
                     )
                 else:
                     await _call(save, conversation_id, state["messages"])
         finally:
             if locked:
                 await _release(client, lock)
-        result = loop.result(state, client.model)
+        if released is None:
+            result = loop.result(state, client.model)
     except BaseException as e:
         run_metric(client, None, time.perf_counter() - t0, e)
         raise
-    run_metric(client, state, time.perf_counter() - t0)
-    if client.options.get("message_log") is not None:  # no hand-off when there is no log
+    end = released.at if released is not None else time.perf_counter()
+    run_metric(client, state, end - t0)
+    if released is not None and released.error is not None:
+        raise released.error
+    if has_log and (released is None or not released.logged):  # no hand-off without a log
         await asyncio.to_thread(record_log, client, conversation_id, prompt, result, asked_at)
     yield pmap({"type": "done", "result": result})
 
