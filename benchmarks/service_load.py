@@ -60,9 +60,49 @@ def serve_provider(latency: float) -> None:
         sys.stdin.read()
 
 
-def start_provider(latency: float) -> tuple[subprocess.Popen, str]:
+def serve_light_provider(latency: float) -> None:
+    """Run a light fake provider until stdin closes: one asyncio task per connection.
+
+    The same OpenAI wire format as `fake_provider` (a JSON chat completion after a fixed
+    latency), without its per-request thread and email-parser headers: on a machine
+    where the provider shares the cores with the workers, the provider's own CPU (about
+    0.4 ms a request for fake_provider here) is taken from the service being measured.
+    A real provider runs elsewhere. Whole answers only (the benchmark sends no SSE).
+    """
+    sys.path.insert(0, str(ROOT))
+    from toolnexus.testing.fake_provider import openai_response
+
+    body = json.dumps(openai_response({"content": "ok"}, "fake")).encode()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    answer = head % len(body) + body
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in request.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                json.loads(await reader.readexactly(length))  # a real server reads the body
+                await asyncio.sleep(latency)
+                writer.write(answer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=1024)
+        port = server.sockets[0].getsockname()[1]
+        print(f"http://127.0.0.1:{port}/v1", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+    asyncio.run(main())
+
+
+def start_provider(latency: float, kind: str = "light") -> tuple[subprocess.Popen, str]:
+    flag = "--serve-light-provider" if kind == "light" else "--serve-provider"
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve-provider", str(latency)],
+        [sys.executable, __file__, flag, str(latency)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -364,21 +404,33 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--instructions", action="store_true", help="callgrind: instructions per request"
     )
+    p.add_argument(
+        "--provider",
+        choices=["light", "fake"],
+        default="light",
+        help="light: an asyncio fake model (default); fake: toolnexus.testing.fake_provider",
+    )
     p.add_argument("--serve-provider", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--serve-light-provider", type=float, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.serve_provider is not None:
         serve_provider(a.serve_provider)
+        return {}
+    if a.serve_light_provider is not None:
+        serve_light_provider(a.serve_light_provider)
         return {}
     store = "sqlite" if a.quick else a.store
     workers = [1] if a.quick else [int(x) for x in a.workers.split(",")]
     clients = [4] if a.quick else [int(x) for x in a.clients.split(",")]
     warmup, seconds = (0.2, 0.5) if a.quick else (1.0, a.seconds)
-    provider, url = start_provider(LATENCY)
+    provider, url = start_provider(LATENCY, a.provider)
     tag = "bench" + uuid.uuid4().hex[:8]
     report: dict = {"store": store, "latency_ms": LATENCY * 1000, "points": [], "direct": []}
     try:
         host, port = url.split("//")[1].split("/")[0].split(":")
-        print(f"service load, store={store}, fake model latency {LATENCY * 1000:.0f} ms")
+        print(
+            f"service load, store={store}, {a.provider} fake model, latency {LATENCY * 1000:.0f} ms"
+        )
         for c in [] if a.instructions else clients:
             r = asyncio.run(drive([(host, int(port), "")], c, warmup, seconds, [provider.pid]))
             r["provider_cpu_pct"] = round(100 * r.pop("cpu")[provider.pid])
