@@ -187,11 +187,17 @@ async def post(reader, writer, host: str, path: str, body: bytes) -> int:
     return int(head[9:12])
 
 
-async def virtual_client(n: int, target: tuple[str, int, str], tag: str, stop: float, out: list):
-    """Send messages in a closed loop until `stop`; append (start, seconds, status) to out."""
+async def virtual_client(
+    n: int, target: tuple[str, int, str], tag: str, stop: float, out: list, delay: float = 0.0
+):
+    """Send messages in a closed loop until `stop`; append (start, seconds, status) to out.
+
+    `delay` staggers the first request, so clients do not all start in the same instant.
+    """
     host, port, prefix = target
     reader = writer = None
     k = 0
+    await asyncio.sleep(delay)
     while time.perf_counter() < stop:
         path = f"{prefix}/{tag}-{n}-{k // 8}/messages" if prefix else "/v1/chat/completions"
         body = (
@@ -212,14 +218,20 @@ async def virtual_client(n: int, target: tuple[str, int, str], tag: str, stop: f
         writer.close()
 
 
-async def drive(targets: list, clients: int, warmup: float, seconds: float, pids: list) -> dict:
+async def drive(
+    targets: list, clients: int, warmup: float, seconds: float, pids: list, herd: bool = False
+) -> dict:
     """Run `clients` virtual clients over `targets`; measure the window after warmup."""
     tag = uuid.uuid4().hex[:8]
     out: list = []
     start = time.perf_counter()
     begin, end = start + warmup, start + warmup + seconds
+    # Starts spread over one model latency: with a fixed latency, clients that start
+    # together stay in step, and every request of a step arrives in the same instant
+    # (a burst of work that real, unsynchronised clients do not make). --herd keeps it.
+    spread = 0.0 if herd else LATENCY / clients
     tasks = [
-        asyncio.create_task(virtual_client(i, targets[i % len(targets)], tag, end, out))
+        asyncio.create_task(virtual_client(i, targets[i % len(targets)], tag, end, out, i * spread))
         for i in range(clients)
     ]
     await asyncio.sleep(max(0.0, begin - time.perf_counter()))
@@ -352,7 +364,7 @@ def store_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:
     return env, lambda: None
 
 
-def run_point(env, workers, clients, warmup, seconds, provider) -> dict:
+def run_point(env, workers, clients, warmup, seconds, provider, herd=False) -> dict:
     ports = [free_port() for _ in range(workers)]
     procs = [start_worker(env, p) for p in ports]
     try:
@@ -360,7 +372,7 @@ def run_point(env, workers, clients, warmup, seconds, provider) -> dict:
             wait_ready(p, proc)
         targets = [("127.0.0.1", p, "/conversations") for p in ports]
         pids = [proc.pid for proc in procs] + [provider.pid]
-        r = asyncio.run(drive(targets, clients, warmup, seconds, pids))
+        r = asyncio.run(drive(targets, clients, warmup, seconds, pids, herd))
     finally:
         for proc in procs:
             proc.terminate()
@@ -410,6 +422,9 @@ def main(argv: list[str] | None = None) -> dict:
         default="light",
         help="light: an asyncio fake model (default); fake: toolnexus.testing.fake_provider",
     )
+    p.add_argument(
+        "--herd", action="store_true", help="start all clients at once (they then stay in step)"
+    )
     p.add_argument("--serve-provider", type=float, help=argparse.SUPPRESS)
     p.add_argument("--serve-light-provider", type=float, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -432,7 +447,8 @@ def main(argv: list[str] | None = None) -> dict:
             f"service load, store={store}, {a.provider} fake model, latency {LATENCY * 1000:.0f} ms"
         )
         for c in [] if a.instructions else clients:
-            r = asyncio.run(drive([(host, int(port), "")], c, warmup, seconds, [provider.pid]))
+            direct = [(host, int(port), "")]
+            r = asyncio.run(drive(direct, c, warmup, seconds, [provider.pid], a.herd))
             r["provider_cpu_pct"] = round(100 * r.pop("cpu")[provider.pid])
             report["direct"].append(r)
             print_row("direct", r)
@@ -449,7 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
                     return report
                 for w in workers:
                     for c in clients:
-                        r = run_point(env, w, c, warmup, seconds, provider)
+                        r = run_point(env, w, c, warmup, seconds, provider, a.herd)
                         report["points"].append(r)
                         print_row(f"{w} worker" + ("s" if w > 1 else ""), r)
             finally:
