@@ -251,3 +251,169 @@ def test_a_pool_of_autocommit_connections_works_alike(postgres_dsn, table):
     with ConnectionPool(postgres_dsn, min_size=1, max_size=2, kwargs={"autocommit": True}) as p:
         cases.check_interleaved_writers(lambda: postgres_store(p, table))
         cases.check_racing_savers(lambda: postgres_store(p, table))
+
+
+# ---- an exchange's message-log entries written in the save's own statement -----------
+
+
+@pytest.fixture
+def logged(pool, table):
+    """(traced pool, store, log, client) sharing one pool; the log table is dropped after."""
+    from toolnexus import create_in_process_client
+    from toolnexus.history import postgres_log
+
+    traced = _Traced(pool)
+    store, log = postgres_store(traced, table), postgres_log(traced, table + "_log")
+
+    def echo(req):
+        return {"content": "re: " + req["messages"][-1]["content"]}
+
+    client = create_in_process_client(model="m", generate=echo, store=store, message_log=log)
+    yield traced, store, log, client
+    with pool.connection() as c:
+        c.execute(f"DROP TABLE IF EXISTS {table}_log")
+
+
+def _log_texts(log, cid):
+    return [(e["direction"], e["text"]) for e in log["query"](conversation_id=cid)]
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_an_exchange_and_its_log_entries_are_one_statement(logged, driver):
+    """The usual save of an exchange also writes its two log entries: one statement, one
+    commit, no separate log INSERT (so no moment where one is stored and not the other)."""
+    import asyncio
+
+    from toolnexus import aask, ask
+
+    traced, store, log, client = logged
+    cid = cases.new_id()
+
+    def exchange(text):
+        return (
+            ask(client, text, id=cid)
+            if driver == "sync"
+            else asyncio.run(aask(client, text, id=cid))
+        )
+
+    exchange("one")  # a first save creates the head: a transaction
+    del traced.sent[:]
+    exchange("two")
+    writes = [s for s in traced.sent if not s.startswith("SELECT")]
+    assert len(writes) == 1 and writes[0].startswith("WITH head AS (UPDATE"), traced.sent
+    assert _log_texts(log, cid) == [
+        ("user", "one"),
+        ("ai", "re: one"),
+        ("user", "two"),
+        ("ai", "re: two"),
+    ]
+    assert [m["content"] for m in store["get"](cid)] == ["one", "re: one", "two", "re: two"]
+
+
+def test_a_moved_head_logs_in_the_general_save_once(logged, pool, table):
+    """When another writer moved the head during the exchange, the one statement writes
+    nothing (no log rows either) and the general transaction saves and logs once."""
+    from toolnexus import ask, create_in_process_client
+
+    traced, store, log, _ = logged
+    cid = cases.new_id()
+    theirs = cases.turns(2, "theirs")
+
+    def meddling(req):  # a writer that ignores the lock saves while the model thinks
+        if req["messages"][-1]["content"] == "two":
+            postgres_store(pool, table)["save"](cid, theirs)
+        return {"content": "re: " + req["messages"][-1]["content"]}
+
+    client = create_in_process_client(model="m", generate=meddling, store=store, message_log=log)
+    ask(client, "one", id=cid)
+    del traced.sent[:]
+    ask(client, "two", id=cid)
+    assert traced.sent[1].startswith("WITH head AS (UPDATE"), traced.sent
+    # then one transaction: head lock, write, the log's rows, commit
+    assert traced.sent[2] == "BEGIN" and traced.sent[-1] == "COMMIT", traced.sent
+    assert traced.sent[-2].startswith("WITH saved AS (SELECT 1) INSERT INTO")
+    assert _log_texts(log, cid) == [
+        ("user", "one"), ("ai", "re: one"), ("user", "two"), ("ai", "re: two")
+    ]  # fmt: skip
+    # the exchange replaced what the meddler wrote (the last save wins, whole)
+    assert [m["content"] for m in store["get"](cid)] == ["one", "re: one", "two", "re: two"]
+
+
+def test_a_log_refusing_its_rows_never_loses_the_exchange(logged, pool, table):
+    """The log's table gone: the exchange is still saved (without the log's part), and the
+    log's failure is reported as a log_error, as when the log is written apart."""
+    from toolnexus import ask, create_in_process_client
+
+    traced, store, log, _ = logged
+    events = []
+    client = create_in_process_client(
+        model="m", generate=lambda req: {"content": "ok"}, store=store, message_log=log,
+        on_metric=events.append,
+    )  # fmt: skip
+    cid = cases.new_id()
+    ask(client, "one", id=cid)
+    with pool.connection() as c:
+        c.execute(f"DROP TABLE {table}_log")
+    assert ask(client, "two", id=cid)["text"] == "ok"
+    assert [m["content"] for m in store["get"](cid)] == ["one", "ok", "two", "ok"]
+    assert [e["event"] for e in events].count("log_error") == 1
+    assert [e["error"] for e in events if e["event"] == "run"] == [False, False]
+
+
+def test_a_wrapped_save_is_never_bypassed(pool, table):
+    """A decorator that wraps "save" (here capped_store) keeps the rest of the store's map;
+    the client must then save through the wrapper, and log apart."""
+    from toolnexus import ask, create_in_process_client
+    from toolnexus.history import postgres_log
+    from toolnexus.store import capped_store
+
+    store = postgres_store(pool, table)
+    log = postgres_log(pool, table + "_log")
+    try:
+        capped = capped_store(2, store)
+        assert "save_logged" in capped  # copied with the rest of the map
+        client = create_in_process_client(
+            model="m", generate=lambda req: {"content": "ok"}, store=capped, message_log=log
+        )
+        cid = cases.new_id()
+        ask(client, "one", id=cid)
+        ask(client, "two", id=cid)
+        assert [m["content"] for m in store["get"](cid)] == ["two", "ok"]  # capped to 2
+        assert len(log["query"](conversation_id=cid)) == 4
+    finally:
+        with pool.connection() as c:
+            c.execute(f"DROP TABLE IF EXISTS {table}_log")
+
+
+def test_log_rows_are_written_only_with_their_transcript(pool, table):
+    """An append over a moved head writes no log rows in its one statement, and a general
+    save that the server refuses writes none either: the log never gets ahead of the store."""
+    from datetime import UTC, datetime
+
+    from toolnexus.history import postgres_log
+    from toolnexus.history.wiring import exchange_entries
+
+    store, log = postgres_store(pool, table), postgres_log(pool, table + "_log")
+    try:
+        store["save"]("a", cases.turns(4))
+        read = store["get"]("a")
+        postgres_store(pool, table)["save"]("a", cases.turns(1, tag="x"))  # moves the head
+        with pool.connection() as c:  # the server refuses row 3 of any later write
+            c.execute(
+                f"CREATE FUNCTION {table}_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN IF new.seq = 3 THEN RAISE EXCEPTION 'refused'; END IF; "
+                "RETURN new; END $$"
+            )
+            c.execute(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW "
+                f"EXECUTE FUNCTION {table}_refuse()"
+            )
+        entries = exchange_entries("a", "q", "answer", now=datetime.now(UTC))
+        with pytest.raises((StoreCorruptError, StoreUnavailableError)):
+            store["save_logged"]("a", read.append(freeze(cases.msg("user", "q"))), log, entries)
+        assert log["query"](conversation_id="a") == ()
+        assert thaw(postgres_store(pool, table)["get"]("a")) == cases.turns(1, tag="x")
+    finally:
+        with pool.connection() as c:
+            c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads, {table}_log")
+            c.execute(f"DROP FUNCTION IF EXISTS {table}_refuse()")

@@ -24,10 +24,12 @@ from .client import (
     execute_calls,
     flow_config,
     in_process_request,
+    logged_save,
     metric_emitter,
     record_log,
     run_metric,
     run_toolkit,
+    save_exchange,
     start_state,
 )
 from .errors import ProviderError, RunTimeoutError
@@ -129,6 +131,8 @@ def _then_exit(lock: Any, then: Callable[[], Any], after: Callable[[], Any] | No
         return out  # still locked: the caller awaits it, then releases
     lock.__exit__(None, None, None)
     at = time.perf_counter()
+    if out is True:  # save_exchange wrote the log with the save
+        return _Released(at, True, None)
     if after is None:
         return _Released(at, False, None)
     try:
@@ -324,12 +328,13 @@ async def _exchange(
                     # sync driver writes it): one thread hop fewer per exchange.
                     result = loop.result(state, client.model)
                     log = partial(record_log, client, conversation_id, prompt, result, asked_at)
-                    released = await _save_and_release(
-                        client,
-                        lock,
-                        partial(save, conversation_id, state["messages"]),
-                        log if has_log else None,
-                    )
+                    messages = state["messages"]
+                    if logged_save(client) is not None:  # the log may go in the save itself
+                        args = (client, conversation_id, messages, prompt, result, asked_at)
+                        save = partial(save_exchange, *args)
+                    else:
+                        save = partial(save, conversation_id, messages)
+                    released = await _save_and_release(client, lock, save, log if has_log else None)
                 else:
                     await _call(save, conversation_id, state["messages"])
         finally:

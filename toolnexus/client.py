@@ -374,6 +374,45 @@ def run_metric(client: Client, state: PMap | None, seconds: float, error: Any = 
     emit_metric(client, event)
 
 
+def save_exchange(
+    client: Client, conversation_id: str, messages: Any, prompt: str, result: PMap, t0: Any
+) -> bool:
+    """Save the transcript; return True when its log entries were written with it.
+
+    A store with "save_logged" (PostgreSQL) writes the exchange's message-log entries in
+    the save's own statement when the log lives on its pool: one commit, and no window
+    where the transcript holds an exchange that the log lacks. Otherwise a plain save,
+    and the caller records the log afterwards, as without it.
+    """
+    save_logged = logged_save(client)
+    if save_logged is not None:
+        from .history.wiring import exchange_entries
+
+        try:
+            entries = exchange_entries(conversation_id, prompt, result["text"], t0)
+        except Exception:  # an entry the log refuses: record_log reports it afterwards
+            entries = None
+        if entries is not None:
+            log = client.options["message_log"]
+            return bool(save_logged(conversation_id, messages, log, entries))
+    client.store["save"](conversation_id, messages)
+    return False
+
+
+def logged_save(client: Client) -> Callable | None:
+    """Return the store's "save_logged" when the client has a log and it applies, else None.
+
+    Only while "save" is still the store's own: a decorator that wraps "save" (capped,
+    namespaced, ...) and copies the rest of the map must not be bypassed.
+    """
+    if client.options.get("message_log") is None:
+        return None
+    save_logged = client.store.get("save_logged")
+    if save_logged is None or getattr(save_logged, "save", None) is not client.store["save"]:
+        return None
+    return save_logged
+
+
 def record_log(client: Client, conversation_id: str | None, prompt: str, result: PMap, t0: Any):
     """Record the exchange in the message log, when the client has one."""
     log = client.options.get("message_log")
@@ -588,15 +627,17 @@ def _exchange(
             tk = run_toolkit(client, toolkit, conversation_id)
             flow = loop.run_flow(flow_config(client, streaming), state, tk)
             state = yield from _perform(client, flow, guard, streaming)
+            result = loop.result(state, client.model)
             # The one exit point: an exchange is saved whole, or (on error) not at all.
-            if conversation_id is not None:
-                client.store["save"](conversation_id, state["messages"])
-        result = loop.result(state, client.model)
+            logged = conversation_id is not None and save_exchange(
+                client, conversation_id, state["messages"], prompt, result, asked_at
+            )
     except BaseException as e:
         run_metric(client, None, time.perf_counter() - t0, e)
         raise
     run_metric(client, state, time.perf_counter() - t0)
-    record_log(client, conversation_id, prompt, result, asked_at)
+    if not logged:
+        record_log(client, conversation_id, prompt, result, asked_at)
     return result
 
 

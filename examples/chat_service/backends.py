@@ -252,11 +252,12 @@ class _Connections:
 # ---- the message log, built on first use ---------------------------------------
 
 
-def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
+def _lazy_log(make: Callable[[], dict], desc: str, pool: Any = None) -> dict:
     """Return a log that builds itself on first use (and retries after a failed build).
 
     postgres_log creates its table when built; building it lazily lets a worker start
-    while the database is down.
+    while the database is down. With `pool` (the log's PostgreSQL pool), it also offers
+    what lets the store write an exchange's log entries in the save's own statement.
     """
     built: list[dict] = []
     guard = threading.Lock()
@@ -270,11 +271,14 @@ def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
     def delegate(name: str) -> Callable:
         return lambda *a, **k: log()[name](*a, **k)
 
-    return {
+    out = {
         **{n: delegate(n) for n in ("record", "record_many", "query", "clear")},
         "close": lambda: built and built[0].get("close", lambda: None)(),
         "desc": desc,
     }
+    if pool is not None:
+        out.update(pool=pool, insert_when=delegate("insert_when"))
+    return out
 
 
 def _log(config: Mapping, conns: _Connections) -> tuple[dict | None, Callable | None]:
@@ -304,7 +308,7 @@ def _make_log(config: Mapping, conns: _Connections) -> dict | None:
         pool = conns.pg(url, "data", config["pool_size"])
         table = config["log_table"]
         desc = f"postgres_log({redact(url)!r}, table={table!r})"
-        return _lazy_log(lambda: postgres_log(pool, table), desc)
+        return _lazy_log(lambda: postgres_log(pool, table), desc, pool)
     raise ConfigError(f"TOOLNEXUS_LOG cannot be {redact(url)!r}")
 
 

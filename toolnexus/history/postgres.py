@@ -172,15 +172,48 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
             )
         return inserts[n]
 
-    def record_many(entries: Iterable[Mapping]) -> None:
+    def to_rows(entries: Iterable[Mapping]) -> list[tuple]:
         checked = [check_entry(e) for e in entries]  # all or nothing: validate first
-        if not checked:
-            return
-        rows = [
+        return [
             (e["id"], e["conversation_id"], e["text"], fold(e["text"]), e["timestamp"],
              e["direction"])
             for e in checked
         ]  # fmt: skip
+
+    guarded: dict[tuple[int, str], str] = {}
+
+    def insert_when(entries: Iterable[Mapping], relation: str) -> tuple[str, list]:
+        """Return `(sql, params)`: an INSERT of `entries` (at most 500) that adds rows only
+        when `relation` (a CTE of the caller's statement) has a row.
+
+        For a writer on this log's pool that records entries in the same statement as its
+        own write (the PostgreSQL store saves a transcript and logs its exchange at once),
+        as a data-modifying `WITH` part.
+        """
+        rows = to_rows(entries)
+        if not 0 < len(rows) <= _CHUNK or not _NAME.match(relation):
+            raise ValueError(f"1 to {_CHUNK} entries and a plain CTE name, got {len(rows)}")
+        key = (len(rows), relation)
+        if key not in guarded:
+            values = sql.SQL(", ").join(
+                [sql.SQL("(%s, %s, %s, %s, %s::timestamptz, %s)")] * len(rows)
+            )
+            guarded[key] = (
+                sql.SQL(
+                    "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
+                    "SELECT v.* FROM (VALUES {}) "
+                    "v(id, conversation_id, text, folded, ts, direction) "
+                    "WHERE EXISTS (SELECT 1 FROM {}) ON CONFLICT (id) DO NOTHING"
+                )
+                .format(t, values, sql.Identifier(relation))
+                .as_string(None)
+            )
+        return guarded[key], [v for row in rows for v in row]
+
+    def record_many(entries: Iterable[Mapping]) -> None:
+        rows = to_rows(entries)
+        if not rows:
+            return
         chunks = [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
         with _connection(pool, what) as conn:
             if len(chunks) > 1:  # all or nothing across statements: one transaction
@@ -238,4 +271,7 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
         "close": close,
         "index": "trigram" if trigram else "scan",
         "desc": what,  # the address is redacted: never a password
+        # For a PostgreSQL store on the same pool, which logs an exchange in its save.
+        "pool": pool,
+        "insert_when": insert_when,
     }

@@ -13,7 +13,13 @@ from ..toolkit import register, toolkit
 from .entry import make_entry
 from .tool import TOOL_NAME, chat_history_tool
 
-__all__ = ["record_exchange", "require_log", "lookup_tool_for", "with_lookup_tool"]
+__all__ = [
+    "exchange_entries",
+    "record_exchange",
+    "require_log",
+    "lookup_tool_for",
+    "with_lookup_tool",
+]
 
 logger = logging.getLogger("toolnexus.history")
 
@@ -44,6 +50,22 @@ def _report(on_metric: Callable | None, event: Mapping) -> None:
         logger.exception("on_metric raised while reporting a message-log error")
 
 
+def exchange_entries(
+    conversation_id: str | None,
+    prompt: str,
+    answer: str | None,
+    asked_at: datetime | None = None,
+    now: datetime | None = None,
+) -> list[PMap]:
+    """Return the log entries of an exchange: the prompt (at `asked_at`, default `now`),
+    then the answer (at `now`, default the current UTC time) unless it is empty."""
+    at = now or datetime.now(UTC)
+    entries = [make_entry(conversation_id, prompt, "user", asked_at or at)]
+    if answer:
+        entries.append(make_entry(conversation_id, answer, "ai", at))
+    return entries
+
+
 def record_exchange(
     log: Mapping,
     conversation_id: str | None,
@@ -64,10 +86,7 @@ def record_exchange(
     `strict`.
     """
     try:
-        at = now or datetime.now(UTC)
-        entries = [make_entry(conversation_id, prompt, "user", asked_at or at)]
-        if answer:
-            entries.append(make_entry(conversation_id, answer, "ai", at))
+        entries = exchange_entries(conversation_id, prompt, answer, asked_at, now)
         if callable(log.get("record_many")):
             log["record_many"](entries)
         else:

@@ -61,6 +61,16 @@ def _statements(table: str) -> dict:
                 SELECT head.id, %s + t.i - 1, t.body
                 FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i))
             SELECT count(*) FROM head""",
+        # The same, plus the exchange's message-log rows ({log}: the log's own INSERT,
+        # which adds them only if the head moved), in the same statement and commit.
+        "extend_logged": """WITH head AS (UPDATE {heads} SET version = %s, count = %s,
+                digest = %s WHERE id = %s AND version = %s AND count = %s AND digest = %s
+                RETURNING id),
+            added AS (INSERT INTO {messages} (id, seq, body)
+                SELECT head.id, %s + t.i - 1, t.body
+                FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i)),
+            logged AS ({{log}})
+            SELECT count(*) FROM head""",
         "drop_head": "DELETE FROM {heads} WHERE id = %s",
         "ids": "SELECT id FROM {heads} ORDER BY id",
     }
@@ -75,6 +85,10 @@ def _ddl_key(table: str) -> int:
     # (CREATE TABLE IF NOT EXISTS alone can still collide on the catalog).
     digest = hashlib.blake2b(f"toolnexus-ddl:{table}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+class _Refused(StoreUnavailableError):
+    """The server answered, and refused the statement (not a lost connection)."""
 
 
 def _check_id(id: Any) -> str:
@@ -117,7 +131,7 @@ def postgres_store(
             if _connect.is_pg_unavailable(e):
                 raise _connect.pg_unavailable(pool, e, desc) from None
             if isinstance(e, psycopg.Error):
-                raise StoreUnavailableError(f"{desc} refused: {type(e).__name__}: {e}") from None
+                raise _Refused(f"{desc} refused: {type(e).__name__}: {e}") from None
             raise
 
     @contextmanager
@@ -144,7 +158,9 @@ def postgres_store(
         memo.remember(id, *found, len(found[0]))
         return found[0]
 
-    def save(id: str, transcript: Sequence[Mapping]) -> None:
+    def write(id: str, transcript: Sequence[Mapping], log: Any = None) -> None:
+        """Save; with `log` (its INSERT, guarded by a CTE "head"), in the same statement or
+        transaction, so the transcript and its log entries are committed together."""
         _check_id(id)
         frozen = _rows.frozen(transcript)
         extend = _rows.plan_extend(id, frozen, memo)
@@ -153,7 +169,11 @@ def postgres_store(
                 expected, plan = extend
                 params = (*plan.head, id, *expected, plan.start, list(plan.encoded))
                 with _connect.pg_autocommit(conn):
-                    done = conn.execute(sql["extend"], params).fetchone()[0] == 1
+                    if log is None:
+                        done = conn.execute(sql["extend"], params).fetchone()[0] == 1
+                    else:
+                        query = sql["extend_logged"].replace("{log}", log("head")[0])
+                        done = conn.execute(query, (*params, *log("head")[1])).fetchone()[0]
             if extend is None or not done:
                 with conn.transaction():
                     stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
@@ -162,7 +182,44 @@ def postgres_store(
                         conn.execute(sql["clear"], (id,))
                     params = (id, plan.start, list(plan.encoded), *plan.head, id)
                     conn.execute(sql["write"], params)
+                    if log is not None:
+                        query, values = log("saved")
+                        conn.execute("WITH saved AS (SELECT 1) " + query, values)
         memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
+
+    def save(id: str, transcript: Sequence[Mapping]) -> None:
+        write(id, transcript)
+
+    def save_logged(
+        id: str, transcript: Sequence[Mapping], log: Mapping, entries: Sequence[Mapping]
+    ) -> bool:
+        """Save, recording `entries` in `log` in the same statement (the usual append) or
+        transaction; return whether they were recorded (else the caller records them).
+
+        Only a PostgreSQL log on this store's pool can be written with the save; any other
+        is left to the caller. Raises, like `save`, when the transcript is not saved.
+        """
+        if log.get("pool") is not pool or not callable(log.get("insert_when")):
+            save(id, transcript)
+            return False
+        made: dict[str, tuple[str, list]] = {}
+
+        def insert(relation: str) -> tuple[str, list]:
+            if relation not in made:
+                made[relation] = log["insert_when"](entries, relation)
+            return made[relation]
+
+        try:
+            write(id, transcript, insert)
+            return True
+        except (_Refused, StoreCorruptError, ValueError):
+            # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
+            # and the caller records the log as usual, which reports why. A fault of the
+            # store's own raises again here.
+            save(id, transcript)
+            return False
+
+    save_logged.save = save  # type: ignore[attr-defined]  # the save it stands for
 
     def delete(id: str) -> None:
         _check_id(id)
@@ -180,4 +237,12 @@ def postgres_store(
         if owned:
             pool.close()
 
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "close": close, "desc": desc}
+    return {
+        "get": get,
+        "save": save,
+        "save_logged": save_logged,
+        "delete": delete,
+        "ids": ids,
+        "close": close,
+        "desc": desc,
+    }
