@@ -113,7 +113,7 @@ class _Released(NamedTuple):
     """What the save-and-release hand-off did after the release."""
 
     at: float  # perf_counter when the lock was released (the run's end, for its metric)
-    logged: bool  # whether `after` (the message log) ran in the hand-off
+    logged: bool  # whether the message log was written (or tried) in the hand-off
     error: BaseException | None  # what `after` raised: re-raised after the run's metric
 
 
@@ -331,10 +331,11 @@ async def _exchange(
                     messages = state["messages"]
                     if logged_save(client) is not None:  # the log may go in the save itself
                         args = (client, conversation_id, messages, prompt, result, asked_at)
-                        save = partial(save_exchange, *args)
+                        saving = partial(save_exchange, *args)
                     else:
-                        save = partial(save, conversation_id, messages)
-                    released = await _save_and_release(client, lock, save, log if has_log else None)
+                        saving = partial(save, conversation_id, messages)
+                    after = log if has_log else None
+                    released = await _save_and_release(client, lock, saving, after)
                 else:
                     await _call(save, conversation_id, state["messages"])
         finally:

@@ -62,7 +62,8 @@ def _statements(table: str) -> dict:
                 FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i))
             SELECT count(*) FROM head""",
         # The same, plus the exchange's message-log rows ({log}: the log's own INSERT,
-        # which adds them only if the head moved), in the same statement and commit.
+        # which adds them only if "head" has a row, i.e. the append happened), in the same
+        # statement and commit.
         "extend_logged": """WITH head AS (UPDATE {heads} SET version = %s, count = %s,
                 digest = %s WHERE id = %s AND version = %s AND count = %s AND digest = %s
                 RETURNING id),
@@ -173,7 +174,8 @@ def postgres_store(
                         done = conn.execute(sql["extend"], params).fetchone()[0] == 1
                     else:
                         query = sql["extend_logged"].replace("{log}", log("head")[0])
-                        done = conn.execute(query, (*params, *log("head")[1])).fetchone()[0]
+                        row = conn.execute(query, (*params, *log("head")[1])).fetchone()
+                        done = row[0] == 1
             if extend is None or not done:
                 with conn.transaction():
                     stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
