@@ -88,7 +88,7 @@ def _ddl_key(table: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-class _Refused(StoreUnavailableError):
+class StoreRefusedError(StoreUnavailableError):
     """The server answered, and refused the statement (not a lost connection)."""
 
 
@@ -132,7 +132,7 @@ def postgres_store(
             if _connect.is_pg_unavailable(e):
                 raise _connect.pg_unavailable(pool, e, desc) from None
             if isinstance(e, psycopg.Error):
-                raise _Refused(f"{desc} refused: {type(e).__name__}: {e}") from None
+                raise StoreRefusedError(f"{desc} refused: {type(e).__name__}: {e}") from None
             raise
 
     @contextmanager
@@ -214,7 +214,7 @@ def postgres_store(
         try:
             write(id, transcript, insert)
             return True
-        except (_Refused, StoreCorruptError, ValueError):
+        except (StoreRefusedError, StoreCorruptError, ValueError):
             # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
             # and the caller records the log as usual, which reports why. A fault of the
             # store's own raises again here.
