@@ -7,6 +7,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from . import _connect, _rows
@@ -24,6 +25,14 @@ def _identifiers(table: str):
         raise ValueError(f"table must be a plain SQL name like 'toolnexus_messages', got {table!r}")
     *schema, name = table.split(".")
     return sql.Identifier(*schema, name), sql.Identifier(*schema, name + "_heads")
+
+
+# The head moved (only if it is still the expected one) and the new rows added after it.
+_APPEND = """WITH head AS (UPDATE {heads} SET version = %s, count = %s, digest = %s
+        WHERE id = %s AND version = %s AND count = %s AND digest = %s RETURNING id),
+    added AS (INSERT INTO {messages} (id, seq, body)
+        SELECT head.id, %s + t.i - 1, t.body
+        FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i))"""
 
 
 def _statements(table: str) -> dict:
@@ -55,23 +64,11 @@ def _statements(table: str) -> dict:
         # stored) as one autocommit statement: the head moves and the rows are added only
         # if the head is still the expected one; it returns 1 then, else 0 and writes
         # nothing (the caller then saves the general way).
-        "extend": """WITH head AS (UPDATE {heads} SET version = %s, count = %s, digest = %s
-                WHERE id = %s AND version = %s AND count = %s AND digest = %s RETURNING id),
-            added AS (INSERT INTO {messages} (id, seq, body)
-                SELECT head.id, %s + t.i - 1, t.body
-                FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i))
-            SELECT count(*) FROM head""",
+        "extend": _APPEND + " SELECT count(*) FROM head",
         # The same, plus the exchange's message-log rows ({log}: the log's own INSERT,
         # which adds them only if "head" has a row, i.e. the append happened), in the same
         # statement and commit.
-        "extend_logged": """WITH head AS (UPDATE {heads} SET version = %s, count = %s,
-                digest = %s WHERE id = %s AND version = %s AND count = %s AND digest = %s
-                RETURNING id),
-            added AS (INSERT INTO {messages} (id, seq, body)
-                SELECT head.id, %s + t.i - 1, t.body
-                FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i)),
-            logged AS ({{log}})
-            SELECT count(*) FROM head""",
+        "extend_logged": _APPEND + ", logged AS ({{log}}) SELECT count(*) FROM head",
         "drop_head": "DELETE FROM {heads} WHERE id = %s",
         "ids": "SELECT id FROM {heads} ORDER BY id",
     }
@@ -173,9 +170,9 @@ def postgres_store(
                     if log is None:
                         done = conn.execute(sql["extend"], params).fetchone()[0] == 1
                     else:
-                        query = sql["extend_logged"].replace("{log}", log("head")[0])
-                        row = conn.execute(query, (*params, *log("head")[1])).fetchone()
-                        done = row[0] == 1
+                        log_sql, log_params = log("head")
+                        query = sql["extend_logged"].replace("{log}", log_sql)
+                        done = conn.execute(query, (*params, *log_params)).fetchone()[0] == 1
             if extend is None or not done:
                 with conn.transaction():
                     stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
@@ -204,15 +201,8 @@ def postgres_store(
         if log.get("pool") is not pool or not callable(log.get("insert_when")):
             save(id, transcript)
             return False
-        made: dict[str, tuple[str, list]] = {}
-
-        def insert(relation: str) -> tuple[str, list]:
-            if relation not in made:
-                made[relation] = log["insert_when"](entries, relation)
-            return made[relation]
-
         try:
-            write(id, transcript, insert)
+            write(id, transcript, partial(log["insert_when"], entries))
             return True
         except (StoreRefusedError, StoreCorruptError, ValueError):
             # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
