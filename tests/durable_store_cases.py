@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pyrsistent import freeze, thaw
 
 from toolnexus.store import StoreCorruptError
-from toolnexus.transcript import FORMAT_VERSION
+from toolnexus.core.transcript import FORMAT_VERSION
 
 
 def msg(role: str, content: str) -> dict:

@@ -11,7 +11,7 @@ from cryptography.fernet import Fernet, MultiFernet
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolnexus import transcript as tx
+from toolnexus.core import transcript as tx
 from toolnexus.store import (
     DecryptionError,
     StoreCorruptError,

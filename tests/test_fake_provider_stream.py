@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolnexus.errors import ProviderError
+from toolnexus.core.errors import ProviderError
 from toolnexus.testing.fake_provider import RESPONSES, fake_provider, text_reply, tool_calls_reply
-from toolnexus.wire import DIALECTS, sse
+from toolnexus.core.wire import DIALECTS, sse
 
 PATHS = {"openai": "/chat/completions", "anthropic": "/messages"}
 

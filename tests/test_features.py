@@ -27,7 +27,7 @@ from toolnexus import (
 from toolnexus.hooks import compactor
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
-from toolnexus.transcript import safe_cuts
+from toolnexus.core.transcript import safe_cuts
 
 STYLES = ["openai", "anthropic"]
 

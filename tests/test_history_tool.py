@@ -19,7 +19,7 @@ from toolnexus.history import (
 )
 from toolnexus.history.tool import render
 from toolnexus.history.wiring import lookup_tool_for, require_log, with_lookup_tool
-from toolnexus.tool import tool
+from toolnexus.core.tool import tool
 
 NOW = datetime(2026, 5, 9, 15, 30, tzinfo=UTC)
 clock = lambda: NOW  # noqa: E731

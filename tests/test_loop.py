@@ -7,9 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import PMap, PVector, thaw
 
-from toolnexus import execute, loop, tool, tool_result, toolkit
+from toolnexus import execute, tool, tool_result, toolkit
+from toolnexus.core import flow as loop
 from toolnexus.testing import anthropic_response, openai_response
-from toolnexus.wire import DIALECTS
+from toolnexus.core.wire import DIALECTS
 
 dialects = st.sampled_from(["openai", "anthropic"])
 names = st.sampled_from(["echo", "add", "missing"])

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolnexus import resilience as r
-from toolnexus.errors import ProviderError, RunCancelledError, RunTimeoutError
+from toolnexus.core import retry as r
+from toolnexus.core.errors import ProviderError, RunCancelledError, RunTimeoutError
 
 # ---- Retry-After -------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from toolnexus import aask, ask, create_client, stream
-from toolnexus.errors import ProviderError, RunTimeoutError
+from toolnexus.core.errors import ProviderError, RunTimeoutError
 from toolnexus.testing import fake_provider
 from toolnexus.testing.fake_provider import openai_response
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyrsistent import thaw
 
-from toolnexus.errors import ProviderError
-from toolnexus.loop import parse_arguments
-from toolnexus.wire import anthropic, openai, sse
+from toolnexus.core.errors import ProviderError
+from toolnexus.core.flow import parse_arguments
+from toolnexus.core.wire import anthropic, openai, sse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sse"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.json")) if FIXTURES.is_dir() else []

@@ -11,7 +11,7 @@ import toolz
 from cryptography.fernet import Fernet
 from hypothesis import Phase
 
-from toolnexus import transcript as tx
+from toolnexus.core import transcript as tx
 from toolnexus.store import (
     capped_store,
     encrypted,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyrsistent import freeze, pvector, thaw
 
-from toolnexus import transcript as tx
+from toolnexus.core import transcript as tx
 from toolnexus.testing import transcripts
 
 both = pytest.mark.parametrize("dialect", ["openai", "anthropic"])

@@ -16,15 +16,16 @@ from .client import (
     run,
     stream,
 )
-from .errors import ProviderError, RunCancelledError, RunTimeoutError
-from .tool import define_tool, execute_tool, sanitize, tool, tool_result
-from .toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names, toolkit
+from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
+from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
+from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
+from .toolkit import toolkit
 
 # Public names loaded on first access: name -> submodule.
 _LAZY = {
-    "aask": "aio",
-    "arun": "aio",
-    "astream": "aio",
+    "aask": "drivers.aio",
+    "arun": "drivers.aio",
+    "astream": "drivers.aio",
     "chat_history_tool": "history.tool",
     "http_tool": "http_tool",
     "list_skills": "skills",

@@ -18,17 +18,17 @@ from typing import Any
 
 from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
 
-from . import loop
-from .errors import ProviderError
-from .guard import Guard
+from .core import flow as loop
+from .core.errors import ProviderError
+from .drivers.guard import Guard
 from .store.locks import local_lock
 from .store.memory import in_memory_store
-from .toolkit import execute as execute_tool
-from .toolkit import toolkit
-from .transcript import freeze_transcript, repair
-from .transport import TURN, Endpoint, default_transport, send, send_stream
-from .wire import DIALECTS
-from .wire import openai as openai_wire
+from .core.toolkit import execute as execute_tool
+from .core.toolkit import toolkit
+from .core.transcript import freeze_transcript, repair
+from .drivers.transport import TURN, Endpoint, default_transport, send, send_stream
+from .core.wire import DIALECTS
+from .core.wire import openai as openai_wire
 
 __all__ = [
     "create_client",

@@ -12,7 +12,7 @@ from typing import Any
 
 from pyrsistent import PVector, pmap, pvector
 
-from .transcript import freeze_transcript, is_system, safe_cuts
+from .core.transcript import freeze_transcript, is_system, safe_cuts
 
 __all__ = ["compactor", "estimate_tokens", "extractive_summary"]
 

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 from pyrsistent import PMap, freeze, thaw
 
-from .errors import excerpt
-from .tool import tool, tool_result
+from .core.errors import excerpt
+from .core.tool import tool, tool_result
 
 __all__ = ["http_tool", "plan_request", "expand_env", "placeholders"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pyrsistent import PMap, pmap, pvector
 
-from .tool import tool, tool_result
+from .core.tool import tool, tool_result
 
 __all__ = [
     "SkillWarning",

@@ -40,7 +40,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from toolnexus import aask, ask, astream, create_client, define_tool, metrics, toolkit
-from toolnexus.errors import ProviderError, RunTimeoutError
+from toolnexus.core.errors import ProviderError, RunTimeoutError
 from toolnexus.history.entry import parse_when
 from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
 

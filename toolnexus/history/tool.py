@@ -8,7 +8,7 @@ from typing import Any
 
 from pyrsistent import PMap
 
-from ..tool import tool, tool_result
+from ..core.tool import tool, tool_result
 from .entry import parse_when
 
 __all__ = ["chat_history_tool", "render", "scope_ids", "TOOL_NAME"]

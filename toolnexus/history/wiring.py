@@ -9,7 +9,7 @@ from typing import Any
 
 from pyrsistent import PMap
 
-from ..toolkit import register, toolkit
+from ..core.toolkit import register, toolkit
 from .entry import make_entry
 from .tool import TOOL_NAME, chat_history_tool
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector, thaw
 
-from ..transcript import FORMAT_VERSION, TranscriptFormatError, freeze_transcript
+from ..core.transcript import FORMAT_VERSION, TranscriptFormatError, freeze_transcript
 from .errors import StoreCorruptError
 
 GENESIS = "0" * 32  # the digest of the empty transcript

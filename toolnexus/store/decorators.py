@@ -20,7 +20,7 @@ from typing import Any
 
 from toolz import curry
 
-from .. import transcript as tx
+from ..core import transcript as tx
 from .errors import StoreCorruptError
 from .file import file_store
 

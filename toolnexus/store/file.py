@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import transcript as tx
+from ..core import transcript as tx
 from .errors import StoreCorruptError
 
 __all__ = ["file_store", "file_name_for", "id_for_file_name"]

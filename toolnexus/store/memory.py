@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 
-from ..transcript import freeze_transcript
+from ..core.transcript import freeze_transcript
 
 __all__ = ["in_memory_store"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .errors import RunCancelledError, RunTimeoutError
+from ..core.errors import RunCancelledError, RunTimeoutError
 
 __all__ = ["Guard"]
 

@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 import httpx
 from pyrsistent import PMap, pmap
 
-from . import loop
-from .client import (
+from ..core import flow as loop
+from ..client import (
     Client,
     check_run,
     execute_calls,
@@ -32,11 +32,11 @@ from .client import (
     save_exchange,
     start_state,
 )
-from .errors import ProviderError, RunTimeoutError
+from ..core.errors import ProviderError, RunTimeoutError
 from .guard import Guard
-from .toolkit import execute as execute_tool
+from ..core.toolkit import execute as execute_tool
 from .transport import TURN, asend, asend_stream, default_async_transport
-from .wire import openai as openai_wire
+from ..core.wire import openai as openai_wire
 
 __all__ = ["arun", "aask", "astream"]
 

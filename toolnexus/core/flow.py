@@ -256,7 +256,7 @@ def pending_request(result: Mapping) -> PMap | None:
 def _llm_turn(cfg: Mapping, body: Mapping, turn_no: int):
     """Yield effects until one model turn is decoded, retrying as the policy says."""
     from .errors import ProviderError
-    from .resilience import plan
+    from .retry import plan
 
     attempt = 0
     while True:

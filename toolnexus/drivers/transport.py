@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 from pyrsistent import PMap, pmap
 
-from .errors import ProviderError, excerpt
-from .wire import sse
-from .wire.common import encode_body
+from ..core.errors import ProviderError, excerpt
+from ..core.wire import sse
+from ..core.wire.common import encode_body
 
 __all__ = [
     "Endpoint",

@@ -1,0 +1,141 @@
+"""Toolkits: immutable collections of tool maps, and their provider adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyrsistent import PMap, pmap, pvector, thaw
+
+from .tool import tool_result
+
+__all__ = [
+    "toolkit", "register", "execute", "tool_names", "wire_tools",
+    "to_openai", "to_anthropic", "to_gemini",
+]  # fmt: skip
+
+# "tools" keeps registration order; "index" finds a tool by name.
+# "wire" holds each dialect's request entries, computed by register.
+EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "wire": pmap()})
+
+
+def _check_tool(t: Any) -> None:
+    if not isinstance(t, Mapping) or not {"name", "execute"} <= set(t):
+        raise ValueError(f"not a tool map (needs name, execute, ...): {t!r}")
+
+
+def register(tk: PMap, *tools: Mapping) -> PMap:
+    """Return a new toolkit with `tools` added; a duplicate name is a ValueError."""
+    ordered, index = tk["tools"], tk["index"]
+    added = []
+    for t in tools:
+        _check_tool(t)
+        if t["name"] in index:
+            raise ValueError(f"duplicate tool name {t['name']!r}: names must be unique")
+        t = t if isinstance(t, PMap) else pmap(t)
+        ordered, index = ordered.append(t), index.set(t["name"], t)
+        added.append(t)
+    # The request shape of each dialect, built once here rather than on every request.
+    # The entries already built are kept (the same values): their JSON text stays cached
+    # when a run adds a tool to a long-lived toolkit (the message log's lookup tool).
+    old = tk.get("wire") or {}
+    wire = pmap(
+        {
+            d: old[d].extend(make(t) for t in added)
+            if d in old and len(old[d]) + len(added) == len(ordered)
+            else pvector(make(t) for t in ordered)
+            for d, make in _ENTRY.items()
+        }
+    )
+    return tk.update({"tools": ordered, "index": index, "wire": wire})
+
+
+def toolkit(*tools: Mapping) -> PMap:
+    """Return a toolkit value holding `tools` (in order).
+
+    >>> from toolnexus.core.tool import tool
+    >>> tk = toolkit(tool("echo", "Echo.", None, lambda a: a.get("s", "")))
+    >>> tool_names(tk)
+    ('echo',)
+    """
+    return register(EMPTY, *tools)
+
+
+def tool_names(tk: PMap | None) -> tuple[str, ...]:
+    """Return the tool names of a toolkit, in registration order."""
+    return tuple(t["name"] for t in tk["tools"]) if tk else ()
+
+
+def execute(tk: PMap | None, name: str, args: Mapping):
+    """Run tool `name` with `args`; never raises: unknown names and failures are error results."""
+    t = tk["index"].get(name) if tk else None
+    if t is None:
+        available = ", ".join(tool_names(tk)) or "(none)"
+        return tool_result(f"Unknown tool {name!r}. Available tools: {available}", True)
+    return t["execute"](args)
+
+
+def _tools(tk: PMap | None):
+    return tk["tools"] if tk else ()
+
+
+def _openai_entry(t: Mapping) -> PMap:
+    function = pmap(
+        {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+    )
+    return pmap({"type": "function", "function": function})
+
+
+def _anthropic_entry(t: Mapping) -> PMap:
+    return pmap(
+        {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"]}
+    )
+
+
+_ENTRY = {"openai": _openai_entry, "anthropic": _anthropic_entry}
+
+
+def wire_tools(tk: PMap | None, dialect: str) -> Sequence:
+    """Return a toolkit's `tools` entries for a request body of `dialect` (frozen, cached)."""
+    if not tk:
+        return ()
+    cached = tk.get("wire")
+    if cached is not None:
+        return cached[dialect]
+    return pvector(_ENTRY[dialect](t) for t in tk["tools"])
+
+
+def to_openai(tk: PMap | None) -> list[dict]:
+    """Return the toolkit as OpenAI chat-completions `tools` entries."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t["description"],
+                "parameters": thaw(t["input_schema"]),
+            },
+        }
+        for t in _tools(tk)
+    ]
+
+
+def to_anthropic(tk: PMap | None) -> list[dict]:
+    """Return the toolkit as Anthropic messages `tools` entries."""
+    return [
+        {
+            "name": t["name"],
+            "description": t["description"],
+            "input_schema": thaw(t["input_schema"]),
+        }
+        for t in _tools(tk)
+    ]
+
+
+def to_gemini(tk: PMap | None) -> list[dict]:
+    """Return the toolkit as one Gemini `tools` entry of function declarations (or [])."""
+    decls = [
+        {"name": t["name"], "description": t["description"], "parameters": thaw(t["input_schema"])}
+        for t in _tools(tk)
+    ]
+    return [{"functionDeclarations": decls}] if decls else []
