@@ -170,7 +170,8 @@ def _base(options: Mapping, style: str, **parts: Any) -> Client:
         system_prompt=options.get("system_prompt") or "",
         max_turns=options.get("max_turns", 10),
         store=options.get("store") or in_memory_store(),
-        lock=options.get("lock") or local_lock(),
+        # A store may pair itself with a cross-process lock ("lock"): taken by default.
+        lock=options.get("lock") or _store_lock(options.get("store")) or local_lock(),
         options=pmap(rest),
         atransports={},
         quick_tools={},
@@ -726,3 +727,9 @@ def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
         messages[0] = freeze_transcript(None)
 
     return {"send": send, "messages": lambda: messages[0], "reset": reset}
+
+
+def _store_lock(store: Mapping | None) -> Callable | None:
+    """Return the lock a store pairs itself with (its "lock" key), if it has one."""
+    lock = store.get("lock") if store is not None else None
+    return lock if callable(lock) else None
