@@ -130,46 +130,46 @@ def test_tool_calls_of_one_turn_run_concurrently_and_return_in_order(style):
     ]  # fmt: skip
 
 
-def test_quick_tools_run_on_the_calling_thread_slow_ones_still_overlap():
-    """A tool last seen to finish at once skips the thread hand-off; a slow one does not."""
-    threads = []
-
-    @define_tool
-    def quick(n: int) -> str:
-        """Return at once."""
-        threads.append(threading.get_ident())
-        return str(n)
-
+def test_calls_that_wait_on_each_other_overlap_on_every_run():
+    """Fails on the old main: its RUSAGE "quick tool" guess ran such calls one after the
+    other once they had looked quick, so the barrier broke (about 1 run in 3)."""
     barrier = threading.Barrier(2, timeout=5)
 
     @define_tool
-    def slow(n: int) -> str:
-        """Wait for the other call: both must be running at once."""
+    def meet(n: int) -> str:
+        """Return at once when the other call is here too."""
         barrier.wait()
         return str(n)
 
-    turn = [tool_calls_reply(("quick", {"n": 1}), ("quick", {"n": 2})), text_reply("ok")]
-    overlap = [tool_calls_reply(("slow", {"n": 1}), ("slow", {"n": 2})), text_reply("ok")]
-    per_run = []
-    with fake_provider(turn * 8 + overlap * 3) as fp:
+    turn = [tool_calls_reply(("meet", {"n": 1}), ("meet", {"n": 2})), text_reply("ok")]
+    with fake_provider(turn * 30) as fp:
         c = create_client(base_url=fp.url, model="m")
-        tk = toolkit(quick, slow)
-        for _ in range(8):
-            threads.clear()
-            assert [t["output"] for t in run(c, "go", toolkit=tk)["tool_calls"]] == ["1", "2"]
-            per_run.append(list(threads))
-        # The barrier only opens if the two calls overlap, on every run: one waits for
-        # the other, however short the wait, so the tool is never taken for quick.
-        for _ in range(3):
-            assert [t["output"] for t in run(c, "go", toolkit=tk)["tool_calls"]] == ["1", "2"]
-    assert c.quick_tools["slow"] is False
-    # Once known quick, a run's calls all ran on the caller's own thread. (A call that
-    # happened to wait for the GIL counts as blocked, so not every run need be one.)
-    assert [threading.get_ident()] * 2 in per_run[1:]
+        for _ in range(30):  # the old guess needed a few quick runs to kick in
+            assert [t["output"] for t in run(c, "go", toolkit=toolkit(meet))["tool_calls"]] == [
+                "1", "2",
+            ]  # fmt: skip
+
+
+def test_tool_executor_inline_runs_a_turns_calls_in_order_on_the_callers_thread():
+    seen = []
+
+    @define_tool
+    def note(n: int) -> str:
+        """Note the thread."""
+        seen.append((n, threading.get_ident()))
+        return str(n)
+
+    turn = [tool_calls_reply(*[("note", {"n": i}) for i in range(4)]), text_reply("ok")]
+    with fake_provider(turn) as fp:
+        c = create_client(base_url=fp.url, model="m", tool_executor="inline")
+        run(c, "go", toolkit=toolkit(note))
+    assert seen == [(i, threading.get_ident()) for i in range(4)]
+    with pytest.raises(ValueError, match="tool_executor"):
+        create_client(base_url=fp.url, model="m", tool_executor="guess")
 
 
 def test_plain_tools_never_run_on_the_event_loop_in_arun():
-    """Even a tool known to be quick runs off the loop: blocking it would stall every task."""
+    """A plain tool runs off the loop: blocking it would stall every task."""
     import asyncio
 
     from toolnexus import arun
@@ -186,7 +186,6 @@ def test_plain_tools_never_run_on_the_event_loop_in_arun():
 
     async def runs(c) -> int:
         for _ in range(4):
-            c.quick_tools["quick"] = True  # as the sync driver would have found it
             r = await arun(c, "go", toolkit=toolkit(quick))
             assert [t["output"] for t in r["tool_calls"]] == ["1", "2"]
         return threading.get_ident()
@@ -197,13 +196,32 @@ def test_plain_tools_never_run_on_the_event_loop_in_arun():
     assert len(threads) == 8 and loop_thread not in threads
 
 
-def test_a_client_builds_its_flow_configuration_once():
-    from toolnexus.client import flow_config
+def test_set_gives_a_client_that_behaves_by_its_own_fields():
+    """Fails on the old main: `c1.set(model="m2")` shared c1's cached flow and sent m1."""
+    with fake_provider([text_reply("a"), text_reply("b"), text_reply("c")]) as fp:
+        c1 = create_client(base_url=fp.url, model="m1", api_key=KEY)
+        run(c1, "warm the client up")
+        c2 = c1.set(model="m2", max_turns=3)
+        run(c2, "hi")
+        run(c1, "again")
+    assert [r["body"]["model"] for r in fp.requests] == ["m1", "m2", "m1"]
+    assert (c2.model, c2.max_turns, c1.model, c1.max_turns) == ("m2", 3, "m1", 10)
+    assert c2.runtime is c1.runtime  # shared on purpose: connections and threads
+    assert c2.api_key.reveal() == KEY and KEY not in repr(c2)
+    with pytest.raises(ValueError, match="max_turns"):
+        c1.set(max_turns=0)  # checked like a new client
 
-    c = create_in_process_client(model="m", generate=lambda req: {"content": "hi"})
-    assert run(c, "x")["text"] == "hi" and c.flows.keys() == {False}  # a run built one
-    assert flow_config(c, False) is flow_config(c, False)
-    assert flow_config(c, True)["events"] and not flow_config(c, False)["events"]
+
+def test_a_client_is_closed_with_its_runtime_and_works_as_a_context_manager():
+    from toolnexus import close
+
+    with fake_provider([text_reply("a")]) as fp:
+        with create_client(base_url=fp.url, model="m") as c:
+            assert run(c, "hi")["text"] == "a"
+        assert c.runtime.closed
+        with pytest.raises(RuntimeError, match="closed"):
+            run(c, "again")
+        close(c)  # idempotent
 
 
 def test_the_default_transport_reports_status_headers_and_network_failures():
@@ -272,19 +290,21 @@ def test_unreachable_endpoint_is_a_provider_error():
 
 
 @pytest.mark.parametrize(
-    "opts, match",
+    "opts, error, match",
     [
-        ({"base_url": "http://x", "model": "m", "style": "gemini"}, "unknown style"),
-        ({"model": "m"}, "base_url is required"),
-        ({"base_url": "http://x"}, "model is required"),
-        ({"base_url": "http://x", "model": "m", "max_turns": 0}, "max_turns"),
-        ({"base_url": "http://x", "model": "m", "max_tunrs": 3}, "unknown client option"),
-        ({"base_url": "http://x", "model": "m", "store": {"get": 1}}, "store"),
-        ({"base_url": "api.openai.com/v1", "model": "m"}, "http:// or https://"),
+        ({"base_url": "http://x", "model": "m", "style": "gemini"}, ValueError, "unknown style"),
+        ({"model": "m"}, TypeError, "base_url"),
+        ({"base_url": "http://x"}, TypeError, "model"),
+        ({"base_url": "http://x", "model": ""}, ValueError, "model is required"),
+        ({"base_url": "http://x", "model": "m", "max_turns": 0}, ValueError, "max_turns"),
+        ({"base_url": "http://x", "model": "m", "max_tunrs": 3}, TypeError, "max_tunrs"),
+        ({"base_url": "http://x", "model": "m", "store": {"get": 1}}, TypeError, "store"),
+        ({"base_url": "http://x", "model": "m", "store": "chat.db"}, TypeError, "sqlite_store"),
+        ({"base_url": "api.openai.com/v1", "model": "m"}, ValueError, "http:// or https://"),
     ],
 )
-def test_bad_options_fail_at_once(opts, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_options_fail_at_once(opts, error, match):
+    with pytest.raises(error, match=match):
         create_client(**opts)
 
 

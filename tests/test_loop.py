@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from pyrsistent import PMap, PVector, thaw
 
 from toolnexus import execute, tool, tool_result, toolkit
-from toolnexus.core import flow as loop
+from toolnexus.core import flow
+from toolnexus.core import steps as loop
 from toolnexus.testing import anthropic_response, openai_response
 from toolnexus.core.wire import DIALECTS
 
@@ -122,11 +123,11 @@ def test_the_flow_runs_without_io_and_matches_the_steps(dialect, script):
     turns = iter([decoded(dialect, r, i) for i, r in enumerate(script)])
     cfg = {
         "model": "m", "system": lambda tk: "", "params": {}, "hooks": {}, "max_turns": 10,
-        "retries": 0, "retry_base_ms": 1, "on_error": None, "wait_for": None,
-        "transform": lambda b: b, "events": True,
+        "retries": 0, "retry_base_ms": 1, "on_error": None, "wait_for": None, "rng": None,
+        "transform": None, "events": True, "encode": False,
     }  # fmt: skip
     state = loop.start(dialect, [], "go")
-    final, effects = perform(loop.run_flow(cfg, state, toolkit(ECHO, ADD)), turns)
+    final, effects = perform(flow.run_flow(cfg, state, toolkit(ECHO, ADD)), turns)
     assert effects.count("llm") == final["turns"]
     # The run ends at the first text answer, after every earlier turn's calls ran.
     first_text = next(i for i, r in enumerate(script) if "content" in r)

@@ -90,7 +90,7 @@ def test_backoff_grows_with_attempts_and_jitter(attempt, u, v):
 
 @given(st.integers(1, 30), st.one_of(st.none(), st.dictionaries(st.text(), st.text())))
 def test_delay_is_never_negative(attempt, headers):
-    assert r.delay_for(attempt, 500, headers) >= 0
+    assert r.delay_for(attempt, 500, headers, lambda: 0.5) >= 0
 
 
 def test_retry_after_wins_over_backoff_and_zero_means_now():
@@ -109,21 +109,37 @@ def test_retryable_statuses(status):
 
 
 def test_retryable_errors():
+    from toolnexus.drivers.transport import Endpoint
+
     request = httpx.Request("POST", "http://h")
-    assert r.retryable(error=httpx.ConnectError("refused", request=request))
-    assert r.retryable(error=httpx.RemoteProtocolError("closed", request=request))
-    assert not r.retryable(error=httpx.ReadTimeout("slow", request=request))
+    ep = Endpoint("http://h/v1/chat/completions", {}, None, None)
+    # The transport classifies its own errors; the pure policy reads the mark.
+    assert r.retryable(error=ep.failed(httpx.ConnectError("refused", request=request)))
+    assert r.retryable(error=ep.failed(httpx.RemoteProtocolError("closed", request=request)))
+    assert not r.retryable(error=ep.failed(httpx.ReadTimeout("slow", request=request)))
+    assert r.retryable(error=ProviderError("x", network=True))
     assert not r.retryable(error=TimeoutError("deadline"))
     assert r.decide({"attempt": 1, "retryable": True, "error": RunCancelledError()}, 2) == "fail"
     assert r.is_abort(RunTimeoutError()) and r.is_abort(asyncio.CancelledError())
     assert not r.retryable(error=ValueError("bug"))
-    try:  # the sync driver wraps transport errors `from None`: the context still tells
+    try:  # a wrapped error: the context still tells
         try:
-            raise httpx.ConnectError("refused", request=request)
-        except httpx.HTTPError:
+            raise ConnectionResetError("reset")
+        except OSError:
             raise ProviderError("POST failed") from None
     except ProviderError as wrapped:
         assert r.retryable(error=wrapped)
+
+
+def test_the_retry_policy_imports_no_io():
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(r))
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
+             for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
+                                  if isinstance(n, ast.ImportFrom) and n.module}  # fmt: skip
+    assert not names & {"httpx", "httpcore", "random", "asyncio", "threading", "socket", "time"}
 
 
 infos = st.fixed_dictionaries(

@@ -45,14 +45,14 @@ def test_whole_answers_on_both_drivers_reuse_one_connection():
     with fake_provider(script) as fp:
         client = client_of(fp.url)
         assert ask(client, "one")["text"] == "re: one"
-        [(conn,)] = [tuple(free) for free in client.transport.keepalive.free.values()]
+        [(conn,)] = [tuple(free) for free in client.transport.pool.keepalive.free.values()]
         sock = conn.sock
         assert asyncio.run(aask(client, "two"))["text"] == "re: two"
         assert ask(client, "three")["text"] == "re: three"
         # the same keep-alive connection (and socket) served all three
-        assert [tuple(f) for f in client.transport.keepalive.free.values()] == [(conn,)]
+        assert [tuple(f) for f in client.transport.pool.keepalive.free.values()] == [(conn,)]
         assert conn.sock is sock
-        client.transport.close()
+        client.transport.pool.close()
         # the same request, byte for byte in its headers, as the default httpcore transport's
         default = create_client(base_url=fp.url, retries=0, api_key="sk-secret-123", model="m")
         ask(default, "one")
@@ -66,7 +66,7 @@ def test_streamed_answers_still_stream_on_the_sync_driver():
     with fake_provider(lambda body, dialect: {"content": "streamed reply"}, chunk=4) as fp:
         client = client_of(fp.url)
         deltas = [e["delta"] for e in stream(client, "hi") if e["type"] == "text"]
-        client.transport.close()
+        client.transport.pool.close()
     assert "".join(deltas) == "streamed reply" and len(deltas) > 1
     assert fp.requests[0]["headers"]["Accept"] == "text/event-stream"
 
@@ -124,7 +124,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced():
             # give the server's FIN time to arrive, as it would between two real requests
             threading.Event().wait(0.05)
             assert ask(client, "hi")["text"] == "fresh"
-        client.transport.close()
+        client.transport.pool.close()
     assert server.accepted == 3
 
 
@@ -148,4 +148,4 @@ def test_refused_dropped_and_late_answers_are_provider_and_timeout_errors():
             ask(client, "slow")
         with pytest.raises(RunTimeoutError):
             asyncio.run(aask(client, "slow"))
-        client.transport.close()
+        client.transport.pool.close()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pyrsistent import thaw
 
 from toolnexus.core.errors import ProviderError
-from toolnexus.core.flow import parse_arguments
+from toolnexus.core.steps import parse_arguments
 from toolnexus.core.wire import anthropic, openai, sse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sse"

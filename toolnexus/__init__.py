@@ -4,17 +4,16 @@ The core (client, tools, toolkits) loads with the package; the async driver, ski
 HTTP tools and the message log load on first use, so `import toolnexus` stays light.
 """
 
+from .api import aask, arun, ask, astream, conversation, run, stream
 from .client import (
-    ask,
+    Client,
     clear_chat_history,
-    conversation,
+    close,
     conversation_store,
     create_client,
     create_in_process_client,
     get_chat_history,
     metrics,
-    run,
-    stream,
 )
 from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
 from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
@@ -23,9 +22,6 @@ from .toolkit import toolkit
 
 # Public names loaded on first access: name -> submodule.
 _LAZY = {
-    "aask": "drivers.aio",
-    "arun": "drivers.aio",
-    "astream": "drivers.aio",
     "chat_history_tool": "history.tool",
     "http_tool": "http_tool",
     "list_skills": "skills",
@@ -33,6 +29,8 @@ _LAZY = {
 }
 
 __all__ = [
+    "Client",
+    "close",
     "ProviderError",
     "RunCancelledError",
     "RunTimeoutError",

@@ -30,12 +30,14 @@ class ProviderError(Exception):
         body: str = "",
         url: str = "",
         headers: dict | None = None,
+        network: bool = False,
     ):
         super().__init__(message)
         self.status = status
         self.body = body
         self.url = url
         self.headers = headers or {}  # the response's headers (Retry-After), never ours
+        self.network = network  # the request failed on the network (the transport says so)
 
 
 class RunTimeoutError(TimeoutError):

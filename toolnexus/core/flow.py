@@ -1,226 +1,127 @@
-"""The agent loop as pure step functions (sans-I/O); drivers post, execute and store.
+"""The whole exchange as one generator of effects: lock, load, model turns, tools, hooks,
+save, log and release, with one exit point. No I/O here: a driver performs the effects.
 
-state = start(dialect, history, prompt)
-while True:
-    body  = request(state, ...)                # what to POST
-    state, calls = on_turn(state, turn)        # the decoded model turn
-    if not calls: break                        # status "done"
-    state = on_results(state, calls, results, max_turns)  # may end "incomplete"
-    if is_finished(state): break
-result(state)
+Like httpx's auth_flow, the flow yields effect tuples and receives their results (or has
+the effect's exception thrown in). The sync, streaming and async drivers are tables of
+handlers for these kinds; none holds exchange logic:
+
+  ("clock",)              -> a monotonic time in seconds
+  ("now",)                -> the current UTC datetime (log stamps)
+  ("io", ops)             -> one outcome per op: ("ok", value) | ("error", exc) | ("skipped",)
+                             ops is a tuple of Op(fn, args, always), run in order, in one
+                             hand-off (a worker thread under asyncio); after an error only
+                             `always` ops run. Store, lock, log and wait_for calls go here.
+  ("hook", fn, arg)       -> fn(arg), awaited when it returns an awaitable (hooks,
+                             on_error, body_transform); run inline, not in a worker.
+  ("llm", request)        -> the decoded turn; request is {body, content, turn}: `content`
+                             holds the JSON bytes to POST (None for an in-process model)
+  ("tools", tk, calls)    -> [(result, seconds), ...] in call order; calls overlap
+  ("sleep", seconds)      -> None (a retry's backoff)
+  ("event", event)        -> None (a stream event for the consumer)
+  ("metric", event)       -> None (an on_metric record)
+  ("warn", text)          -> None (a warning the host should see; nothing raised)
+  ("recall", id)          -> the runtime's memo of a conversation {messages, texts} or None
+  ("remember", id, memo)  -> None
+
+A driver that must stop (a deadline, a cancel, a consumer that closed the stream) throws
+the reason into the flow and keeps performing what the flow yields until it ends: the
+flow itself releases the lock, writes the log and emits the run metric, so no exit path
+forgets them.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PMap, pmap
 
+from . import steps
+from .errors import ProviderError
+from .retry import decide, delay_for, error_info
 from .tool import tool_result
+from .transcript import freeze_transcript, repair
 from .wire import DIALECTS
-from .wire.common import ZERO_USAGE, add_usage
 
-# A loop state: a plain dict that no step mutates (each returns a new one). It lives for
-# one run; everything that escapes it (messages, tool call records, the RunResult) is
-# frozen. A dict copy costs a fraction of a pmap update, and this runs every turn.
-State = Mapping[str, Any]
-
-__all__ = [
-    "start",
-    "request",
-    "on_turn",
-    "on_results",
-    "is_finished",
-    "result",
-    "parse_arguments",
-]
+__all__ = ["Op", "exchange_flow", "run_flow", "rebase"]
 
 
-def _vector(items: Sequence) -> PVector:
-    return items if isinstance(items, PVector) else pvector(items)
+class Op(NamedTuple):
+    """One call of an "io" effect: fn(*args); `always` runs it even after an earlier error."""
+
+    fn: Callable
+    args: tuple
+    always: bool = False
 
 
-def start(dialect: str, history: Sequence, prompt: str) -> State:
-    """Return the initial loop state: `history` plus the user's prompt.
-
-    A state is a plain dict that no step mutates: each returns a new one (cheaper than
-    a pmap for a value that lives for one run; what escapes a run is frozen).
-    """
-    return {
-        "dialect": dialect,
-        # A frozen history is shared, not copied: O(1) however long it is.
-        "messages": _vector(history).append(DIALECTS[dialect].user_message(prompt)),
-        "turns": 0,
-        "tool_calls": pvector(),
-        "usage": ZERO_USAGE,
-        "text": "",
-        "model": None,
-        "status": None,
-        "limit": None,
-        "pending": None,
-    }
+def _enter(lock: Callable, conversation_id: str) -> Any:
+    cm = lock(conversation_id)
+    cm.__enter__()
+    return cm
 
 
-def request(state: State, model: str, tools: Sequence, system: str, params: Mapping) -> dict:
-    """Return the request body for the next model call (`tools` in wire shape)."""
-    return DIALECTS[state["dialect"]].body(model, state["messages"], tools, system, params)
+def _exit(cm: Any) -> None:
+    cm.__exit__(None, None, None)
 
 
-def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:
-    """Return (args, None) for a JSON object, else (None, why) the model can read.
-
-    >>> parse_arguments('{"a": 1}')[0]["a"], parse_arguments("")[0]
-    (1, pmap({}))
-    >>> parse_arguments("[1]")[1]
-    'arguments must be a JSON object, got list'
-    """
-    if isinstance(raw, str):
-        if not raw.strip():
-            return pmap(), None
-        try:
-            raw = json.loads(raw)
-        except ValueError as e:
-            return None, f"arguments are not valid JSON ({e})"
-    if not isinstance(raw, Mapping):
-        return None, f"arguments must be a JSON object, got {type(raw).__name__}"
-    if all(type(v) in _SCALARS for v in raw.values()):
-        return pmap(raw), None  # flat, the usual case: nothing nested to freeze
-    from pyrsistent import freeze
-
-    return freeze(dict(raw), strict=False), None
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _call(c: Mapping) -> dict:
-    # A call lives for one turn inside the loop (hooks and events get their own maps):
-    # a plain dict, read often, never changed (a rewrite makes a new one).
-    args, error = parse_arguments(c["arguments"])
-    return {"id": c["id"], "name": c["name"], "args": args, "error": error}
-
-
-def on_turn(state: State, turn: Mapping) -> tuple[State, tuple[dict, ...]]:
-    """Return the state after a model turn and the tool calls to run (none: the run is done).
-
-    Each call is {id, name, args, error}; a call with an `error` (bad arguments) is
-    not executed: `invalid_result` is fed back instead.
-    """
-    calls = tuple(_call(c) for c in turn["tool_calls"])
-    changes = {
-        "messages": state["messages"].append(turn["message"]),
-        "turns": state["turns"] + 1,
-        "usage": add_usage(state["usage"], turn["usage"]),
-        "text": turn["text"],
-        "model": turn["model"] or state["model"],
-    }
-    if not calls:
-        changes["status"] = "done"
-    return {**state, **changes}, calls
-
-
-def invalid_result(call: Mapping) -> PMap:
-    """Return the error result fed back for a call whose arguments could not be used."""
-    return tool_result(f"Invalid arguments for tool {call['name']!r}: {call['error']}", True)
-
-
-def on_results(
-    state: State, calls: Sequence[Mapping], results: Sequence[Mapping], max_turns: int
-) -> State:
-    """Return the state after the turn's tool results (in call order); may end `incomplete`."""
-    codec = DIALECTS[state["dialect"]]
-    records = [
-        pmap(
-            {
-                "id": c["id"],
-                "name": c["name"],
-                "args": c["args"] if c["args"] is not None else pmap(),
-                "output": r["output"],
-                "is_error": r["is_error"],
-                "metadata": r.get("metadata", pmap()),
-            }
-        )
-        for c, r in zip(calls, results, strict=True)
-    ]
-    changes = {
-        "messages": state["messages"].extend(codec.tool_result_messages(calls, results)),
-        "tool_calls": state["tool_calls"].extend(records),
-    }
-    if state["turns"] >= max_turns:
-        changes.update(status="incomplete", limit="max_turns")
-    return {**state, **changes}
-
-
-def is_finished(state: State) -> bool:
-    """Return whether the run has ended."""
-    return state["status"] is not None
-
-
-def result(state: State, model: str) -> PMap:
-    """Return the RunResult of a finished state."""
-    return pmap(
-        {
-            "text": state["text"],
-            "messages": state["messages"],
-            "tool_calls": state["tool_calls"],
-            "tool_call_count": len(state["tool_calls"]),
-            "turns": state["turns"],
-            "usage": state["usage"],
-            "model": state["model"] or model,
-            "status": state["status"],
-            "limit": state["limit"],
-            "pending": state["pending"],
-        }
-    )
-
-
-# ---- the whole run as a generator of effects (one loop for every driver) ------
-#
-# `run_flow` is the loop with hooks, retries, suspension and metrics, written once.
-# It does no I/O: it yields effect tuples and receives their results, like httpx's
-# auth_flow. The sync, streaming and async drivers differ only in how they perform:
-#
-#   ("clock",)                -> a monotonic time in seconds
-#   ("llm", body, turn_no)    -> the decoded turn (a driver throws ProviderError in)
-#   ("sleep", seconds)        -> None (a retry's backoff)
-#   ("tools", toolkit, calls) -> [(result, seconds), ...] in call order, run concurrently
-#   ("wait_for", request)     -> the host's answer {id, ok, data?}
-#   ("event", event)          -> None (a stream event for the consumer)
-#   ("metric", event)         -> None (an on_metric record)
-#
-# The generator returns the final state.
+def _value(outcome: tuple) -> Any:
+    """Return an io outcome's value, or raise its error."""
+    if outcome[0] == "error":
+        raise outcome[1]
+    return outcome[1] if outcome[0] == "ok" else None
 
 
 def _event(kind: str, **fields: Any) -> PMap:
     return pmap({"type": kind, **fields})
 
 
-def _apply_before_llm(hooks: Mapping, state: State, tk: Any, model: str) -> tuple[State, Any]:
-    hook = hooks.get("before_llm")
-    if hook is None:
-        return state, tk
-    out = hook(
-        {"messages": state["messages"], "tools": tk, "model": model, "turn": state["turns"] + 1}
-    )
-    if not out:
-        return state, tk
-    if "messages" in out:
-        from .transcript import freeze_transcript
-
-        state = {**state, "messages": freeze_transcript(out["messages"])}
-    if "tools" in out:
-        tk = out["tools"]
-    return state, tk
+# ---- one model turn, one turn's tools ----------------------------------------------
 
 
-def _before_tool(hooks: Mapping, call: Mapping, turn_no: int) -> tuple[Mapping, PMap | None]:
-    """Return the (maybe rewritten) call and a short-circuit result, if the hook gave one."""
+def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int):
+    """Yield effects until one model turn is decoded, retrying as the policy says."""
+    content = steps.request_content(state, body, cfg["events"]) if cfg["encode"] else None
+    request = {"body": body, "content": content, "turn": turn_no}
+    attempt = 0
+    while True:
+        attempt += 1
+        t0 = yield ("clock",)
+        try:
+            turn = yield ("llm", request)
+        except ProviderError as e:
+            t1 = yield ("clock",)
+            status = str(e.status) if e.status is not None else "error"
+            yield ("metric", {"event": "llm", "model": cfg["model"], "status": status,
+                              "duration_s": t1 - t0})  # fmt: skip
+            if getattr(e, "streamed", False):  # text reached the consumer: never repeat it
+                raise
+            info = error_info(e, attempt)
+            choice = (yield ("hook", cfg["on_error"], info)) if cfg["on_error"] else None
+            if decide(info, cfg["retries"], lambda _, c=choice: c) == "fail":
+                raise
+            yield ("sleep", delay_for(attempt, cfg["retry_base_ms"], e.headers, cfg["rng"]))
+            continue
+        t1 = yield ("clock",)
+        yield ("metric", {"event": "llm", "model": cfg["model"], "status": "ok",
+                          "duration_s": t1 - t0, "usage": turn["usage"]})  # fmt: skip
+        return turn
+
+
+def _as_result(value: Any) -> PMap:
+    if isinstance(value, Mapping) and "output" in value:
+        return tool_result(value["output"], value.get("is_error", False), value.get("metadata"))
+    import json
+
+    return tool_result(value if isinstance(value, str) else json.dumps(value, default=str))
+
+
+def _before_tool(hooks: Mapping, call: Mapping, turn_no: int):
+    """Yield the hook; return the (maybe rewritten) call and a short-circuit result, if any."""
     hook = hooks.get("before_tool")
     if hook is None or call["error"] is not None:
         return call, None
-    out = hook({"name": call["name"], "args": call["args"], "id": call["id"], "turn": turn_no})
+    payload = {"name": call["name"], "args": call["args"], "id": call["id"], "turn": turn_no}
+    out = yield ("hook", hook, payload)
     if not out:
         return call, None
     if "result" in out:
@@ -232,60 +133,27 @@ def _before_tool(hooks: Mapping, call: Mapping, turn_no: int) -> tuple[Mapping, 
     return call, None
 
 
-def _after_tool(hooks: Mapping, call: Mapping, result: PMap, turn_no: int) -> PMap:
+def _after_tool(hooks: Mapping, call: Mapping, result: PMap, turn_no: int):
     hook = hooks.get("after_tool")
     if hook is None:
         return result
     payload = {"name": call["name"], "args": call["args"], "result": result, "id": call["id"]}
-    out = hook({**payload, "turn": turn_no})
+    out = yield ("hook", hook, {**payload, "turn": turn_no})
     return _as_result(out["result"]) if out and "result" in out else result
 
 
-def _as_result(value: Any) -> PMap:
-    if isinstance(value, Mapping) and "output" in value:
-        return tool_result(value["output"], value.get("is_error", False), value.get("metadata"))
-    return tool_result(value if isinstance(value, str) else json.dumps(value, default=str))
-
-
-def pending_request(result: Mapping) -> PMap | None:
-    """Return the suspension request a tool result carries (metadata.pending), if any."""
-    req = (result.get("metadata") or {}).get("pending")
-    return req if isinstance(req, Mapping) and req.get("id") is not None else None
-
-
-def _llm_turn(cfg: Mapping, body: Mapping, turn_no: int):
-    """Yield effects until one model turn is decoded, retrying as the policy says."""
-    from .errors import ProviderError
-    from .retry import plan
-
-    attempt = 0
-    while True:
-        attempt += 1
-        t0 = yield ("clock",)
-        try:
-            turn = yield ("llm", body, turn_no)
-        except ProviderError as e:
-            t1 = yield ("clock",)
-            status = str(e.status) if e.status is not None else "error"
-            yield ("metric", {"event": "llm", "model": cfg["model"], "status": status,
-                              "duration_s": t1 - t0})  # fmt: skip
-            wait = plan(e, attempt, retries=cfg["retries"], base_ms=cfg["retry_base_ms"],
-                        on_error=cfg.get("on_error"))  # fmt: skip
-            if wait is None:
-                raise
-            yield ("sleep", wait)
-            continue
-        t1 = yield ("clock",)
-        yield ("metric", {"event": "llm", "model": cfg["model"], "status": "ok",
-                          "duration_s": t1 - t0, "usage": turn["usage"]})  # fmt: skip
-        return turn
+def _source(tk: Any, call: Mapping) -> str:
+    t = tk["index"].get(call["name"]) if tk else None
+    return t["source"] if t is not None else "unknown"
 
 
 def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[Mapping], turn_no: int):
     """Yield effects to run one turn's calls (hooks, concurrency, suspension); return
     (results in call order, the pending request or None)."""
     hooks = cfg["hooks"]
-    prepared = [_before_tool(hooks, c, turn_no) for c in calls]
+    prepared = []
+    for c in calls:
+        prepared.append((yield from _before_tool(hooks, c, turn_no)))
     to_run = [c for c, short in prepared if short is None]
     ran = iter((yield ("tools", tk, to_run)) if to_run else ())
     results, pending = [], None
@@ -295,18 +163,17 @@ def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[Mapping], turn_no: int):
             result, seconds = next(ran)
             yield ("metric", {"event": "tool", "tool": call["name"], "source": _source(tk, call),
                               "is_error": result["is_error"], "duration_s": seconds})  # fmt: skip
-        request = pending_request(result)
+        request = steps.pending_request(result)
         if request is not None:
             if pending is not None:
                 result = tool_result("Not run: another request of this turn is pending.", True)
-            elif cfg.get("wait_for") is None:
+            elif cfg["wait_for"] is None:
                 pending = request
                 if cfg["events"]:
                     yield ("event", _event("pending", request=request))
             else:
                 result = yield from _resume(cfg, tk, call, request)
-        result = _after_tool(hooks, call, result, turn_no)
-        results.append(result)
+        results.append((yield from _after_tool(hooks, call, result, turn_no)))
     return results, pending
 
 
@@ -314,45 +181,57 @@ def _resume(cfg: Mapping, tk: Any, call: Mapping, request: Mapping):
     """Yield effects to wait for the host's answer and re-run the suspended call once."""
     if cfg["events"]:  # a stream shows the request before the host is asked
         yield ("event", _event("pending", request=request))
-    answer = yield ("wait_for", request)
+    (outcome,) = yield ("io", (Op(cfg["wait_for"], (request,)),))
+    answer = _value(outcome)
     if not answer or not answer.get("ok"):
         return tool_result(f"Request {request['id']!r} was declined or not answered.", True)
     again = {**call, "args": call["args"].set("_resume", pmap(answer))}
     ((result, _),) = yield ("tools", tk, [again])
-    if pending_request(result) is not None:
+    if steps.pending_request(result) is not None:
         return tool_result(f"Tool {call['name']!r} suspended again after its answer.", True)
     return result
 
 
-def _source(tk: Any, call: Mapping) -> str:
-    t = tk["index"].get(call["name"]) if tk else None
-    return t["source"] if t is not None else "unknown"
+# ---- the model/tool loop -------------------------------------------------------------
 
 
-def run_flow(cfg: Mapping, state: State, tk: Any):
-    """The whole run as a generator of effects; returns the final state.
+def _before_llm(cfg: Mapping, state: steps.State, tk: Any):
+    hook = cfg["hooks"].get("before_llm")
+    if hook is None:
+        return state, tk
+    payload = {"messages": state["messages"], "tools": tk, "model": cfg["model"],
+               "turn": state["turns"] + 1}  # fmt: skip
+    out = yield ("hook", hook, payload)
+    if not out:
+        return state, tk
+    if "messages" in out:
+        state = steps.with_messages(state, freeze_transcript(out["messages"]))
+    return state, out.get("tools", tk)
+
+
+def run_flow(cfg: Mapping, state: steps.State, tk: Any):
+    """The model/tool loop as a generator of effects; returns the final state.
 
     `cfg` holds model, system (a function of the toolkit), params, hooks, max_turns,
-    retries, retry_base_ms, on_error, wait_for, transform (body -> body) and events
-    (whether to yield stream events at all: a plain run skips building them).
+    retries, retry_base_ms, rng, on_error, wait_for, transform (a function or None),
+    events (whether to yield stream events) and encode (whether to build the bytes).
     """
     codec = DIALECTS[state["dialect"]]
-    hooks = cfg["hooks"]
+    hooks, events = cfg["hooks"], cfg["events"]
     encoded_for, tools = None, None
     while True:
-        state, tk = _apply_before_llm(hooks, state, tk, cfg["model"])
-        if tk is not encoded_for:  # encoded once per run (again only if a hook swaps tools)
+        state, tk = yield from _before_llm(cfg, state, tk)
+        if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
             encoded_for, tools = tk, codec.encode_tools(tk)
-        body = cfg["transform"](
-            request(state, cfg["model"], tools, cfg["system"](tk), cfg["params"])
-        )
-        turn = yield from _llm_turn(cfg, body, state["turns"] + 1)
+        body = steps.request(state, cfg["model"], tools, cfg["system"](tk), cfg["params"])
+        if cfg["transform"] is not None:
+            body = yield ("hook", cfg["transform"], body)
+        turn_no = state["turns"] + 1
+        turn = yield from _llm_turn(cfg, state, body, turn_no)
         if hooks.get("after_llm"):
-            hooks["after_llm"](
-                {"response": turn, "model": cfg["model"], "turn": state["turns"] + 1}
-            )
-        state, calls = on_turn(state, turn)
-        events = cfg["events"]
+            yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
+                                                "turn": turn_no})  # fmt: skip
+        state, calls = steps.on_turn(state, turn)
         if events:
             yield ("event", _event("usage", usage=turn["usage"]))
         if not calls:
@@ -362,12 +241,193 @@ def run_flow(cfg: Mapping, state: State, tk: Any):
         to_exec = [c for c in calls if c["error"] is None]
         results, pending = yield from _run_calls(cfg, tk, to_exec, state["turns"])
         ran = iter(results)
-        ordered = [next(ran) if c["error"] is None else invalid_result(c) for c in calls]
+        ordered = [next(ran) if c["error"] is None else steps.invalid_result(c) for c in calls]
         for c, r in zip(calls, ordered, strict=True) if events else ():
             yield ("event", _event("tool_result", id=c["id"], name=c["name"],
                                    output=r["output"], is_error=r["is_error"]))  # fmt: skip
-        state = on_results(state, calls, ordered, cfg["max_turns"])
+        state = steps.on_results(state, calls, ordered, cfg["max_turns"])
         if pending is not None:
             return {**state, "status": "pending", "pending": pending}
-        if is_finished(state):
+        if steps.is_finished(state):
             return state
+
+
+# ---- the exchange ---------------------------------------------------------------------
+
+
+def rebase(base: Any, current: Any, messages: Sequence, fresh: Sequence) -> Any:
+    """Return what to save when the stored transcript may have moved since it was loaded.
+
+    `base` is what was loaded, `current` what is stored now, `messages` the run's whole
+    transcript and `fresh` the messages the run added. Unchanged: `messages`. Moved on
+    (another exchange saved meanwhile): `current` plus `fresh`, so neither exchange is
+    lost. Does not modify its inputs.
+
+    >>> u = lambda text: {"role": "user", "content": text}
+    >>> rebase(None, None, [u("q")], [u("q")]) == [u("q")]
+    True
+    >>> moved = rebase([u("1")], [u("1"), u("2")], [u("1"), u("3")], [u("3")])
+    >>> [m["content"] for m in moved]
+    ['1', '2', '3']
+    """
+    if current is base or current == base:
+        return messages
+    return freeze_transcript(current).extend(fresh)
+
+
+def _take(cfg: Mapping, cid: str, load: bool):
+    """Take the conversation's lock (and load, in the same hand-off); return (held, loaded)."""
+    ops = (Op(_enter, (cfg["lock"], cid)), *((Op(cfg["get"], (cid,)),) if load else ()))
+    outcomes = yield ("io", ops)
+    held = _value(outcomes[0])
+    try:
+        return held, _value(outcomes[1]) if load else None
+    except BaseException:
+        yield ("io", (Op(_exit, (held,), always=True),))
+        raise
+
+
+def _release(held: Any):
+    """Release a held lock; a failure is reported (a warning and a metric), never raised."""
+    (outcome,) = yield ("io", (Op(_exit, (held,), always=True),))
+    yield from _released(outcome)
+
+
+def _released(outcome: tuple):
+    if outcome[0] == "error":
+        e = outcome[1]
+        yield ("warn", f"releasing the conversation lock failed: {type(e).__name__}: {e}")
+        yield ("metric", {"event": "lock_error", "error": type(e).__name__})
+
+
+def _start(cfg: Mapping, cid: str | None, prompt: Any, loaded: Any):
+    """Return the loop's first state over a loaded transcript.
+
+    A transcript this runtime saved itself (the same value, see "recall") is used as it
+    is, with the text of each message kept then; anything else is repaired and encoded
+    once here, never per turn.
+    """
+    memo = (yield ("recall", cid)) if cid is not None and loaded is not None else None
+    if memo is not None and memo["messages"] is loaded:
+        history, texts = memo["messages"], memo["texts"]
+    else:
+        history = repair(freeze_transcript(loaded))
+        texts = steps.texts_of(history) if cfg["encode"] else None
+    return steps.start(cfg["dialect"], history, prompt, texts)
+
+
+def _save_ops(cfg: Mapping, cid: str, messages: Any, held: Any, log: Op | None) -> tuple:
+    save = Op(cfg["save"], (cid, messages))
+    release = (Op(_exit, (held,), always=True),) if held is not None else ()
+    return (save, *release, *((log,) if log is not None else ()))
+
+
+def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
+    """Save (rebased when the lock was not held), release and log; raise a save's error."""
+    messages = state["messages"]
+    if cid is not None and held is None:  # optimistic: take the lock for the save alone
+        held, current = yield from _take(cfg, cid, cfg["loaded_from_store"])
+        if cfg["loaded_from_store"]:
+            messages = rebase(loaded, current, messages, steps.fresh_messages(state))
+    if cid is None:
+        outcomes = (yield ("io", (log,))) if log is not None else ()
+        return messages, outcomes, None
+    save_logged = cfg["save_logged"]
+    if save_logged is not None and log is not None:
+        args = (cid, messages, *log.args[1:])
+        outcomes = yield ("io", (Op(save_logged, args), Op(_exit, (held,), always=True)))
+        if outcomes[0][0] == "ok" and not outcomes[0][1]:  # the log did not go with it
+            outcomes = (*outcomes, *(yield ("io", (log,))))
+        elif outcomes[0][0] == "ok":
+            outcomes = (*outcomes, ("ok", None))
+        else:
+            outcomes = (*outcomes, *(yield ("io", (log,))))
+    else:
+        outcomes = yield ("io", _save_ops(cfg, cid, messages, held, log))
+    return messages, outcomes, outcomes[0]
+
+
+def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | None):
+    """One exchange as a generator of effects; returns the RunResult.
+
+    With a conversation id: the lock is taken (held for the whole exchange when
+    cfg["hold_lock"], else only around the load and around a rebased save), the
+    transcript loaded unless `history` is given, and the whole exchange saved at the
+    end, or nothing if the run raised. The message log (cfg["log"]) records the prompt
+    and every assistant text, also when the run failed. The run metric comes last.
+    """
+    t0 = yield ("clock",)
+    asked_at = yield ("now",)
+    hold = cfg["hold_lock"]
+    cfg = {**cfg, "loaded_from_store": history is None}
+    held, loaded, state = None, history, None
+    try:
+        if cid is not None:
+            held, got = yield from _take(cfg, cid, history is None)
+            loaded = got if history is None else history
+            if not hold:
+                yield from _release(held)
+                held = None
+        state = yield from _start(cfg, cid, prompt, loaded)
+        state = yield from run_flow(cfg, state, tk)
+    except BaseException as e:
+        yield from _fail(cfg, cid, held, prompt, state, asked_at, t0, e)
+        raise
+    log = _log_op(cfg, cid, prompt, state, asked_at)
+    try:
+        messages, outcomes, saved = yield from _finish(cfg, cid, held, loaded, state, log)
+    except BaseException as e:  # the optimistic re-take failed: nothing was saved
+        yield from _fail(cfg, cid, None, prompt, state, asked_at, t0, e, logged=False)
+        raise
+    result = steps.result(state, cfg["model"])
+    if saved is not None and saved[0] == "error":
+        t1 = yield ("clock",)
+        yield ("metric", _run_metric(cfg, None, t1 - t0, saved[1]))
+        raise saved[1]
+    if cid is not None:
+        yield from _released(outcomes[1])
+        if messages is state["messages"]:
+            yield ("remember", cid, {"messages": messages, "texts": state["texts"]})
+    t1 = yield ("clock",)
+    yield ("metric", _run_metric(cfg, state, t1 - t0))
+    if log is not None and outcomes[-1][0] == "error":
+        raise outcomes[-1][1]  # a strict log's failure, once the run is accounted for
+    return result
+
+
+def _log_op(cfg: Mapping, cid: str | None, prompt: Any, state: Any, asked_at: Any) -> Op | None:
+    if cfg["log"] is None:
+        return None
+    texts = tuple(state["said"]) if state is not None else ()
+    return Op(cfg["log"], (cid, prompt, texts, asked_at), always=True)
+
+
+def _fail(cfg, cid, held, prompt, state, asked_at, t0, error, logged: bool = True):
+    """The exit of a run that raised: release, log what was said, emit the run metric."""
+    ops = (Op(_exit, (held,), always=True),) if held is not None else ()
+    log = _log_op(cfg, cid, prompt, state, asked_at) if logged else None
+    if log is not None:
+        ops = (*ops, Op(_quiet, (log.fn, *log.args), always=True))
+    if ops:
+        outcomes = yield ("io", ops)
+        if held is not None:
+            yield from _released(outcomes[0])
+    t1 = yield ("clock",)
+    yield ("metric", _run_metric(cfg, None, t1 - t0, error))
+
+
+def _quiet(fn: Callable, *args: Any) -> Any:
+    """Call fn; its failure is the log's own business (reported there), never the run's."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def _run_metric(cfg: Mapping, state: Any, seconds: float, error: Any = None) -> dict:
+    """Return the run's metric event (never a conversation id or key)."""
+    event = {"event": "run", "model": cfg["model"], "duration_s": seconds,
+             "error": error is not None}  # fmt: skip
+    if state is not None:
+        event.update(status=state["status"], turns=state["turns"])
+    return event

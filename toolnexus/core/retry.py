@@ -11,15 +11,11 @@ with `retries=2` there are at most 3 tries and a retry is allowed while attempt 
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import math
-import random
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
 from pyrsistent import PMap, pmap
 
 __all__ = [
@@ -91,9 +87,7 @@ def retry_after(headers: Any) -> int | None:
     return None
 
 
-def backoff_ms(
-    attempt: int, base_ms: float, rng: Rng = random.random, max_ms: float = MAX_BACKOFF_MS
-) -> float:
+def backoff_ms(attempt: int, base_ms: float, rng: Rng, max_ms: float = MAX_BACKOFF_MS) -> float:
     """Return the backoff before retrying after failed try `attempt`: exponential, jittered.
 
     The ceiling doubles per attempt (base, 2*base, 4*base, ... capped at `max_ms`) and the
@@ -130,27 +124,25 @@ def _chain(error: BaseException | None) -> list[BaseException]:
 def is_network_error(error: BaseException | None) -> bool:
     """Return whether an error is a network failure worth retrying (not a timeout).
 
-    Connect/read/write errors and a server closing the connection count; timeouts do
-    not (a deadline abort is never retried), nor do local protocol or setup mistakes.
+    The transport marks the ProviderError of a connect/read/write failure or a server
+    closing the connection `network=True` (timeouts are not: a deadline abort is never
+    retried); a bare ConnectionError counts too.
     """
-    import httpcore  # the default transport's own errors (see transport.py)
-
-    network = (
-        httpx.NetworkError,
-        httpx.RemoteProtocolError,
-        httpcore.NetworkError,
-        httpcore.RemoteProtocolError,
-        ConnectionError,
-    )
-    return any(isinstance(e, network) for e in _chain(error))
+    return any(getattr(e, "network", False) is True or isinstance(e, ConnectionError)
+               for e in _chain(error))  # fmt: skip
 
 
 def is_abort(error: BaseException | None) -> bool:
-    """Return whether an error is a deadline or cancellation abort (never retried)."""
-    from .errors import RunCancelledError  # the drivers' token-cancel error
+    """Return whether an error is a deadline or cancellation abort (never retried).
 
-    aborts = (TimeoutError, asyncio.CancelledError, concurrent.futures.CancelledError)
-    return isinstance(error, (*aborts, RunCancelledError))
+    A timeout, our cancel error, and anything that is not an Exception (an asyncio
+    cancellation, KeyboardInterrupt) are aborts.
+    """
+    from .errors import RunCancelledError
+
+    if error is None:
+        return False
+    return not isinstance(error, Exception) or isinstance(error, TimeoutError | RunCancelledError)
 
 
 def _status(error: BaseException | None) -> int | None:
@@ -213,7 +205,7 @@ def delay_for(
     attempt: int,
     base_ms: float,
     headers: Any = None,
-    rng: Rng = random.random,
+    rng: Rng | None = None,
     max_ms: float = MAX_BACKOFF_MS,
 ) -> float:
     """Return the seconds to wait before the next try: Retry-After if usable, else backoff.
@@ -226,6 +218,8 @@ def delay_for(
     seconds = retry_after(headers)
     if seconds is not None:
         return float(seconds)
+    if rng is None:  # the core draws no random numbers itself: the driver's source is used
+        raise ValueError("a backoff needs rng, a function returning a float in [0, 1)")
     return backoff_ms(attempt, base_ms, rng, max_ms) / 1000.0
 
 
@@ -246,7 +240,7 @@ def plan(
     retries: int,
     base_ms: float,
     on_error: Callable | None = None,
-    rng: Rng = random.random,
+    rng: Rng,
 ) -> float | None:
     """Return the seconds to wait before retrying after failed try `attempt`, or None to fail.
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pyrsistent import PMap, pmap, pvector, thaw
 
 from .tool import tool_result
+from .wire import DIALECTS
 
 __all__ = [
-    "toolkit", "register", "execute", "tool_names", "wire_tools",
+    "toolkit", "register", "execute", "tool_names",
     "to_openai", "to_anthropic", "to_gemini",
 ]  # fmt: skip
+
+# Each dialect's declaration of a tool (the codecs own their shape).
+_ENTRIES = {d: codec.tool_entry for d, codec in DIALECTS.items()}
 
 # "tools" keeps registration order; "index" finds a tool by name.
 # "wire" holds each dialect's request entries, computed by register.
@@ -36,15 +40,15 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
         ordered, index = ordered.append(t), index.set(t["name"], t)
         added.append(t)
     # The request shape of each dialect, built once here rather than on every request.
-    # The entries already built are kept (the same values): their JSON text stays cached
-    # when a run adds a tool to a long-lived toolkit (the message log's lookup tool).
+    # Built here, once per toolkit value, rather than on every request; entries already
+    # built are kept when a tool is added (the message log's lookup tool, every run).
     old = tk.get("wire") or {}
     wire = pmap(
         {
             d: old[d].extend(make(t) for t in added)
             if d in old and len(old[d]) + len(added) == len(ordered)
             else pvector(make(t) for t in ordered)
-            for d, make in _ENTRY.items()
+            for d, make in _ENTRIES.items()
         }
     )
     return tk.update({"tools": ordered, "index": index, "wire": wire})
@@ -77,32 +81,6 @@ def execute(tk: PMap | None, name: str, args: Mapping):
 
 def _tools(tk: PMap | None):
     return tk["tools"] if tk else ()
-
-
-def _openai_entry(t: Mapping) -> PMap:
-    function = pmap(
-        {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
-    )
-    return pmap({"type": "function", "function": function})
-
-
-def _anthropic_entry(t: Mapping) -> PMap:
-    return pmap(
-        {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"]}
-    )
-
-
-_ENTRY = {"openai": _openai_entry, "anthropic": _anthropic_entry}
-
-
-def wire_tools(tk: PMap | None, dialect: str) -> Sequence:
-    """Return a toolkit's `tools` entries for a request body of `dialect` (frozen, cached)."""
-    if not tk:
-        return ()
-    cached = tk.get("wire")
-    if cached is not None:
-        return cached[dialect]
-    return pvector(_ENTRY[dialect](t) for t in tk["tools"])
 
 
 def to_openai(tk: PMap | None) -> list[dict]:

@@ -164,25 +164,9 @@ def tool_result_ids(message: Mapping) -> tuple[str, ...]:
     return ()
 
 
-# The (result ids, call ids) of frozen messages, by identity. `run` repairs the whole
-# loaded history on every exchange, and stores hand back the same message objects
-# (their read caches, the in-memory store), so each message is classified once, not
-# once per exchange. Each entry holds its message, so an id is never reused while cached.
-_SHAPES: dict[int, tuple[PMap, tuple, tuple]] = {}
-_SHAPES_MAX = 65536
-
-
 def _shape(message: Mapping) -> tuple[tuple, tuple]:
-    """Return `(tool_result_ids(message), tool_call_ids(message))`, cached for a pmap."""
-    hit = _SHAPES.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1], hit[2]
-    results, calls = tool_result_ids(message), tool_call_ids(message)
-    if type(message) is PMap:
-        if len(_SHAPES) >= _SHAPES_MAX:
-            _SHAPES.clear()  # a crude bound, as for the request encoder's text cache
-        _SHAPES[id(message)] = (message, results, calls)
-    return results, calls
+    """Return `(tool_result_ids(message), tool_call_ids(message))`."""
+    return tool_result_ids(message), tool_call_ids(message)
 
 
 def is_tool_result(message: Mapping) -> bool:

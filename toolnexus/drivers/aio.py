@@ -1,70 +1,66 @@
-"""The async driver: arun, aask, astream over httpx's async transport, same pure core.
+"""The async driver: a table of awaiting effect handlers for `core.flow`, streaming or not.
 
-Effects of `loop.run_flow` are performed with awaits: tools and store functions may
-be plain or `async def` (plain ones run in a worker thread, so a slow one never
-blocks the event loop); a turn's tool calls run concurrently.
+Tools, hooks, stores, locks and logs may be plain or `async def`: coroutine functions are
+awaited on the event loop; plain store, lock and log calls run in the runtime's io pool
+(an "io" effect's ops in one hand-off), plain tools in its tool pool, so nothing slow
+blocks the loop. An "io" effect is never split by a cancellation: the driver lets it
+finish, hands its outcomes to the flow (which then knows whether it holds the lock), and
+delivers the cancellation at the next effect.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import warnings
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from datetime import UTC, datetime
-from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
-import httpx
-from pyrsistent import PMap, pmap
+from pyrsistent import PMap, pmap, thaw
 
-from ..core import flow as loop
-from ..client import (
-    Client,
-    check_run,
-    execute_calls,
-    flow_config,
-    in_process_request,
-    logged_save,
-    metric_emitter,
-    record_log,
-    run_metric,
-    run_toolkit,
-    save_exchange,
-    start_state,
-)
 from ..core.errors import ProviderError, RunTimeoutError
-from .guard import Guard
 from ..core.toolkit import execute as execute_tool
-from .transport import TURN, asend, asend_stream, default_async_transport
 from ..core.wire import openai as openai_wire
+from .guard import Guard
+from .sync import Context, StreamClosed, _run_tool, run_ops
+from .transport import TURN, asend, asend_stream
 
-__all__ = ["arun", "aask", "astream"]
-
-
-async def _call(fn: Callable, *args: Any) -> Any:
-    """Await `fn(*args)`: coroutine functions directly, plain ones in a worker thread."""
-    if asyncio.iscoroutinefunction(fn):
-        return await fn(*args)
-    out = await asyncio.to_thread(fn, *args)
-    return await out if hasattr(out, "__await__") else out
+__all__ = ["adrive", "ahandlers"]
 
 
-class _Guard(Guard):
-    """The run's deadline and cancel token (an asyncio.Event), with an abandoning await."""
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - a callable object's async __call__
+    )
 
-    async def run(self, awaitable: Any) -> Any:
+
+async def _settle(value: Any) -> Any:
+    return await value if hasattr(value, "__await__") else value
+
+
+class _Async:
+    """The awaiting handlers of one run (see `ahandlers`)."""
+
+    def __init__(self, ctx: Context, guard: Guard, streaming: bool):
+        self.ctx, self.guard, self.streaming = ctx, guard, streaming
+        self.cancelled: BaseException | None = None  # delivered at the next effect
+
+    async def guarded(self, awaitable: Any) -> Any:
         """Await `awaitable`, abandoning (cancelling) it on deadline or cancel."""
-        self.check()
-        if self.deadline is None and self.cancel is None:
+        guard = self.guard
+        guard.check()
+        if guard.deadline is None and guard.cancel is None:
             return await awaitable
         task = asyncio.ensure_future(awaitable)
         waiters = {task}
-        cancel_wait = asyncio.ensure_future(self.cancel.wait()) if self.cancel else None
+        cancel_wait = asyncio.ensure_future(guard.cancel.wait()) if guard.cancel else None
         if cancel_wait is not None:
             waiters.add(cancel_wait)
         try:
             done, _ = await asyncio.wait(
-                waiters, timeout=self.remaining(), return_when=asyncio.FIRST_COMPLETED
+                waiters, timeout=guard.remaining(), return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             if cancel_wait is not None:
@@ -72,340 +68,200 @@ class _Guard(Guard):
         if task in done:
             return task.result()
         task.cancel()
-        self.check()
+        guard.check()
         raise RunTimeoutError("the run's deadline (timeout_ms) passed")
 
+    async def io(self, ops: Sequence) -> tuple:
+        if any(_is_async(op.fn) for op in ops):
+            work = asyncio.ensure_future(self._mixed(ops))
+        else:  # the usual case: every call in one hand-off to the io pool
+            pool = self.ctx.runtime.io_pool()
+            work = asyncio.get_running_loop().run_in_executor(pool, run_ops, ops)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError as e:
+            # Finish the hand-off (a lock may be taken in it): the flow must see what it did.
+            self.cancelled = e
+            while True:
+                try:
+                    return await asyncio.shield(work)
+                except asyncio.CancelledError:
+                    continue
 
-def _enter_then(lock: Any, then: Callable[[], Any] | None) -> Any:
-    """Take the lock, then run `then` (the load) in the same thread; release if it fails."""
-    lock.__enter__()
-    if then is None:
-        return None
-    try:
-        return then()
-    except BaseException:
-        lock.__exit__(None, None, None)
-        raise
-
-
-async def _acquire(client: Client, lock: Any, then: Callable[[], Any] | None = None) -> Any:
-    """Take a blocking conversation lock off the event loop, never leaking it; return `then()`.
-
-    Waiters block threads of the client's own lock pool, not the loop's default pool,
-    so the holder can always get a thread to save and release. `then` (a plain store
-    load) runs in the same thread once the lock is held: one hand-off, not two. If this
-    task is cancelled while a thread is still waiting, the lock is released once taken.
-    """
-    taking = asyncio.get_running_loop().run_in_executor(client.lock_pool, _enter_then, lock, then)
-    try:
-        return await asyncio.shield(taking)
-    except asyncio.CancelledError:
-
-        def release_if_taken(f: asyncio.Future) -> None:
-            if not f.cancelled() and f.exception() is None:
-                client.lock_pool.submit(lock.__exit__, None, None, None)
-
-        taking.add_done_callback(release_if_taken)
-        raise
-
-
-class _Released(NamedTuple):
-    """What the save-and-release hand-off did after the release."""
-
-    at: float  # perf_counter when the lock was released (the run's end, for its metric)
-    logged: bool  # whether the message log was written (or tried) in the hand-off
-    error: BaseException | None  # what `after` raised: re-raised after the run's metric
-
-
-def _then_exit(lock: Any, then: Callable[[], Any], after: Callable[[], Any] | None) -> Any:
-    """Run `then` (the save), release the lock, then `after` (the log), in one thread.
-
-    A `then` that returns an awaitable keeps the lock: the caller awaits it, then releases.
-    """
-    try:
-        out = then()
-    except BaseException:
-        lock.__exit__(None, None, None)
-        raise
-    if hasattr(out, "__await__"):  # a plain function that returned a coroutine
-        return out  # still locked: the caller awaits it, then releases
-    lock.__exit__(None, None, None)
-    at = time.perf_counter()
-    if out is True:  # save_exchange wrote the log with the save
-        return _Released(at, True, None)
-    if after is None:
-        return _Released(at, False, None)
-    try:
-        after()
-    except Exception as e:  # a strict log's failure: raised once the run is accounted for
-        return _Released(at, True, e)
-    return _Released(at, True, None)
-
-
-async def _save_and_release(
-    client: Client, lock: Any, save: Callable[[], Any], after: Callable[[], Any] | None = None
-) -> _Released:
-    """Save, release the lock, then run `after`: one hand-off that a cancellation cannot split."""
-    run = asyncio.get_running_loop().run_in_executor
-    out = await asyncio.shield(run(client.lock_pool, _then_exit, lock, save, after))
-    if isinstance(out, _Released):
-        return out
-    try:
-        await out
-    finally:
-        await _release(client, lock)
-    return _Released(time.perf_counter(), False, None)
-
-
-async def _release(client: Client, lock: Any) -> None:
-    """Release a conversation lock; a cancellation cannot interrupt it halfway."""
-    releasing = asyncio.get_running_loop().run_in_executor(
-        client.lock_pool, lock.__exit__, None, None, None
-    )
-    await asyncio.shield(releasing)
-
-
-def _atransport(client: Client) -> httpx.AsyncBaseTransport:
-    """Return the client's async transport for the running event loop (pooled per loop)."""
-    given = client.transport  # a transport serving both drivers (e.g. MockTransport)
-    if hasattr(given, "handle_async_request"):
-        return given
-    loop_ = asyncio.get_running_loop()
-    transport = client.atransports.get(loop_)
-    if transport is None:
-        # Connections belong to one event loop, so each loop gets its own pool.
-        for old in [k for k in client.atransports if k.is_closed()]:
-            del client.atransports[old]
-        transport = client.atransports[loop_] = default_async_transport()
-    return transport
-
-
-async def _llm(client: Client, body: Mapping, turn_no: int, guard: _Guard, streaming: bool):
-    """Yield text events (when streaming), then {TURN} with the decoded turn."""
-    if client.endpoint is None:
-        out = await guard.run(_call(client.generate, in_process_request(body)))
-        turn = openai_wire.parse_generated(out, turn_no)
-        if streaming and turn["text"]:
-            yield pmap({"type": "text", "delta": turn["text"]})
-        yield pmap({"type": TURN, "turn": turn})
-        return
-    transport = _atransport(client)
-    if not streaming:
-        turn = await guard.run(asend(transport, client.endpoint, body, guard.remaining(600.0)))
-        yield pmap({"type": TURN, "turn": turn})
-        return
-    items = asend_stream(transport, client.endpoint, body, guard.remaining(600.0))
-    try:
-        while True:
+    async def _mixed(self, ops: Sequence) -> tuple:
+        out, failed = [], False
+        for op in ops:
+            if failed and not op.always:
+                out.append(("skipped",))
+                continue
             try:
-                item = await guard.run(items.__anext__())
-            except StopAsyncIteration:
-                url = client.endpoint.url
-                raise ProviderError("the stream ended without a turn", url=url) from None
-            yield item
-            if item["type"] == TURN:
-                return
-    finally:
-        await items.aclose()
+                if _is_async(op.fn):
+                    value = await op.fn(*op.args)
+                else:
+                    pool = self.ctx.runtime.io_pool()
+                    loop = asyncio.get_running_loop()
+                    value = await _settle(await loop.run_in_executor(pool, op.fn, *op.args))
+                out.append(("ok", value))
+            except Exception as e:
+                failed = True
+                out.append(("error", e))
+        return tuple(out)
+
+    async def hook(self, fn: Callable, arg: Any) -> Any:
+        return await _settle(fn(arg))
+
+    async def llm(self, request: Mapping) -> Any:
+        ctx = self.ctx
+        if ctx.endpoint is None:
+            out = await self.guarded(self._generate(request))
+            turn = openai_wire.parse_generated(out, request["turn"])
+            if self.streaming and turn["text"]:
+                yield pmap({"type": "text", "delta": turn["text"]})
+            yield pmap({"type": TURN, "turn": turn})
+            return
+        transport = ctx.transport if ctx.transport.asynchronous else ctx.runtime.atransport()
+        timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
+        if not self.streaming:
+            turn = await self.guarded(asend(transport, ctx.endpoint, request["content"], timeout))
+            yield pmap({"type": TURN, "turn": turn})
+            return
+        items = asend_stream(transport, ctx.endpoint, request["content"], timeout)
+        streamed = False
+        try:
+            while True:
+                try:
+                    item = await self.guarded(items.__anext__())
+                except StopAsyncIteration:
+                    url = ctx.endpoint.url
+                    raise ProviderError("the stream ended without a turn", url=url) from None
+                yield item
+                if item["type"] == TURN:
+                    return
+                streamed = True
+        except ProviderError as e:
+            e.streamed = streamed  # text reached the consumer: the flow will not retry
+            raise
+        finally:
+            await items.aclose()
+
+    async def _generate(self, request: Mapping) -> Any:
+        body = request["body"]
+        req = {"model": body["model"], "messages": thaw(body["messages"]),
+               "tools": body.get("tools", [])}  # fmt: skip
+        fn = self.ctx.generate
+        if _is_async(fn):
+            return await fn(req)
+        return await _settle(await asyncio.to_thread(fn, req))
+
+    async def tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
+        return await self.guarded(self._tools(tk, calls))
+
+    async def _tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
+        if self.ctx.inline_tools:
+            return [await self._one(tk, c, None) for c in calls]
+        pool = self.ctx.runtime.tool_pool()
+        return list(await asyncio.gather(*(self._one(tk, c, pool) for c in calls)))
+
+    async def _one(self, tk: Any, call: Mapping, pool: Any) -> tuple[PMap, float]:
+        t = tk["index"].get(call["name"]) if tk else None
+        if t is not None and _is_async(t["execute"]):
+            t0 = time.perf_counter()
+            result = await execute_tool(tk, call["name"], call["args"])
+            return result, time.perf_counter() - t0
+        if pool is None:
+            return _run_tool(tk, call)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, _run_tool, tk, call)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.guarded(asyncio.sleep(seconds))
 
 
-def _is_async(tk: Any, call: Mapping) -> bool:
-    t = tk["index"].get(call["name"]) if tk else None
-    return t is not None and asyncio.iscoroutinefunction(t["execute"])
+def _warn(text: str) -> None:
+    warnings.warn(text, RuntimeWarning, stacklevel=2)
 
 
-async def _run_async_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
-    t0 = time.perf_counter()
-    r = await execute_tool(tk, call["name"], call["args"])
-    return r, time.perf_counter() - t0
+def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]:
+    """Return the effect table of one async run: plain functions, coroutines, or async
+    generators (which stream)."""
+    run = _Async(ctx, guard, streaming)
+    runtime = ctx.runtime
+    return {
+        "clock": time.perf_counter,
+        "now": lambda: datetime.now(UTC),
+        "io": run.io,
+        "hook": run.hook,
+        "llm": run.llm,
+        "tools": run.tools,
+        "sleep": run.sleep,
+        "event": None,  # yielded by adrive itself
+        "metric": ctx.emit,
+        "warn": _warn,
+        "recall": runtime.recall,
+        "remember": runtime.remember,
+        "_run": run,
+    }
 
 
-async def _run_calls(client: Client, tk: Any, calls: Sequence[Mapping]) -> list:
-    """Run a turn's calls concurrently; return [(result, seconds)] in call order.
+async def _perform(handler: Callable, args: tuple, closing: bool):
+    """Perform one effect; an async generator handler streams its items (unless closing)."""
+    out = handler(*args)
+    if isinstance(out, AsyncGenerator):
+        value, items = None, []
+        try:
+            async for item in out:
+                if item["type"] == TURN:
+                    value = item["turn"]
+                elif not closing:
+                    items.append(item)
+        finally:
+            await out.aclose()
+        return value, items
+    return await _settle(out), ()
 
-    `async def` tools run on the event loop; plain ones go to a worker thread together
-    (one hop for the lot, where they run concurrently as in the sync driver), so a
-    slow plain tool never blocks the loop. Not even a tool known to be quick runs on
-    the loop: one that blocked after all would stall every task of the loop, not just
-    this run (the sync driver takes that chance; see client.is_quick).
+
+async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
+    """Perform the flow's effects with `table`; yield events, then {"type": "__result__"}.
+
+    When the consumer closes the stream (or the task is cancelled), the reason is thrown
+    into the flow and what it still asks for (release, log, metric) is performed.
     """
-    asynchronous = [_is_async(tk, c) for c in calls]
-    plain = [c for c, a in zip(calls, asynchronous, strict=True) if not a]
-    jobs = [_run_async_tool(tk, c) for c, a in zip(calls, asynchronous, strict=True) if a]
-    if plain:
-        jobs.append(asyncio.to_thread(execute_calls, client, tk, plain))
-    done = await asyncio.gather(*jobs) if len(jobs) > 1 else [await jobs[0]]
-    plain_results = iter(done.pop() if plain else ())
-    async_results = iter(done)
-    return [next(async_results) if a else next(plain_results) for a in asynchronous]
-
-
-async def _perform(client: Client, flow: Any, guard: _Guard, streaming: bool):
-    """Do the effects `flow` asks for; yield stream events, then {"final": state}."""
-    value, error = None, None
-    emit = metric_emitter(client)
+    run = table["_run"]
+    value, error, closing = None, None, False
     while True:
         try:
             effect = flow.send(value) if error is None else flow.throw(error)
         except StopIteration as stop:
-            yield pmap({"type": "__final__", "state": stop.value})
+            if not closing:
+                yield pmap({"type": "__result__", "result": stop.value})
             return
+        except StreamClosed:
+            if closing:
+                return
+            raise
         value, error = None, None
         kind = effect[0]
-        if kind == "clock":
-            value = time.perf_counter()
-        elif kind == "llm":
-            streamed = False
-            try:
-                async for item in _llm(client, effect[1], effect[2], guard, streaming):
-                    if item["type"] == TURN:
-                        value = item["turn"]
-                    else:
-                        streamed = True
-                        yield item
-            except ProviderError as e:
-                if streamed:  # text already reached the consumer: a retry would repeat it
-                    raise
-                error = e  # thrown into the flow, which decides to retry or fail
-        elif kind == "tools":
-            value = await guard.run(_run_calls(client, effect[1], effect[2]))
-        elif kind == "event":
-            yield effect[1]
-        elif kind == "metric":
-            emit(effect[1])
-        elif kind == "sleep":
-            await guard.run(asyncio.sleep(effect[1]))
-        elif kind == "wait_for":
-            value = await guard.run(_call(client.options["wait_for"], effect[1]))
-        else:  # pragma: no cover - a new effect without a performer is our bug
-            raise RuntimeError(f"unknown effect {kind!r}")
-
-
-async def _exchange(
-    client: Client,
-    prompt: str,
-    toolkit: Any,
-    history: Sequence | None,
-    conversation_id: str | None,
-    cancel: Any,
-    streaming: bool,
-) -> AsyncIterator[PMap]:
-    """One exchange: lock, load, run the flow, finish; yields events, then done."""
-    check_run(prompt, conversation_id)
-    asked_at, t0 = datetime.now(UTC), time.perf_counter()
-    guard = _Guard(client.options.get("timeout_ms"), cancel)
-    lock = client.lock(conversation_id) if conversation_id is not None else None
-    get = client.store["get"] if history is None and conversation_id is not None else None
-    # Plain store functions run in the lock's own hand-offs: take+load, save+release.
-    load_locked = lock is not None and get is not None and not asyncio.iscoroutinefunction(get)
-    state, locked, released = None, False, None
-    has_log = client.options.get("message_log") is not None
-    try:
-        if lock is not None:
-            load = partial(get, conversation_id) if load_locked else None
-            got = await _acquire(client, lock, load)
-            locked = True
         try:
-            loaded = history
-            if get is not None:
-                loaded = got if load_locked else await _call(get, conversation_id)
-                if hasattr(loaded, "__await__"):
-                    loaded = await loaded
-            state = start_state(client, prompt, loaded)
-            tk = run_toolkit(client, toolkit, conversation_id)
-            flow = loop.run_flow(flow_config(client, streaming), state, tk)
-            async for item in _perform(client, flow, guard, streaming):
-                if item["type"] == "__final__":
-                    state = item["state"]
-                else:
-                    yield item
-            # The one exit point: an exchange is saved whole, or (on error) not at all.
-            if conversation_id is not None:
-                save = client.store["save"]
-                if lock is not None and not asyncio.iscoroutinefunction(save):
-                    locked = False  # released by the hand-off, even if the save fails
-                    # The log is written in the same hand-off, after the release (as the
-                    # sync driver writes it): one thread hop fewer per exchange.
-                    result = loop.result(state, client.model)
-                    log = partial(record_log, client, conversation_id, prompt, result, asked_at)
-                    messages = state["messages"]
-                    if logged_save(client) is not None:  # the log may go in the save itself
-                        args = (client, conversation_id, messages, prompt, result, asked_at)
-                        saving = partial(save_exchange, *args)
-                    else:
-                        saving = partial(save, conversation_id, messages)
-                    after = log if has_log else None
-                    released = await _save_and_release(client, lock, saving, after)
-                else:
-                    await _call(save, conversation_id, state["messages"])
-        finally:
-            if locked:
-                await _release(client, lock)
-        if released is None:
-            result = loop.result(state, client.model)
-    except BaseException as e:
-        run_metric(client, None, time.perf_counter() - t0, e)
-        raise
-    end = released.at if released is not None else time.perf_counter()
-    run_metric(client, state, end - t0)
-    if released is not None and released.error is not None:
-        raise released.error
-    if has_log and (released is None or not released.logged):  # no hand-off without a log
-        await asyncio.to_thread(record_log, client, conversation_id, prompt, result, asked_at)
-    yield pmap({"type": "done", "result": result})
-
-
-async def arun(
-    client: Client,
-    prompt: str,
-    *,
-    toolkit: PMap | None = None,
-    history: Sequence | None = None,
-    conversation_id: str | None = None,
-    cancel: asyncio.Event | None = None,
-) -> PMap:
-    """The async twin of `run` (same semantics; `cancel` is an asyncio.Event)."""
-    events = _exchange(client, prompt, toolkit, history, conversation_id, cancel, False)
-    async for event in events:
-        if event["type"] == "done":
-            return event["result"]
-    raise RuntimeError("run ended without a result")  # pragma: no cover
-
-
-async def astream(
-    client: Client,
-    prompt: str,
-    *,
-    toolkit: PMap | None = None,
-    history: Sequence | None = None,
-    conversation_id: str | None = None,
-    cancel: asyncio.Event | None = None,
-) -> AsyncIterator[PMap]:
-    """The async twin of `stream`: an async generator of the same events."""
-    events = _exchange(client, prompt, toolkit, history, conversation_id, cancel, True)
-    try:
-        async for event in events:
-            yield event
-    finally:
-        await events.aclose()
-
-
-async def aask(
-    client: Client,
-    prompt: str,
-    *,
-    toolkit: PMap | None = None,
-    id: str | None = None,
-    on_text: Callable[[str], Any] | None = None,
-) -> PMap:
-    """The async twin of `ask` (`on_text` may be plain or async)."""
-    if on_text is None:
-        return await arun(client, prompt, toolkit=toolkit, conversation_id=id)
-    async for event in astream(client, prompt, toolkit=toolkit, conversation_id=id):
-        if event["type"] == "text":
-            out = on_text(event["delta"])
-            if hasattr(out, "__await__"):
-                await out
-        elif event["type"] == "done":
-            return event["result"]
-    raise RuntimeError("stream ended without a done event")  # pragma: no cover
+            if run.cancelled is not None:  # delivered after an io hand-off finished
+                error, run.cancelled = run.cancelled, None
+                continue
+            if kind == "event":
+                if not closing:
+                    yield effect[1]
+                continue
+            if kind == "llm" and not closing:
+                items = table["llm"](*effect[1:])
+                try:
+                    async for item in items:
+                        if item["type"] == TURN:
+                            value = item["turn"]
+                        else:
+                            yield item
+                finally:
+                    await items.aclose()
+                continue
+            value, _ = await _perform(table[kind], effect[1:], closing)
+        except GeneratorExit:
+            closing, error = True, StreamClosed("the stream was closed before its end")
+        except BaseException as e:  # thrown into the flow, which decides
+            error = e

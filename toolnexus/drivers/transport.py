@@ -8,7 +8,8 @@ with httpx.HTTPTransport's settings and called directly, which skips converting 
 request and response between httpx's models and httpcore's (a fifth of a POST's CPU).
 A host may pass either kind: an httpx transport (e.g. MockTransport) gets httpx
 requests; anything else is spoken to as an httpcore pool (handle_request or
-handle_async_request over httpcore.Request).
+handle_async_request over httpcore.Request). `as_transport` wraps either, once, in the
+one interface the drivers use (`Transport`): no per-call checks of what it is.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from pyrsistent import PMap, pmap
 
 from ..core.errors import ProviderError, excerpt
 from ..core.wire import sse
-from ..core.wire.common import encode_body
 
 __all__ = [
     "Endpoint",
+    "Transport",
+    "as_transport",
     "send",
     "send_stream",
     "asend",
@@ -34,6 +36,7 @@ __all__ = [
     "default_transport",
     "default_async_transport",
     "transport_errors",
+    "is_network",
     "TURN",
 ]
 
@@ -55,6 +58,15 @@ def default_async_transport() -> Any:
     import httpcore
 
     return httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(), **_POOL)
+
+
+def is_network(e: BaseException) -> bool:
+    """Return whether a transport error is a network failure worth retrying (not a timeout)."""
+    import httpcore
+
+    network = (httpx.NetworkError, httpx.RemoteProtocolError, httpcore.NetworkError,
+               httpcore.RemoteProtocolError, ConnectionError)  # fmt: skip
+    return isinstance(e, network)
 
 
 @cache
@@ -85,10 +97,6 @@ class Endpoint:
 
     def __repr__(self) -> str:
         return f"Endpoint({self.url!r})"
-
-    def content(self, body: Mapping, stream: bool) -> bytes:
-        """Return the JSON bytes to POST (a streaming body asks the provider to stream)."""
-        return encode_body(self.codec.stream_body(body) if stream else body)
 
     def request(self, content: bytes, timeout: float, stream: bool = False) -> httpx.Request:
         """Return the httpx request of a body, for a host's httpx transport."""
@@ -131,8 +139,9 @@ class Endpoint:
         return url, plain, [*accept, (b"Accept", b"text/event-stream")]
 
     def failed(self, e: Exception) -> ProviderError:
-        """Return the ProviderError for a network failure."""
-        return ProviderError(f"POST {self.url} failed: {type(e).__name__}: {e}", url=self.url)
+        """Return the ProviderError for a transport failure (marked `network` when retryable)."""
+        text = excerpt(f"{type(e).__name__}: {e}", (self._key,))
+        return ProviderError(f"POST {self.url} failed: {text}", url=self.url, network=is_network(e))
 
     def status_error(self, status: int, headers: Any, content: bytes) -> ProviderError:
         """Return the ProviderError of a non-2xx response (bounded, the key masked)."""
@@ -167,53 +176,102 @@ def _header_dict(headers: Any) -> dict:
     }
 
 
-def _open(transport: Any, ep: Endpoint, content: bytes, timeout: float, stream: bool):
-    """POST on either kind of transport; return (status, headers, response) unread."""
-    if isinstance(transport, httpx.BaseTransport):
-        resp = transport.handle_request(ep.request(content, timeout, stream))
-        return resp.status_code, resp.headers, resp
-    resp = transport.handle_request(ep.core_request(content, timeout, stream))
-    return resp.status, resp.headers, resp
+class Transport:
+    """The one interface the drivers post through: a pool of connections, sync or async.
+
+    `open`/`aopen` return (status, headers dict, response); `chunks`, `read`, `close`
+    (and their async twins) read and free the response.
+    """
+
+    __slots__ = ("pool", "httpx", "sync", "asynchronous")
+
+    def __init__(self, pool: Any):
+        self.pool = pool
+        self.httpx = isinstance(pool, (httpx.BaseTransport, httpx.AsyncBaseTransport))
+        self.sync = hasattr(pool, "handle_request")
+        self.asynchronous = hasattr(pool, "handle_async_request")
+
+    def _request(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> Any:
+        if self.httpx:
+            return ep.request(content, timeout, stream)
+        return ep.core_request(content, timeout, stream)
+
+    def open(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> tuple:
+        """POST; return (status, headers, response) with the body unread."""
+        resp = self.pool.handle_request(self._request(ep, content, timeout, stream))
+        status = resp.status_code if self.httpx else resp.status
+        return status, _header_dict(resp.headers), resp
+
+    async def aopen(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> tuple:
+        """The async twin of `open`."""
+        resp = await self.pool.handle_async_request(self._request(ep, content, timeout, stream))
+        status = resp.status_code if self.httpx else resp.status
+        return status, _header_dict(resp.headers), resp
+
+    def chunks(self, resp: Any) -> Iterator[bytes]:
+        """Return the response's body chunks as they arrive."""
+        return resp.iter_raw() if self.httpx else resp.iter_stream()
+
+    def achunks(self, resp: Any) -> AsyncIterator[bytes]:
+        """The async twin of `chunks`."""
+        return resp.aiter_raw() if self.httpx else resp.aiter_stream()
+
+    def close(self) -> None:
+        """Close the pool's connections."""
+        close = getattr(self.pool, "close", None)
+        if close is not None:
+            close()
+
+    async def aclose(self) -> None:
+        """Close an async pool's connections."""
+        close = getattr(self.pool, "aclose", None)
+        if close is not None:
+            await close()
 
 
-async def _aopen(transport: Any, ep: Endpoint, content: bytes, timeout: float, stream: bool):
-    """The async twin of `_open`."""
-    if isinstance(transport, httpx.AsyncBaseTransport):
-        resp = await transport.handle_async_request(ep.request(content, timeout, stream))
-        return resp.status_code, resp.headers, resp
-    resp = await transport.handle_async_request(ep.core_request(content, timeout, stream))
-    return resp.status, resp.headers, resp
-
-
-def _chunks(resp: Any) -> Iterator[bytes]:
-    return resp.iter_raw() if isinstance(resp, httpx.Response) else resp.iter_stream()
-
-
-def _achunks(resp: Any) -> AsyncIterator[bytes]:
-    return resp.aiter_raw() if isinstance(resp, httpx.Response) else resp.aiter_stream()
+def as_transport(given: Any) -> Transport:
+    """Return `given` (an httpx transport or an httpcore pool) as a Transport; else ValueError."""
+    if isinstance(given, Transport):
+        return given
+    if not (hasattr(given, "handle_request") or hasattr(given, "handle_async_request")):
+        raise ValueError(
+            "transport must be an httpx transport (e.g. httpx.HTTPTransport()) or an "
+            f"httpcore connection pool, got {type(given).__name__}"
+        )
+    return Transport(given)
 
 
 def _ok(status: int) -> bool:
     return 200 <= status < 300
 
 
-def send(transport: Any, ep: Endpoint, body: Mapping, timeout: float) -> PMap:
-    """POST a body on the transport itself and return the decoded turn.
+def _is_json(headers: Mapping) -> bool:
+    return headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
+
+
+def _check_stream_type(ep: Endpoint, headers: Mapping) -> None:
+    kind = headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind and kind not in ("text/event-stream", "application/json"):
+        raise ProviderError(f"POST {ep.url}: a stream was answered with {kind!r}", url=ep.url)
+
+
+def send(transport: Transport, ep: Endpoint, content: bytes, timeout: float) -> PMap:
+    """POST the JSON bytes of a body and return the decoded turn.
 
     httpx.Client adds cookies, auth flows, redirects and event hooks per request; an
     LLM POST needs none of them, and skipping that layer is most of our speed.
     """
     try:
-        status, headers, resp = _open(transport, ep, ep.content(body, False), timeout, False)
+        status, headers, resp = transport.open(ep, content, timeout, False)
         try:
-            content = resp.read()
+            body = resp.read()
         finally:
             resp.close()
     except transport_errors() as e:
         raise ep.failed(e) from None
     if not _ok(status):
-        raise ep.status_error(status, headers, content)
-    return ep.decode(status, content)
+        raise ep.status_error(status, headers, body)
+    return ep.decode(status, body)
 
 
 class _Stream:
@@ -241,23 +299,35 @@ class _Stream:
         return out
 
 
+def _whole(ep: Endpoint, status: int, body: bytes) -> list[PMap]:
+    """Return the items of a stream request answered with one JSON body (some proxies)."""
+    turn = ep.decode(status, body)
+    text = [pmap({"type": "text", "delta": turn["text"]})] if turn["text"] else []
+    return [*text, pmap({"type": TURN, "turn": turn})]
+
+
 def send_stream(
-    transport: Any, ep: Endpoint, body: Mapping, timeout: float, check: Any = None
+    transport: Transport, ep: Endpoint, content: bytes, timeout: float, check: Any = None
 ) -> Iterator[PMap]:
     """POST a streaming body; yield text deltas as they arrive, then the {TURN} item.
 
-    `check()` runs between network chunks (a deadline or a cancel token may raise).
+    `check()` runs between network chunks (a deadline or a cancel token may raise). A
+    server that ignores `stream: true` and answers with JSON is read as one delta.
     """
     try:
-        status, headers, resp = _open(transport, ep, ep.content(body, True), timeout, True)
+        status, headers, resp = transport.open(ep, content, timeout, True)
     except transport_errors() as e:
         raise ep.failed(e) from None
     try:
         if not _ok(status):
             raise ep.status_error(status, headers, _read_error(resp))
-        state = _Stream(ep.codec)
+        _check_stream_type(ep, headers)
         try:
-            for chunk in _chunks(resp):
+            if _is_json(headers):
+                yield from _whole(ep, status, resp.read())
+                return
+            state = _Stream(ep.codec)
+            for chunk in transport.chunks(resp):
                 if check is not None:
                     check()
                 yield from state.feed(chunk)
@@ -282,35 +352,40 @@ async def _aread_error(resp: Any) -> bytes:
         return b""
 
 
-async def asend(transport: Any, ep: Endpoint, body: Mapping, timeout: float) -> PMap:
+async def asend(transport: Transport, ep: Endpoint, content: bytes, timeout: float) -> PMap:
     """The async twin of `send`."""
     try:
-        status, headers, resp = await _aopen(transport, ep, ep.content(body, False), timeout, False)
+        status, headers, resp = await transport.aopen(ep, content, timeout, False)
         try:
-            content = await resp.aread()
+            body = await resp.aread()
         finally:
             await resp.aclose()
     except transport_errors() as e:
         raise ep.failed(e) from None
     if not _ok(status):
-        raise ep.status_error(status, headers, content)
-    return ep.decode(status, content)
+        raise ep.status_error(status, headers, body)
+    return ep.decode(status, body)
 
 
 async def asend_stream(
-    transport: Any, ep: Endpoint, body: Mapping, timeout: float
+    transport: Transport, ep: Endpoint, content: bytes, timeout: float
 ) -> AsyncIterator[PMap]:
     """The async twin of `send_stream` (cancellation is the event loop's own)."""
     try:
-        status, headers, resp = await _aopen(transport, ep, ep.content(body, True), timeout, True)
+        status, headers, resp = await transport.aopen(ep, content, timeout, True)
     except transport_errors() as e:
         raise ep.failed(e) from None
     try:
         if not _ok(status):
             raise ep.status_error(status, headers, await _aread_error(resp))
-        state = _Stream(ep.codec)
+        _check_stream_type(ep, headers)
         try:
-            async for chunk in _achunks(resp):
+            if _is_json(headers):
+                for item in _whole(ep, status, await resp.aread()):
+                    yield item
+                return
+            state = _Stream(ep.codec)
+            async for chunk in transport.achunks(resp):
                 for item in state.feed(chunk):
                     yield item
         except transport_errors() as e:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,16 +53,19 @@ def _report(on_metric: Callable | None, event: Mapping) -> None:
 def exchange_entries(
     conversation_id: str | None,
     prompt: str,
-    answer: str | None,
+    answers: str | Sequence[str] | None,
     asked_at: datetime | None = None,
     now: datetime | None = None,
 ) -> list[PMap]:
     """Return the log entries of an exchange: the prompt (at `asked_at`, default `now`),
-    then the answer (at `now`, default the current UTC time) unless it is empty."""
+    then each non-empty answer text (at `now`, default the current UTC time), in order.
+
+    `answers` is every assistant text of the run (the text that came with tool calls
+    too), or one string."""
     at = now or datetime.now(UTC)
+    texts = (answers,) if isinstance(answers, str) else tuple(answers or ())
     entries = [make_entry(conversation_id, prompt, "user", asked_at or at)]
-    if answer:
-        entries.append(make_entry(conversation_id, answer, "ai", at))
+    entries.extend(make_entry(conversation_id, t, "ai", at) for t in texts if t)
     return entries
 
 
@@ -70,23 +73,23 @@ def record_exchange(
     log: Mapping,
     conversation_id: str | None,
     prompt: str,
-    answer: str | None,
+    answers: str | Sequence[str] | None,
     now: datetime | None = None,
     strict: bool = False,
     on_metric: Callable[[Mapping], Any] | None = None,
     *,
     asked_at: datetime | None = None,
 ) -> tuple:
-    """Record a run's user prompt and final AI answer; return the entries recorded.
+    """Record a run's user prompt and every AI text it produced; return the entries recorded.
 
     The prompt is stamped `asked_at` (default `now`), the answer `now` (default: the current
-    UTC time); an empty or missing answer is not recorded. Both go in one `record_many`
+    UTC time); empty answers are not recorded. All go in one `record_many`
     when the log has it. A failure never loses the run: it is logged and reported as
     on_metric({"event": "log_error", "error"}) (no conversation id), and raised only if
     `strict`.
     """
     try:
-        entries = exchange_entries(conversation_id, prompt, answer, asked_at, now)
+        entries = exchange_entries(conversation_id, prompt, answers, asked_at, now)
         if callable(log.get("record_many")):
             log["record_many"](entries)
         else:
@@ -129,20 +132,5 @@ def with_lookup_tool(
         return tk
     if tk is not None and TOOL_NAME in tk["index"]:
         return tk
-    # The same toolkit, log and conversation give the same toolkit back: a service asks
-    # again and again in one conversation, and a toolkit reused keeps its request JSON
-    # cached (see wire.common). Keyed by identity; each entry holds what its key names.
-    key = (id(tk), id(log), conversation_id)
-    hit = _MADE.get(key)
-    if hit is not None and hit[0] is tk and hit[1] is log:
-        return hit[2]
     t = chat_history_tool(log, scope=conversation_id)
-    made = toolkit(t) if tk is None else register(tk, t)
-    if len(_MADE) >= _MADE_MAX:
-        _MADE.clear()  # a crude bound, as for the JSON text cache
-    _MADE[key] = (tk, log, made)
-    return made
-
-
-_MADE: dict[tuple, tuple] = {}
-_MADE_MAX = 1024
+    return toolkit(t) if tk is None else register(tk, t)

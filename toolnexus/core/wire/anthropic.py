@@ -9,7 +9,6 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from ..toolkit import wire_tools
 from .common import encode_json, turn, usage
 from .sse import load_json, stream_error
 
@@ -32,9 +31,23 @@ VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
 
+def tool_entry(t: Mapping) -> PMap:
+    """Return one tool map's declaration in a request body's `tools`."""
+    return pmap(
+        {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"]}
+    )
+
+
 def encode_tools(toolkit: Any) -> Sequence:
-    """Return the `tools` list of a request body for a toolkit (built once per toolkit)."""
-    return wire_tools(toolkit, "anthropic")
+    """Return the `tools` list of a request body (a toolkit keeps them, built on register)."""
+    if not toolkit:
+        return ()
+    made = toolkit.get("wire") or {}
+    return (
+        made["anthropic"]
+        if "anthropic" in made
+        else pvector(tool_entry(t) for t in toolkit["tools"])
+    )
 
 
 def url(base_url: str) -> str:

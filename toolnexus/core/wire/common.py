@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyrsistent import PMap, PVector, pmap
 
-__all__ = ["usage", "add_usage", "ZERO_USAGE", "encode_json", "encode_body", "turn"]
+__all__ = [
+    "usage", "add_usage", "ZERO_USAGE", "encode_json", "encode_body", "message_text", "turn",
+]  # fmt: skip
 
 ZERO_USAGE = pmap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
 
@@ -48,47 +50,40 @@ def encode_json(value: Any) -> bytes:
     return _ENCODER.encode(value).encode("utf-8")
 
 
-# JSON text of frozen values, by identity. Values are immutable, so a text stays right
-# for as long as its value lives; each entry holds its value, so an id is never reused
-# while cached. A request re-sends the whole history each turn: this encodes each
-# message (and a toolkit's tools) once, not once per turn.
-_TEXT: dict[int, tuple[Any, str]] = {}
-_TEXT_MAX = 8192
+def message_text(value: Any) -> str:
+    """Return the compact JSON text of one value (a message) as a request body carries it."""
+    return _ENCODER.encode(value)
 
 
-def _text(value: Any) -> str:
-    # The cache first: a hit is the same object (each entry holds it), and an id lookup
-    # is cheaper than the ABC check below that a miss needs.
-    hit = _TEXT.get(id(value))
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    text = _ENCODER.encode(value)
-    if not isinstance(value, (PMap, PVector)):
-        return text
-    if len(_TEXT) >= _TEXT_MAX:
-        _TEXT.clear()  # a crude bound: the next turn re-encodes what it needs
-    _TEXT[id(value)] = (value, text)
-    return text
+def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence | None) -> str:
+    # The body's messages end with the state's (a system message may lead), so item k
+    # is message k - lead: one that is still the state's own value reuses its text.
+    if texts is None or messages is None:
+        return _ENCODER.encode(items)
+    lead, n = len(items) - len(messages), len(messages)
+    parts = [
+        texts[k - lead] if 0 <= k - lead < n and m is messages[k - lead] else _ENCODER.encode(m)
+        for k, m in enumerate(items)
+    ]
+    return "[" + ",".join(parts) + "]"
 
 
-def _array_text(items: Any) -> str:
-    return "[" + ",".join(_text(m) for m in items) + "]"
-
-
-def encode_body(body: Mapping) -> bytes:
-    """Return the JSON of a request body, reusing the text of frozen values already sent.
+def encode_body(
+    body: Mapping, messages: Sequence | None = None, texts: Sequence[str] | None = None
+) -> bytes:
+    """Return the JSON of a request body; `texts[i]` is reused for `messages[i]` when given.
 
     >>> from pyrsistent import pmap, pvector
     >>> m = pmap({"content": "hi"})
-    >>> encode_body({"model": "m", "messages": pvector([m])})
+    >>> encode_body({"model": "m", "messages": pvector([m])}, pvector([m]), ['{"content":"hi"}'])
     b'{"model":"m","messages":[{"content":"hi"}]}'
     """
     parts = []
     for key, value in body.items():
-        if isinstance(value, (list, tuple, PVector)):
-            text = _array_text(value)
+        if key == "messages" and isinstance(value, (list, tuple, PVector)):
+            text = _messages_text(value, messages, texts)
         else:
-            text = _text(value)
+            text = _ENCODER.encode(value)
         parts.append(_ENCODER.encode(key) + ":" + text)
     return ("{" + ",".join(parts) + "}").encode("utf-8")
 

@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from ..toolkit import wire_tools
 from .common import turn, usage
 from .sse import load_json, stream_error
 
@@ -30,9 +29,20 @@ __all__ = [
 ]
 
 
+def tool_entry(t: Mapping) -> PMap:
+    """Return one tool map's declaration in a request body's `tools`."""
+    function = pmap(
+        {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+    )
+    return pmap({"type": "function", "function": function})
+
+
 def encode_tools(toolkit: Any) -> Sequence:
-    """Return the `tools` list of a request body for a toolkit (built once per toolkit)."""
-    return wire_tools(toolkit, "openai")
+    """Return the `tools` list of a request body (a toolkit keeps them, built on register)."""
+    if not toolkit:
+        return ()
+    made = toolkit.get("wire") or {}
+    return made["openai"] if "openai" in made else pvector(tool_entry(t) for t in toolkit["tools"])
 
 
 def url(base_url: str) -> str:

@@ -1,0 +1,343 @@
+"""The public verbs: run, stream, ask, conversation and their async twins.
+
+Each builds the flow's configuration from the client's fields, then hands
+`core.flow.exchange_flow` to a driver (sync, streaming, async): the exchange itself is
+written once, in the flow.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from pyrsistent import PMap
+
+from .client import Client, conversation_lock
+from .core.flow import exchange_flow
+from .core.toolkit import toolkit as make_toolkit
+from .core.transcript import freeze_transcript
+from .drivers import sync
+from .drivers.guard import Guard
+
+__all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask"]
+
+
+# ---- the run's configuration, from the client's fields (no I/O) -----------------------
+
+
+def _emitter(client: Client) -> Callable[[Mapping], None]:
+    record, user = client.runtime.sink()["on_metric"], client.on_metric
+    if user is None:
+        return record
+
+    def emit(event: Mapping) -> None:
+        record(event)
+        user(event)
+
+    return emit
+
+
+def _log_fn(client: Client, emit: Callable) -> Callable | None:
+    log = client.message_log
+    if log is None:
+        return None
+    from .history.wiring import record_exchange
+
+    def record(cid: str | None, prompt: str, answers: Sequence[str], asked_at: Any) -> Any:
+        return record_exchange(log, cid, prompt, answers, strict=bool(client.strict_log),
+                               on_metric=emit, asked_at=asked_at)  # fmt: skip
+
+    return record
+
+
+def _save_logged(client: Client) -> Callable | None:
+    """Return the store's "save_logged" bound to the client's log, when it applies.
+
+    Only while "save" is still the store's own: a decorator that wraps "save" (capped,
+    namespaced, ...) and copies the rest of the map must never be bypassed.
+    """
+    log, store = client.message_log, client.store
+    save_logged = store.get("save_logged") if log is not None else None
+    if save_logged is None or getattr(save_logged, "save", None) is not store["save"]:
+        return None
+    from .history.wiring import exchange_entries
+
+    def save(cid: str, messages: Any, prompt: str, answers: Sequence[str], asked_at: Any) -> bool:
+        entries = exchange_entries(cid, prompt, answers, asked_at)
+        return bool(save_logged(cid, messages, log, entries))
+
+    return save
+
+
+def _flow_config(client: Client, streaming: bool, emit: Callable) -> dict:
+    from .skills import system_for
+
+    system_prompt = client.system_prompt
+    return {
+        "dialect": client.style,
+        "model": client.model,
+        "system": lambda tk: system_for(system_prompt, tk),
+        "params": client.request_params,
+        "hooks": client.hooks,
+        "max_turns": client.max_turns,
+        "retries": client.retries,
+        "retry_base_ms": client.retry_base_ms,
+        "rng": sync.rng,
+        "on_error": client.on_error,
+        "wait_for": client.wait_for,
+        "transform": client.body_transform,
+        "events": streaming,
+        "encode": client.endpoint is not None,
+        # A stream's consumer may pause or drop it at any event: it never holds the
+        # conversation, and its save is rebased on what is stored then (see flow.rebase).
+        "hold_lock": not streaming,
+        "lock": conversation_lock(client),
+        "get": client.store["get"],
+        "save": client.store["save"],
+        "log": _log_fn(client, emit),
+        "save_logged": _save_logged(client),
+    }
+
+
+def _context(client: Client, emit: Callable) -> sync.Context:
+    transport = client.transport
+    if transport is None and client.endpoint is not None:
+        transport = client.runtime.transport()
+    return sync.Context(
+        endpoint=client.endpoint,
+        transport=transport,
+        generate=client.generate,
+        runtime=client.runtime,
+        emit=emit,
+        read_timeout=client.read_timeout_ms / 1000,
+        inline_tools=client.tool_executor == "inline",
+    )
+
+
+def as_toolkit(tk: Any) -> Any:
+    """Return `tk` as a toolkit: a toolkit, None, or a list of tool maps (made one)."""
+    if tk is None or (isinstance(tk, Mapping) and "index" in tk and "tools" in tk):
+        return tk
+    if isinstance(tk, list | tuple):
+        return make_toolkit(*tk)
+    raise TypeError(f"toolkit must be toolkit(...) or a list of tools, got {type(tk).__name__}")
+
+
+def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
+    tk = as_toolkit(tk)
+    if client.message_log is None:
+        return tk
+    from .history.wiring import with_lookup_tool
+
+    return with_lookup_tool(tk, client.message_log, conversation_id, client.lookup_tool)
+
+
+def _check_run(prompt: Any, conversation_id: Any) -> None:
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a string, got {type(prompt).__name__}")
+    if not prompt.strip():  # providers reject an empty user message
+        raise ValueError("prompt is empty: there is nothing to send")
+    if conversation_id is not None and (
+        not isinstance(conversation_id, str) or not conversation_id
+    ):
+        raise ValueError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+
+
+def _id(conversation_id: str | None, id: str | None) -> str | None:
+    if id is not None and conversation_id is not None and id != conversation_id:
+        raise ValueError("give id= or conversation_id= (the same thing), not both")
+    return conversation_id if conversation_id is not None else id
+
+
+def _setup(client, prompt, toolkit, history, conversation_id, streaming):
+    """Return (flow, context) of one exchange."""
+    _check_run(prompt, conversation_id)
+    emit = _emitter(client)
+    cfg = _flow_config(client, streaming, emit)
+    tk = _toolkit(client, toolkit, conversation_id)
+    flow = exchange_flow(cfg, prompt, tk, history, conversation_id)
+    return flow, _context(client, emit)
+
+
+# ---- the sync driver ------------------------------------------------------------------
+
+
+def _exhaust(events: Iterator) -> Any:
+    while True:
+        try:
+            next(events)
+        except StopIteration as stop:
+            return stop.value
+
+
+def run(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    history: Sequence | None = None,
+    conversation_id: str | None = None,
+    id: str | None = None,
+    cancel: threading.Event | None = None,
+) -> PMap:
+    """Run the tool-calling loop for `prompt`; return the RunResult map.
+
+    With `conversation_id` (or `id`), the store's transcript is loaded first (unless
+    `history` is given, which wins) and the final transcript saved after every normal
+    exit (done, max_turns, pending), under the conversation's lock. A raised error
+    (provider failure, hook, timeout, cancel) saves nothing. Without an id the store is
+    never touched.
+    """
+    cid = _id(conversation_id, id)
+    flow, ctx = _setup(client, prompt, toolkit, history, cid, False)
+    guard = Guard(client.timeout_ms, cancel)
+    return _exhaust(sync.drive(flow, sync.handlers(ctx, guard, False)))
+
+
+def stream(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    history: Sequence | None = None,
+    conversation_id: str | None = None,
+    id: str | None = None,
+    cancel: threading.Event | None = None,
+) -> Iterator[PMap]:
+    """Yield the run's events as they happen, ending with {"type": "done", "result"}.
+
+    Events: text {delta}, tool_call {id, name, args}, tool_result {id, name, output,
+    is_error}, usage {usage}, pending {request}, done {result} (what `run` returns).
+    A stream holds no lock while its consumer reads: the transcript is loaded at the
+    start and the exchange saved just before `done`, after whatever another exchange
+    saved meanwhile (both are kept). If the consumer stops early or an error ends the
+    stream, nothing is saved.
+    """
+    cid = _id(conversation_id, id)
+    flow, ctx = _setup(client, prompt, toolkit, history, cid, True)
+    guard = Guard(client.timeout_ms, cancel)
+    result = yield from sync.drive(flow, sync.handlers(ctx, guard, True))
+    yield _done(result)
+
+
+def _done(result: PMap) -> PMap:
+    from pyrsistent import pmap
+
+    return pmap({"type": "done", "result": result})
+
+
+def ask(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    id: str | None = None,
+    on_text: Callable[[str], Any] | None = None,
+) -> PMap:
+    """Return `run(client, prompt, toolkit=toolkit, id=id)`.
+
+    With `on_text`, the answer is streamed and each text delta passed to it.
+    """
+    if on_text is None:
+        return run(client, prompt, toolkit=toolkit, id=id)
+    for event in stream(client, prompt, toolkit=toolkit, id=id):
+        if event["type"] == "text":
+            on_text(event["delta"])
+        elif event["type"] == "done":
+            return event["result"]
+    raise RuntimeError("stream ended without a done event")  # pragma: no cover
+
+
+def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
+    """Return {"send", "messages", "reset"} closures keeping history in process (no store)."""
+    messages = [freeze_transcript(None)]
+
+    def send(prompt: str) -> PMap:
+        r = run(client, prompt, toolkit=toolkit, history=messages[0])
+        messages[0] = r["messages"]
+        return r
+
+    def reset() -> None:
+        messages[0] = freeze_transcript(None)
+
+    return {"send": send, "messages": lambda: messages[0], "reset": reset}
+
+
+# ---- the async driver -----------------------------------------------------------------
+
+
+async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming) -> AsyncIterator:
+    from .drivers import aio
+
+    flow, ctx = _setup(client, prompt, toolkit, history, cid, streaming)
+    guard = Guard(client.timeout_ms, cancel)
+    events = aio.adrive(flow, aio.ahandlers(ctx, guard, streaming))
+    try:
+        async for event in events:
+            yield event
+    finally:
+        await events.aclose()
+
+
+async def arun(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    history: Sequence | None = None,
+    conversation_id: str | None = None,
+    id: str | None = None,
+    cancel: Any = None,
+) -> PMap:
+    """The async twin of `run` (same semantics; `cancel` is an asyncio.Event)."""
+    cid = _id(conversation_id, id)
+    events = _aevents(client, prompt, toolkit, history, cid, cancel, False)
+    try:
+        async for event in events:
+            if event["type"] == "__result__":
+                return event["result"]
+    finally:
+        await events.aclose()
+    raise RuntimeError("run ended without a result")  # pragma: no cover
+
+
+async def astream(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    history: Sequence | None = None,
+    conversation_id: str | None = None,
+    id: str | None = None,
+    cancel: Any = None,
+) -> AsyncIterator[PMap]:
+    """The async twin of `stream`: an async generator of the same events."""
+    cid = _id(conversation_id, id)
+    events = _aevents(client, prompt, toolkit, history, cid, cancel, True)
+    try:
+        async for event in events:
+            yield _done(event["result"]) if event["type"] == "__result__" else event
+    finally:
+        await events.aclose()
+
+
+async def aask(
+    client: Client,
+    prompt: str,
+    *,
+    toolkit: PMap | None = None,
+    id: str | None = None,
+    on_text: Callable[[str], Any] | None = None,
+) -> PMap:
+    """The async twin of `ask` (`on_text` may be plain or async)."""
+    if on_text is None:
+        return await arun(client, prompt, toolkit=toolkit, id=id)
+    async for event in astream(client, prompt, toolkit=toolkit, id=id):
+        if event["type"] == "text":
+            out = on_text(event["delta"])
+            if hasattr(out, "__await__"):
+                await out
+        elif event["type"] == "done":
+            return event["result"]
+    raise RuntimeError("stream ended without a done event")  # pragma: no cover

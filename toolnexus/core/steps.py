@@ -1,0 +1,244 @@
+"""The agent loop as pure step functions (sans-I/O); `flow.py` strings them together.
+
+state = start(dialect, history, prompt)
+while True:
+    body  = request(state, ...)                # what to POST
+    state, calls = on_turn(state, turn)        # the decoded model turn
+    if not calls: break                        # status "done"
+    state = on_results(state, calls, results, max_turns)  # may end "incomplete"
+    if is_finished(state): break
+result(state)
+
+A state may carry "texts": the JSON text of each message, parallel to "messages", kept
+by the steps themselves so a request re-encodes only what is new (see `request_content`).
+It is None for a client that never encodes (an in-process model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyrsistent import PMap, PVector, pmap, pvector
+
+from .tool import tool_result
+from .wire import DIALECTS
+from .wire.common import ZERO_USAGE, add_usage, encode_body, message_text
+
+# A loop state: a plain dict that no step mutates (each returns a new one). It lives for
+# one run; everything that escapes it (messages, tool call records, the RunResult) is
+# frozen. A dict copy costs a fraction of a pmap update, and this runs every turn.
+State = Mapping[str, Any]
+
+__all__ = [
+    "start",
+    "request",
+    "request_content",
+    "with_messages",
+    "on_turn",
+    "on_results",
+    "is_finished",
+    "result",
+    "parse_arguments",
+    "invalid_result",
+    "pending_request",
+    "texts_of",
+    "fresh_messages",
+]
+
+
+def _vector(items: Sequence) -> PVector:
+    return items if isinstance(items, PVector) else pvector(items)
+
+
+def texts_of(messages: Sequence[Mapping]) -> PVector:
+    """Return the JSON text of each message (what a request body carries for it)."""
+    return pvector(message_text(m) for m in messages)
+
+
+def start(
+    dialect: str, history: Sequence, prompt: str, texts: Sequence[str] | None = None
+) -> State:
+    """Return the initial loop state: `history` plus the user's prompt.
+
+    `texts`, when given, is the JSON text of each history message: the state then keeps
+    the text of every message it gains, for `request_content`.
+    """
+    user = DIALECTS[dialect].user_message(prompt)
+    return {
+        "dialect": dialect,
+        # A frozen history is shared, not copied: O(1) however long it is.
+        "messages": _vector(history).append(user),
+        "texts": None if texts is None else _vector(texts).append(message_text(user)),
+        "fresh": 1,  # how many messages at the end this run added (the prompt, so far)
+        "said": pvector(),  # every non-empty assistant text of the run, in order
+        "turns": 0,
+        "tool_calls": pvector(),
+        "usage": ZERO_USAGE,
+        "text": "",
+        "model": None,
+        "status": None,
+        "limit": None,
+        "pending": None,
+    }
+
+
+def _grow(state: State, new: Sequence[Mapping]) -> dict:
+    """Return the "messages" (and "texts") of `state` with `new` messages appended."""
+    texts = state["texts"]
+    return {
+        "messages": state["messages"].extend(new),
+        "texts": None if texts is None else texts.extend(message_text(m) for m in new),
+        "fresh": state["fresh"] + len(new),
+    }
+
+
+def with_messages(state: State, messages: PVector) -> State:
+    """Return the state with its messages replaced (a hook's rewrite); texts follow."""
+    texts = None if state["texts"] is None else texts_of(messages)
+    fresh = min(state["fresh"], len(messages))  # a rewrite keeps the run's own tail
+    return {**state, "messages": messages, "texts": texts, "fresh": fresh}
+
+
+def request(state: State, model: str, tools: Sequence, system: str, params: Mapping) -> dict:
+    """Return the request body for the next model call (`tools` in wire shape)."""
+    return DIALECTS[state["dialect"]].body(model, state["messages"], tools, system, params)
+
+
+def request_content(state: State, body: Mapping, streaming: bool) -> bytes:
+    """Return the JSON bytes of `body`, reusing the state's text of each message it holds.
+
+    Only messages of the state that the body still holds (the same values: a
+    `body_transform` may have replaced some) reuse their text; anything else is encoded.
+    """
+    codec = DIALECTS[state["dialect"]]
+    out = codec.stream_body(body) if streaming else body
+    return encode_body(out, state["messages"], state["texts"])
+
+
+def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:
+    """Return (args, None) for a JSON object, else (None, why) the model can read.
+
+    >>> parse_arguments('{"a": 1}')[0]["a"], parse_arguments("")[0]
+    (1, pmap({}))
+    >>> parse_arguments("[1]")[1]
+    'arguments must be a JSON object, got list'
+    """
+    if isinstance(raw, str):
+        if not raw.strip():
+            return pmap(), None
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            return None, f"arguments are not valid JSON ({type(e).__name__})"
+    if not isinstance(raw, Mapping):
+        return None, f"arguments must be a JSON object, got {type(raw).__name__}"
+    if all(type(v) in _SCALARS for v in raw.values()):
+        return pmap(raw), None  # flat, the usual case: nothing nested to freeze
+    from pyrsistent import freeze
+
+    try:
+        return freeze(dict(raw), strict=False), None
+    except RecursionError:
+        return None, "arguments are nested too deeply"
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _call(c: Mapping) -> dict:
+    # A call lives for one turn inside the loop (hooks and events get their own maps):
+    # a plain dict, read often, never changed (a rewrite makes a new one).
+    args, error = parse_arguments(c["arguments"])
+    name = c["name"]
+    if not isinstance(name, str):  # a model may send anything: never let it crash the run
+        name, error = json.dumps(name, default=str)[:100], "the tool name is not a string"
+    return {"id": c["id"], "name": name, "args": args, "error": error}
+
+
+def on_turn(state: State, turn: Mapping) -> tuple[State, tuple[dict, ...]]:
+    """Return the state after a model turn and the tool calls to run (none: the run is done).
+
+    Each call is {id, name, args, error}; a call with an `error` (bad arguments) is
+    not executed: `invalid_result` is fed back instead.
+    """
+    calls = tuple(_call(c) for c in turn["tool_calls"])
+    changes = {
+        **_grow(state, (turn["message"],)),
+        "turns": state["turns"] + 1,
+        "usage": add_usage(state["usage"], turn["usage"]),
+        "text": turn["text"],
+        "said": state["said"].append(turn["text"]) if turn["text"] else state["said"],
+        "model": turn["model"] or state["model"],
+    }
+    if not calls:
+        changes["status"] = "done"
+    return {**state, **changes}, calls
+
+
+def invalid_result(call: Mapping) -> PMap:
+    """Return the error result fed back for a call whose arguments could not be used."""
+    return tool_result(f"Invalid arguments for tool {call['name']!r}: {call['error']}", True)
+
+
+def on_results(
+    state: State, calls: Sequence[Mapping], results: Sequence[Mapping], max_turns: int
+) -> State:
+    """Return the state after the turn's tool results (in call order); may end `incomplete`."""
+    codec = DIALECTS[state["dialect"]]
+    records = [
+        pmap(
+            {
+                "id": c["id"],
+                "name": c["name"],
+                "args": c["args"] if c["args"] is not None else pmap(),
+                "output": r["output"],
+                "is_error": r["is_error"],
+                "metadata": r.get("metadata", pmap()),
+            }
+        )
+        for c, r in zip(calls, results, strict=True)
+    ]
+    changes = {
+        **_grow(state, codec.tool_result_messages(calls, results)),
+        "tool_calls": state["tool_calls"].extend(records),
+    }
+    if state["turns"] >= max_turns:
+        changes.update(status="incomplete", limit="max_turns")
+    return {**state, **changes}
+
+
+def is_finished(state: State) -> bool:
+    """Return whether the run has ended."""
+    return state["status"] is not None
+
+
+def fresh_messages(state: State) -> PVector:
+    """Return the messages this run added (its prompt, turns and tool results)."""
+    messages = state["messages"]
+    return messages[len(messages) - state["fresh"] :]
+
+
+def result(state: State, model: str) -> PMap:
+    """Return the RunResult of a finished state."""
+    return pmap(
+        {
+            "text": state["text"],
+            "messages": state["messages"],
+            "tool_calls": state["tool_calls"],
+            "tool_call_count": len(state["tool_calls"]),
+            "turns": state["turns"],
+            "usage": state["usage"],
+            "model": state["model"] or model,
+            "status": state["status"],
+            "limit": state["limit"],
+            "pending": state["pending"],
+        }
+    )
+
+
+def pending_request(result: Mapping) -> PMap | None:
+    """Return the suspension request a tool result carries (metadata.pending), if any."""
+    req = (result.get("metadata") or {}).get("pending")
+    return req if isinstance(req, Mapping) and req.get("id") is not None else None

@@ -1,0 +1,289 @@
+"""The sync driver: a table of blocking effect handlers for `core.flow`, streaming or not.
+
+No exchange logic lives here (that is the flow's); only how each effect is performed on
+the calling thread, within the run's deadline and cancel token. A deadline or cancel
+ends the run within about POLL_S of it, also while a tool runs or a stream stalls: the
+run stops waiting and the worker thread doing that I/O is abandoned (it finishes, or
+fails, on its own; its result is dropped).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+import warnings
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from pyrsistent import PMap, pmap, thaw
+
+from ..core.errors import ProviderError, RunCancelledError
+from ..core.toolkit import execute as execute_tool
+from ..core.wire import openai as openai_wire
+from .guard import Guard
+from .transport import TURN, send, send_stream
+
+__all__ = ["Context", "drive", "handlers", "StreamClosed", "resolve", "POLL_S", "rng"]
+
+POLL_S = 0.02  # how often a blocked wait looks at the deadline and the cancel token
+logger = logging.getLogger("toolnexus")
+rng = random.random  # the backoff's jitter source, handed to the pure core
+
+
+class StreamClosed(RunCancelledError):
+    """The consumer closed the stream before its end: nothing is saved."""
+
+
+class Context(NamedTuple):
+    """What a run's handlers need from its client: built per run, from the client's fields."""
+
+    endpoint: Any  # transport.Endpoint, or None for an in-process model
+    transport: Any  # transport.Transport
+    generate: Callable | None  # the in-process model
+    runtime: Any  # the client's Runtime
+    emit: Callable[[Mapping], None]  # a metric event -> the sink and on_metric
+    read_timeout: float  # seconds between bytes of an answer
+    inline_tools: bool  # tool_executor="inline": a turn's calls run one after another here
+
+
+def resolve(value: Any) -> Any:
+    """Return `value`, or the result of running it when it is awaitable (an async hook)."""
+    if not hasattr(value, "__await__"):
+        return value
+    import asyncio
+
+    async def wait() -> Any:
+        return await value
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    # A loop runs in this thread (a notebook): run the coroutine on a loop of its own.
+    box: list = []
+    t = threading.Thread(target=lambda: box.append(_outcome(lambda: asyncio.run(wait()))))
+    t.start()
+    t.join()
+    return _value(box[0])
+
+
+def _outcome(fn: Callable[[], Any]) -> tuple:
+    try:
+        return ("ok", fn())
+    except BaseException as e:  # handed back to the flow, which decides
+        return ("error", e)
+
+
+def _value(outcome: tuple) -> Any:
+    if outcome[0] == "error":
+        raise outcome[1]
+    return outcome[1]
+
+
+def run_ops(ops: Sequence) -> tuple:
+    """Run an "io" effect's ops in order; after an error only `always` ops run."""
+    out, failed = [], False
+    for op in ops:
+        if failed and not op.always:
+            out.append(("skipped",))
+            continue
+        outcome = _outcome(lambda op=op: resolve(op.fn(*op.args)))
+        failed = failed or outcome[0] == "error"
+        out.append(outcome)
+    return tuple(out)
+
+
+def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
+    t0 = time.perf_counter()
+    result = resolve(execute_tool(tk, call["name"], call["args"]))
+    tb = (result.get("metadata") or {}).get("traceback") if isinstance(result, Mapping) else None
+    if tb:
+        logger.debug("tool %r raised:\n%s", call["name"], tb)
+    return result, time.perf_counter() - t0
+
+
+def _generated(ctx: Context, request: Mapping) -> PMap:
+    body = request["body"]
+    out = ctx.generate({"model": body["model"], "messages": thaw(body["messages"]),
+                        "tools": body.get("tools", [])})  # fmt: skip
+    return openai_wire.parse_generated(resolve(out), request["turn"])
+
+
+class _Sync:
+    """The blocking handlers of one run (see `handlers`)."""
+
+    def __init__(self, ctx: Context, guard: Guard, streaming: bool):
+        self.ctx, self.guard, self.streaming = ctx, guard, streaming
+        # Without a deadline or cancel nothing needs abandoning: work runs on this thread.
+        self.watched = guard.deadline is not None or guard.cancel is not None
+
+    def wait(self, future: Future) -> Any:
+        """Return a future's result, abandoning it on deadline or cancel."""
+        while True:
+            self.guard.check()
+            try:
+                return future.result(timeout=min(POLL_S, self.guard.remaining(POLL_S)))
+            except TimeoutError:
+                continue
+
+    def llm(self, request: Mapping) -> Any:
+        self.guard.check()
+        ctx = self.ctx
+        if ctx.endpoint is None:
+            turn = self._blocking(_generated, ctx, request)
+            if self.streaming and turn["text"]:
+                yield pmap({"type": "text", "delta": turn["text"]})
+            return turn
+        if not ctx.transport.sync:
+            raise TypeError("this client's transport is async-only: use arun, aask or astream")
+        timeout = self.guard.remaining(ctx.read_timeout) or ctx.read_timeout
+        timeout = min(timeout, ctx.read_timeout)
+        if not self.streaming:
+            try:
+                return self._blocking(
+                    send, ctx.transport, ctx.endpoint, request["content"], timeout
+                )
+            except ProviderError:
+                self.guard.after_failure()  # a timeout the deadline caused is an abort
+                raise
+        streamed = False
+        try:
+            for item in self._items(request["content"], timeout):
+                if item["type"] == TURN:
+                    return item["turn"]
+                streamed = True
+                yield item
+        except ProviderError as e:
+            self.guard.after_failure()
+            e.streamed = streamed  # text reached the consumer: the flow will not retry
+            raise
+        raise ProviderError("the stream ended without a turn", url=ctx.endpoint.url)
+
+    def _blocking(self, fn: Callable, *args: Any) -> Any:
+        if not self.watched:
+            return fn(*args)
+        return self.wait(self.ctx.runtime.tool_pool().submit(fn, *args))
+
+    def _items(self, content: bytes, timeout: float) -> Iterator[PMap]:
+        ctx = self.ctx
+        items = send_stream(ctx.transport, ctx.endpoint, content, timeout, self.guard.check)
+        if not self.watched:
+            yield from items
+            return
+        # A reader thread, so a stalled stream cannot hold the run past its deadline.
+        box: queue.SimpleQueue = queue.SimpleQueue()
+        done = object()
+
+        def read() -> None:
+            try:
+                for item in items:
+                    box.put(("ok", item))
+                box.put(("ok", done))
+            except BaseException as e:
+                box.put(("error", e))
+
+        threading.Thread(target=read, name="toolnexus-stream", daemon=True).start()
+        while True:
+            self.guard.check()
+            try:
+                outcome = box.get(timeout=min(POLL_S, self.guard.remaining(POLL_S)))
+            except queue.Empty:
+                continue
+            item = _value(outcome)
+            if item is done:
+                return
+            yield item
+
+    def tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
+        self.guard.check()
+        if self.ctx.inline_tools:
+            return [_run_tool(tk, c) for c in calls]
+        pool = self.ctx.runtime.tool_pool()
+        if self.watched:
+            futures = [pool.submit(_run_tool, tk, c) for c in calls]
+            return [self.wait(f) for f in futures]
+        # This thread runs the first call while the pool starts the rest, so every call
+        # overlaps the others; a call the pool has not started by the time this thread
+        # is free is taken back and run here (nothing waited on it).
+        rest = [pool.submit(_run_tool, tk, c) for c in calls[1:]]
+        ran = [_run_tool(tk, calls[0])]
+        for call, future in zip(calls[1:], rest, strict=True):
+            ran.append(_run_tool(tk, call) if future.cancel() else future.result())
+        return ran
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while True:
+            self.guard.check()
+            left = min(end - time.monotonic(), self.guard.remaining(POLL_S))
+            if left <= 0:
+                return
+            # An Event wait wakes at once on cancel; a plain sleep would not.
+            (self.guard.cancel or threading.Event()).wait(min(left, POLL_S))
+
+    def hook(self, fn: Callable, arg: Any) -> Any:
+        return resolve(fn(arg))
+
+    def event(self, event: PMap) -> Generator:
+        yield event
+
+
+def _warn(text: str) -> None:
+    warnings.warn(text, RuntimeWarning, stacklevel=2)
+
+
+def handlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]:
+    """Return the effect table of one sync run (a handler may be a generator: it streams)."""
+    run = _Sync(ctx, guard, streaming)
+    runtime = ctx.runtime
+    return {
+        "clock": time.perf_counter,
+        "now": lambda: datetime.now(UTC),
+        "io": run_ops,
+        "hook": run.hook,
+        "llm": run.llm,
+        "tools": run.tools,
+        "sleep": run.sleep,
+        "event": run.event,
+        "metric": ctx.emit,
+        "warn": _warn,
+        "recall": runtime.recall,
+        "remember": runtime.remember,
+    }
+
+
+def drive(flow: Generator, table: Mapping[str, Callable]) -> Generator:
+    """Perform the flow's effects with `table`; yield stream events; return its result.
+
+    When the consumer closes the stream, StreamClosed is thrown into the flow, and what
+    it still asks for (release, log, metric) is performed without yielding.
+    """
+    value, error, closing = None, None, False
+    while True:
+        try:
+            effect = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        except StreamClosed:
+            if closing:
+                return None
+            raise
+        value, error = None, None
+        try:
+            out = table[effect[0]](*effect[1:])
+            if isinstance(out, Generator):
+                if closing:
+                    out.close()
+                    out = None
+                else:
+                    out = yield from out
+            value = out
+        except GeneratorExit:
+            closing, error = True, StreamClosed("the stream was closed before its end")
+        except BaseException as e:  # thrown into the flow, which decides
+            error = e
