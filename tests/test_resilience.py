@@ -131,17 +131,6 @@ def test_retryable_errors():
         assert r.retryable(error=wrapped)
 
 
-def test_the_retry_policy_imports_no_io():
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(r))
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
-             for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
-                                  if isinstance(n, ast.ImportFrom) and n.module}  # fmt: skip
-    assert not names & {"httpx", "httpcore", "random", "asyncio", "threading", "socket", "time"}
-
-
 infos = st.fixed_dictionaries(
     {"attempt": st.integers(-3, 50), "retryable": st.booleans()},
     optional={

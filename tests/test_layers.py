@@ -1,0 +1,60 @@
+"""The import direction is the architecture: the pure core imports no I/O and nothing above it."""
+
+import ast
+import pathlib
+
+import pytest
+
+import toolnexus
+
+ROOT = pathlib.Path(toolnexus.__file__).parent
+CORE = sorted((ROOT / "core").rglob("*.py"))
+# Modules that do I/O, sleep, draw random numbers or run threads: drivers import them.
+IO = {"httpx", "httpcore", "socket", "ssl", "threading", "asyncio", "random", "time",
+      "sqlite3", "redis", "psycopg", "psycopg_pool", "subprocess", "os", "pathlib",
+      "concurrent", "queue", "logging", "urllib"}  # fmt: skip
+
+
+def imports(path: pathlib.Path) -> set[str]:
+    """Return every module a file imports, at any depth (function-level imports too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            found |= {base} if node.module else {f"{base}{a.name}" for a in node.names}
+    return found
+
+
+def resolved(path: pathlib.Path, name: str) -> str:
+    """Return an import's absolute module name (relative ones resolved against `path`)."""
+    if not name.startswith("."):
+        return name
+    level = len(name) - len(name.lstrip("."))
+    package = path.relative_to(ROOT.parent).with_suffix("").parts[:-1]
+    return ".".join([*package[: len(package) - level + 1], name.lstrip(".")]).rstrip(".")
+
+
+@pytest.mark.parametrize("path", CORE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_core_imports_no_io_and_nothing_above_it(path):
+    for name in imports(path):
+        full = resolved(path, name)
+        assert full.split(".")[0] not in IO, f"{path.name} imports {full}"
+        if full.startswith("toolnexus"):
+            assert full.startswith("toolnexus.core"), f"{path.name} imports {full} (above core)"
+
+
+def test_no_module_over_600_lines():
+    long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}  # fmt: skip
+    assert not long
+
+
+def test_no_module_level_cache_keyed_by_identity():
+    """Speed state lives in a client's runtime, never in a global keyed by id()."""
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name) and n.func.id == "id"]  # fmt: skip
+        assert not calls, f"{path.relative_to(ROOT)} calls id()"
