@@ -57,7 +57,9 @@ def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
     for m in messages:
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
             raise TranscriptFormatError(f"not a message (a map with a string 'role'): {m!r:.200}")
-    return freeze(messages, strict=False) if not isinstance(messages, PVector) else messages
+    if isinstance(messages, PVector):
+        return freeze(messages, strict=False)  # plain dicts inside become pmaps
+    return freeze(list(messages), strict=False)  # a tuple too becomes a pvector
 
 
 def thaw_transcript(messages: Sequence[Mapping]) -> list[dict]:
