@@ -205,8 +205,8 @@ def test_an_optimistic_exchange_holds_no_lock_while_it_runs_and_keeps_both_turns
     while effect[0] != "llm":
         effect = gen.send(drive_one(effect, store))
     assert lock.taken == lock.released == 1  # nothing held while the model answers
-    store["u"] = (pmap({"role": "user", "content": "two"}), pmap({"role": "assistant",
-                                                                   "content": "second"}))  # fmt: skip
+    two = pmap({"role": "user", "content": "two"})
+    store["u"] = (two, pmap({"role": "assistant", "content": "second"}))
     result, _ = drive_rest(gen, first, store)
     assert [m["content"] for m in store["u"]] == ["two", "second", "one", "first"]
     assert result["text"] == "first" and lock.taken == lock.released == 2

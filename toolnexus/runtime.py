@@ -19,7 +19,6 @@ evolved client reuses the connections and threads. Close the runtime once, when 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -40,7 +39,7 @@ class Runtime:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._transport: Transport | None = None
-        self._atransports: dict[asyncio.AbstractEventLoop, Transport] = {}
+        self._atransports: dict = {}  # {event loop: Transport}
         self._tool_pool: ThreadPoolExecutor | None = None
         self._io_pool: ThreadPoolExecutor | None = None
         self._memo: OrderedDict[str, Mapping] = OrderedDict()
@@ -66,6 +65,8 @@ class Runtime:
 
     def atransport(self) -> Transport:
         """Return the default async connection pool of the running event loop."""
+        import asyncio  # loaded with the first async run: `import toolnexus` stays light
+
         loop = asyncio.get_running_loop()
         with self._lock:
             self._check_open()

@@ -42,6 +42,7 @@ from .retry import decide, delay_for, error_info
 from .tool import tool_result
 from .transcript import freeze_transcript, repair
 from .wire import DIALECTS
+from .wire.common import message_text
 
 __all__ = ["Op", "exchange_flow", "run_flow", "rebase"]
 
@@ -78,9 +79,10 @@ def _event(kind: str, **fields: Any) -> PMap:
 # ---- one model turn, one turn's tools ----------------------------------------------
 
 
-def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int):
+def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, known: Mapping):
     """Yield effects until one model turn is decoded, retrying as the policy says."""
-    content = steps.request_content(state, body, cfg["events"]) if cfg["encode"] else None
+    encode = cfg["encode"]
+    content = steps.request_content(state, body, cfg["events"], known) if encode else None
     request = {"body": body, "content": content, "turn": turn_no}
     attempt = 0
     while True:
@@ -218,16 +220,17 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     """
     codec = DIALECTS[state["dialect"]]
     hooks, events = cfg["hooks"], cfg["events"]
-    encoded_for, tools = None, None
+    encoded_for, tools, known = None, None, {}
     while True:
         state, tk = yield from _before_llm(cfg, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
             encoded_for, tools = tk, codec.encode_tools(tk)
+            known = {"tools": (tools, message_text(tools))} if cfg["encode"] and tools else {}
         body = steps.request(state, cfg["model"], tools, cfg["system"](tk), cfg["params"])
         if cfg["transform"] is not None:
             body = yield ("hook", cfg["transform"], body)
         turn_no = state["turns"] + 1
-        turn = yield from _llm_turn(cfg, state, body, turn_no)
+        turn = yield from _llm_turn(cfg, state, body, turn_no, known)
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
                                                 "turn": turn_no})  # fmt: skip

@@ -69,9 +69,15 @@ def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence |
 
 
 def encode_body(
-    body: Mapping, messages: Sequence | None = None, texts: Sequence[str] | None = None
+    body: Mapping,
+    messages: Sequence | None = None,
+    texts: Sequence[str] | None = None,
+    known: Mapping[str, tuple[Any, str]] | None = None,
 ) -> bytes:
     """Return the JSON of a request body; `texts[i]` is reused for `messages[i]` when given.
+
+    `known` maps a key to (value, its JSON text): the text is reused while the body still
+    holds that very value (a run's tools, encoded once per run).
 
     >>> from pyrsistent import pmap, pvector
     >>> m = pmap({"content": "hi"})
@@ -80,7 +86,10 @@ def encode_body(
     """
     parts = []
     for key, value in body.items():
-        if key == "messages" and isinstance(value, (list, tuple, PVector)):
+        hit = known.get(key) if known else None
+        if hit is not None and hit[0] is value:
+            text = hit[1]
+        elif key == "messages" and isinstance(value, (list, tuple, PVector)):
             text = _messages_text(value, messages, texts)
         else:
             text = _ENCODER.encode(value)
