@@ -23,12 +23,15 @@ from .toolkit import toolkit
 
 # Public names loaded on first access: name -> submodule.
 _LAZY = {
+    "__version__": "_version",  # read from the package metadata only when asked
     "aask": "drivers.aio",
     "arun": "drivers.aio",
     "astream": "drivers.aio",
     "chat_history_tool": "history.tool",
     "http_tool": "http_tool",
     "list_skills": "skills",
+    "plain": "display",
+    "show": "display",
     "skills_prompt": "skills",
 }
 
@@ -53,9 +56,11 @@ __all__ = [
     "http_tool",
     "list_skills",
     "metrics",
+    "plain",
     "register",
     "run",
     "sanitize",
+    "show",
     "skills_prompt",
     "stream",
     "to_anthropic",

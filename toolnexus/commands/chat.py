@@ -95,59 +95,11 @@ def tool_result_line(output: Any, is_error: bool = False) -> str:
     return f"  {'error' if is_error else '->'} {_short(output)}"
 
 
-def _text_of(content: Any) -> str:
-    """Return the text of message content: a string, or the text of its parts/blocks."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    texts = []
-    for part in content:
-        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif isinstance(part, Mapping) and part.get("type") not in ("tool_use", "tool_result"):
-            texts.append(f"[{part.get('type', 'part')}]")
-    return "\n".join(texts)
-
-
-def _lines_of(m: Mapping, names: dict) -> list[str]:
-    """Return the readable lines of one message (either dialect); `names` maps call ids to tools."""
-    role = m.get("role", "?")
-    content = m.get("content")
-    lines = []
-    if role == "tool":  # openai tool result
-        name = names.get(m.get("tool_call_id"), m.get("tool_call_id", "?"))
-        return [f"tool {name}: {_text_of(content)}"]
-    text = _text_of(content)
-    if text:
-        lines.append(f"{role}: {text}")
-    for call in m.get("tool_calls") or ():  # openai assistant calls
-        fn = call.get("function", {})
-        names[call.get("id")] = fn.get("name", "?")
-        args = fn.get("arguments", "")
-        lines.append(f"{role} -> {fn.get('name', '?')}({args})")
-    blocks = () if content is None or isinstance(content, str) else content
-    for block in blocks:
-        if not isinstance(block, Mapping):
-            continue
-        if block.get("type") == "tool_use":  # anthropic call
-            names[block.get("id")] = block.get("name", "?")
-            lines.append(f"{role} -> {block.get('name', '?')}({_json(block.get('input', {}))})")
-        elif block.get("type") == "tool_result":  # anthropic result
-            name = names.get(block.get("tool_use_id"), block.get("tool_use_id", "?"))
-            label = "tool error" if block.get("is_error") else "tool"
-            lines.append(f"{label} {name}: {_text_of(block.get('content'))}")
-    return lines or [f"{role}:"]
-
-
 def render_transcript(messages: Iterable[Mapping], system: str | None = None) -> str:
     """Return a transcript (openai or anthropic shape) as readable text, one entry per line."""
-    names: dict = {}
-    lines = [f"system: {system}"] if system else []
-    for m in messages:
-        lines.extend(_lines_of(m, names))
-    # continuation lines are indented, so each entry stays visibly one entry
-    return "\n".join(line.replace("\n", "\n  ") for line in lines)
+    from toolnexus.display import text_of_rows, transcript_rows
+
+    return text_of_rows(transcript_rows(messages, system))
 
 
 # ---- the REPL ---------------------------------------------------------------------
