@@ -4,6 +4,8 @@ The core (client, tools, toolkits) loads with the package; the async driver, ski
 HTTP tools and the message log load on first use, so `import toolnexus` stays light.
 """
 
+from typing import TYPE_CHECKING
+
 from .client import (
     ask,
     clear_chat_history,
@@ -21,8 +23,20 @@ from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
 from .toolkit import toolkit
 
+if TYPE_CHECKING:  # type checkers see the lazy names below as what they are
+    from .display import plain, show
+    from .drivers.aio import aask, arun, astream
+    from .history.tool import chat_history_tool
+    from .http_tool import http_tool
+    from .skills import list_skills, skills_prompt
+    from .types import RunResult, Store, StreamEvent, ToolResult
+
 # Public names loaded on first access: name -> submodule.
 _LAZY = {
+    "RunResult": "types",
+    "Store": "types",
+    "StreamEvent": "types",
+    "ToolResult": "types",
     "__version__": "_version",  # read from the package metadata only when asked
     "aask": "drivers.aio",
     "arun": "drivers.aio",
@@ -38,7 +52,11 @@ _LAZY = {
 __all__ = [
     "ProviderError",
     "RunCancelledError",
+    "RunResult",
     "RunTimeoutError",
+    "Store",
+    "StreamEvent",
+    "ToolResult",
     "aask",
     "arun",
     "ask",
