@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyrsistent import freeze, thaw
 
-from toolnexus.core.transcript import FORMAT_VERSION
 from toolnexus.store import StoreCorruptError
+from toolnexus.core.transcript import FORMAT_VERSION
 
 
 def msg(role: str, content: str) -> dict:

@@ -30,8 +30,8 @@ import pytest
 pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
 
-from toolnexus.core.transcript import dangling, is_tool_result, tool_call_ids  # noqa: E402
 from toolnexus.testing import fake_provider  # noqa: E402
+from toolnexus.core.transcript import dangling, is_tool_result, tool_call_ids  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the example is run from the repository root, as documented

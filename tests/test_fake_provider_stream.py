@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolnexus.core.errors import ProviderError
-from toolnexus.core.wire import DIALECTS, sse
 from toolnexus.testing.fake_provider import RESPONSES, fake_provider, text_reply, tool_calls_reply
+from toolnexus.core.wire import DIALECTS, sse
 
 PATHS = {"openai": "/chat/completions", "anthropic": "/messages"}
 

@@ -24,10 +24,10 @@ from toolnexus import (
     tool_result,
     toolkit,
 )
-from toolnexus.core.transcript import safe_cuts
 from toolnexus.hooks import compactor
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+from toolnexus.core.transcript import safe_cuts
 
 STYLES = ["openai", "anthropic"]
 

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolnexus import chat_history_tool, create_in_process_client, execute, run, to_openai, toolkit
-from toolnexus.core.tool import tool
 from toolnexus.history import (
     NoMessageLogError,
     in_memory_log,
@@ -20,6 +19,7 @@ from toolnexus.history import (
 )
 from toolnexus.history.tool import render
 from toolnexus.history.wiring import lookup_tool_for, require_log, with_lookup_tool
+from toolnexus.core.tool import tool
 
 NOW = datetime(2026, 5, 9, 15, 30, tzinfo=UTC)
 clock = lambda: NOW  # noqa: E731

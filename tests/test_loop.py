@@ -9,8 +9,8 @@ from pyrsistent import PMap, PVector, thaw
 
 from toolnexus import execute, tool, tool_result, toolkit
 from toolnexus.core import flow as loop
-from toolnexus.core.wire import DIALECTS
 from toolnexus.testing import anthropic_response, openai_response
+from toolnexus.core.wire import DIALECTS
 
 dialects = st.sampled_from(["openai", "anthropic"])
 names = st.sampled_from(["echo", "add", "missing"])

@@ -6,10 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolnexus import tool, toolkit
+from toolnexus.testing import anthropic_response, openai_response
 from toolnexus.core.tool import tool_result
 from toolnexus.core.wire import anthropic, openai
 from toolnexus.core.wire.common import ZERO_USAGE, add_usage, encode_json, usage
-from toolnexus.testing import anthropic_response, openai_response
 
 names = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_-]{0,20}", fullmatch=True)
 json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
