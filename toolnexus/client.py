@@ -20,15 +20,15 @@ from pyrsistent import PMap, PRecord, field, freeze, pmap, thaw
 
 from .core import flow as loop
 from .core.errors import ProviderError
+from .drivers.guard import Guard
+from .store.locks import local_lock
+from .store.memory import in_memory_store
 from .core.toolkit import execute as execute_tool
 from .core.toolkit import toolkit
 from .core.transcript import freeze_transcript, repair
+from .drivers.transport import TURN, Endpoint, default_transport, send, send_stream
 from .core.wire import DIALECTS
 from .core.wire import openai as openai_wire
-from .drivers.guard import Guard
-from .drivers.transport import TURN, Endpoint, default_transport, send, send_stream
-from .store.locks import local_lock
-from .store.memory import in_memory_store
 
 __all__ = [
     "create_client",

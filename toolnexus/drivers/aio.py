@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import httpx
 from pyrsistent import PMap, pmap
 
+from ..core import flow as loop
 from ..client import (
     Client,
     check_run,
@@ -31,12 +32,11 @@ from ..client import (
     save_exchange,
     start_state,
 )
-from ..core import flow as loop
 from ..core.errors import ProviderError, RunTimeoutError
-from ..core.toolkit import execute as execute_tool
-from ..core.wire import openai as openai_wire
 from .guard import Guard
+from ..core.toolkit import execute as execute_tool
 from .transport import TURN, asend, asend_stream, default_async_transport
+from ..core.wire import openai as openai_wire
 
 __all__ = ["arun", "aask", "astream"]
 
