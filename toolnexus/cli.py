@@ -40,8 +40,12 @@ def _quiet_closed_pipe() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; return its exit status."""
-    args = parser().parse_args(argv)
     try:
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit:  # --help / --version printed: flush while we can still be quiet
+            sys.stdout.flush()
+            raise
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here for short outputs
         return status
