@@ -4,7 +4,7 @@ The core (client, tools, toolkits) loads with the package; the async driver, ski
 HTTP tools and the message log load on first use, so `import toolnexus` stays light.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 from .client import (
     ask,
@@ -23,7 +23,8 @@ from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
 from .toolkit import toolkit
 
-if TYPE_CHECKING:  # type checkers see the lazy names below as what they are
+if _typing.TYPE_CHECKING:  # type checkers see the lazy names below as what they are
+    from ._version import __version__ as __version__
     from .display import plain, show
     from .drivers.aio import aask, arun, astream
     from .history.tool import chat_history_tool
