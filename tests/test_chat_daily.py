@@ -149,3 +149,30 @@ def test_ctrl_c_stops_the_answer_not_the_session(tmp_path):
     assert p.returncode == 0 and err == ""
     third = fp.requests[2]["body"]["messages"]
     assert [m["content"] for m in third if m["role"] == "user"] == ["again"]  # nothing saved
+
+
+def test_auto_lock_beside_a_sqlite_store_excludes_another_process(tmp_path):
+    """--lock auto on a SQLite store is a file lock another process really has to wait for."""
+    from toolnexus.commands.places import lock_for, open_store
+
+    spec = f"sqlite:{tmp_path / 'chat.db'}"
+    lock = lock_for("auto", spec, open_store(spec))
+    probe = (
+        "import sys\nfrom toolnexus.store import file_lock, LockTimeoutError\n"
+        "try:\n    with file_lock(sys.argv[1], timeout=0.2)('c'):\n        print('taken')\n"
+        "except LockTimeoutError:\n    print('waited')\n"
+    )
+    with lock("c"):
+        held = subprocess.run([sys.executable, "-c", probe, tmp_path / ".chat.db.locks"],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    free = subprocess.run([sys.executable, "-c", probe, tmp_path / ".chat.db.locks"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (held.stdout, free.stdout) == ("waited\n", "taken\n"), held.stderr + free.stderr
+
+
+def test_lock_option_mistakes_are_one_line(tmp_path, monkeypatch, capsys):
+    for option, words in [("file:/no/such/dir/locks", "does not exist"), ("redis", "unknown")]:
+        code, out, err = chat_in_process(monkeypatch, capsys, "--base-url", "http://x/v1",
+                                         "--model", "m", "--id", "a", "--store", "memory",
+                                         "--lock", option, "--log", "none")  # fmt: skip
+        assert code == 1 and out == "" and len(err.splitlines()) == 1 and words in err

@@ -52,6 +52,15 @@ def test_a_non_store_is_a_type_error_that_says_what_a_store_is(mistake, hint):
     assert "capped_store(40, sqlite_store(" in message
 
 
+@pytest.mark.xfail(strict=True, reason="create_client calls check_store once the lead wires it")
+def test_create_client_explains_a_path_given_as_a_store():
+    """The lead's call site: create_client(store="chat.db") is check_store's TypeError."""
+    from toolnexus import create_client
+
+    with pytest.raises(TypeError, match=r"sqlite_store\('chat.db'\)"):
+        create_client(base_url="http://127.0.0.1:9/v1", model="m", store="chat.db")
+
+
 def test_a_store_passes_unchanged(tmp_path):
     for store in (in_memory_store(), capped_store(3, sqlite_store(tmp_path / "x.db"))):
         assert check_store(store) is store
@@ -75,8 +84,13 @@ def test_a_store_passes_unchanged(tmp_path):
             lambda: __import__("toolnexus.store").store.encrypted(b"k" * 44, in_memory_store()),
             "crypto",
         ),
+        (
+            "yaml",
+            lambda: __import__("toolnexus.skills").skills.parse_frontmatter("---\nname: x\n---\n"),
+            "skills",
+        ),
     ],
-    ids=["redis", "postgres-store", "postgres-log", "crypto"],
+    ids=["redis", "postgres-store", "postgres-log", "crypto", "skills-yaml"],
 )
 def test_a_missing_extra_names_what_to_install(monkeypatch, module, call, extra):
     """Failed before: a bare `No module named 'redis'` (None in sys.modules = not installed)."""
