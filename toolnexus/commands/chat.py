@@ -288,17 +288,18 @@ def chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | No
             if not prompt:
                 continue
             command = parse_slash(prompt)
-            if command is not None:
-                result = _slash(s, *command, out)
-                if result is QUIT:
-                    break
-                s = result  # type: ignore[assignment]
-                continue
             try:
-                s = _turn(s, prompt[1:] if prompt.startswith("//") else prompt, out)
-            except Exception as e:  # a failed answer is shown; the session goes on
+                if command is None:
+                    s = _turn(s, prompt[1:] if prompt.startswith("//") else prompt, out)
+                    continue
+                result = _slash(s, *command, out)
+            except Exception as e:  # a failed answer or command is shown; the chat goes on
                 print(one_line_error(e), file=sys.stderr, flush=True)
                 failed = True
+                continue
+            if result is QUIT:
+                break
+            s = result  # type: ignore[assignment]
     except KeyboardInterrupt:  # Ctrl-C at the prompt ends the session like Ctrl-D
         print(file=out)
     finally:
