@@ -43,6 +43,7 @@ def test_there_are_notebooks():
         "02_composing_stores.ipynb",
         "03_property_testing_your_store.ipynb",
         "04_history.ipynb",
+        "05_tokens_and_save_time.ipynb",
     ]
 
 
@@ -80,6 +81,10 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
         if out.output_type == "error"
     ]
     assert not errors, f"{path.name}: {errors}"
+    if path.stem.startswith("05_"):  # the pictures are drawn, not just computed
+        images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                  if "image/png" in o.get("data", {})]  # fmt: skip
+        assert len(images) == 2, f"{path.name}: expected two plots"
     assert all(cell.execution_count is not None for cell in nb.cells if cell.cell_type == "code"), (
         f"{path.name}: not every cell ran"
     )

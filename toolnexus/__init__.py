@@ -4,6 +4,8 @@ The core (client, tools, toolkits) loads with the package; the async driver, ski
 HTTP tools and the message log load on first use, so `import toolnexus` stays light.
 """
 
+import typing as _typing
+
 from .api import aask, arun, ask, astream, conversation, run, stream
 from .client import (
     Client,
@@ -20,11 +22,26 @@ from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
 from .toolkit import toolkit
 
+if _typing.TYPE_CHECKING:  # type checkers see the lazy names below as what they are
+    from ._version import __version__ as __version__
+    from .display import plain, show
+    from .history.tool import chat_history_tool
+    from .http_tool import http_tool
+    from .skills import list_skills, skills_prompt
+    from .types import RunResult, Store, StreamEvent, ToolResult
+
 # Public names loaded on first access: name -> submodule.
 _LAZY = {
+    "RunResult": "types",
+    "Store": "types",
+    "StreamEvent": "types",
+    "ToolResult": "types",
+    "__version__": "_version",  # read from the package metadata only when asked
     "chat_history_tool": "history.tool",
     "http_tool": "http_tool",
     "list_skills": "skills",
+    "plain": "display",
+    "show": "display",
     "skills_prompt": "skills",
 }
 
@@ -33,7 +50,11 @@ __all__ = [
     "close",
     "ProviderError",
     "RunCancelledError",
+    "RunResult",
     "RunTimeoutError",
+    "Store",
+    "StreamEvent",
+    "ToolResult",
     "aask",
     "arun",
     "ask",
@@ -51,9 +72,11 @@ __all__ = [
     "http_tool",
     "list_skills",
     "metrics",
+    "plain",
     "register",
     "run",
     "sanitize",
+    "show",
     "skills_prompt",
     "stream",
     "to_anthropic",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -13,18 +14,43 @@ COMMAND_MODULES = ("demo", "history", "chat")
 
 def parser() -> argparse.ArgumentParser:
     """Return the argument parser with every command registered."""
+    from toolnexus import __version__
+
     p = argparse.ArgumentParser(prog="python -m toolnexus", description=__doc__)
+    p.add_argument("--version", action="version", version=f"toolnexus {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f"toolnexus.commands.{name}").register(sub)
     return p
 
 
+SIGPIPE_STATUS = 141  # 128 + SIGPIPE: what a shell reports for a reader that went away
+
+
+def _quiet_closed_pipe() -> int:
+    """Stop writing to a stdout whose reader has gone (`... | head -1`), without a traceback."""
+    # Python flushes stdout again at exit, which would fail once more: point it at devnull.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (tests, embedding)
+        pass
+    return SIGPIPE_STATUS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; return its exit status."""
-    args = parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit:  # --help / --version printed: flush while we can still be quiet
+            sys.stdout.flush()
+            raise
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here for short outputs
+        return status
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _quiet_closed_pipe()

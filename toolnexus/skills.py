@@ -16,6 +16,7 @@ from typing import Any
 
 from pyrsistent import PMap, pmap, pvector
 
+from ._extras import needs_extra
 from .core.tool import tool, tool_result
 
 __all__ = [
@@ -57,7 +58,8 @@ def parse_frontmatter(text: str) -> tuple[dict, str]:
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
     if end is None:
         raise ValueError("frontmatter has no closing '---' line")
-    import yaml  # lazily: only skills need PyYAML
+    with needs_extra("skills (SKILL.md front matter)"):
+        import yaml  # lazily: only skills need PyYAML
 
     try:
         meta = yaml.safe_load("".join(lines[1:end]))

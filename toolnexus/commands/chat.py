@@ -5,70 +5,40 @@
     python -m toolnexus ids
 
 The key comes from the environment (OPENAI_API_KEY / OPENROUTER_API_KEY, or
-ANTHROPIC_API_KEY with --style anthropic). Failures are one line on stderr.
+ANTHROPIC_API_KEY with --style anthropic). A failed answer is one line on stderr and the
+session goes on; lines starting with "/" are commands for the chat itself (/help), never
+sent to the model. With --id, the conversation lives in --store, every exchange is
+recorded in a message log next to it (`history search` finds it), and each exchange
+runs under a lock (--lock) so two chats on one id queue instead of losing a turn.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-STORE_HELP = "memory | file:DIR | sqlite:PATH (default: file store under the user data dir)"
+from .places import STORE_HELP, CommandError, describe, lock_for, log_for, open_store
+
 TOOL_OUTPUT_CHARS = 200
-
-
-class CommandError(Exception):
-    """A mistake the user can fix (a bad --store, an unknown id): printed as one line."""
-
-
-# ---- stores ---------------------------------------------------------------------
-
-
-def default_store_spec() -> str:
-    """Return the default --store: a file store under the user's data directory."""
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return f"file:{Path(base) / 'toolnexus' / 'chat'}"
-
-
-def _sqlite_store() -> Callable:
-    try:
-        from toolnexus.store import sqlite_store  # once the store package exports it
-    except ImportError:
-        try:
-            from toolnexus.store.sqlite import sqlite_store
-        except ImportError:
-            raise CommandError(
-                "--store sqlite:PATH needs toolnexus.store.sqlite_store, "
-                "which this installation does not have; use file:DIR"
-            ) from None
-    return sqlite_store
-
-
-def open_store(spec: str | None) -> dict:
-    """Return the store a --store spec names: memory, file:DIR or sqlite:PATH."""
-    spec = spec or default_store_spec()
-    kind, _, where = spec.partition(":")
-    if kind == "memory" and not where:
-        from toolnexus.store import in_memory_store
-
-        return in_memory_store()
-    if kind == "file" and where:
-        from toolnexus.store import file_store
-
-        return file_store(Path(where).expanduser())
-    if kind == "sqlite" and where:
-        return _sqlite_store()(Path(where).expanduser())
-    raise CommandError(f"unknown --store {spec!r}: use memory, file:DIR or sqlite:PATH")
+SLASH_HELP = """commands (never sent to the model):
+  /help            this list
+  /reset           forget this conversation and start afresh
+  /history [TEXT]  search the message log of this conversation
+  /show            print the conversation so far
+  /fork NEW        copy this conversation to id NEW and continue there
+  /model [NAME]    show the model, or switch to NAME
+  /quit            leave (also /exit, Ctrl-D); Ctrl-C stops an answer
+  //text           send "/text" to the model"""
+QUIT = object()  # what a slash command returns to end the session
+CANCELLED = "[cancelled]"
 
 
 def _desc(store: Mapping) -> str:
-    return store.get("desc") or "the store"
+    return describe(store)
 
 
 # ---- rendering (pure) -------------------------------------------------------------
@@ -95,59 +65,11 @@ def tool_result_line(output: Any, is_error: bool = False) -> str:
     return f"  {'error' if is_error else '->'} {_short(output)}"
 
 
-def _text_of(content: Any) -> str:
-    """Return the text of message content: a string, or the text of its parts/blocks."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    texts = []
-    for part in content:
-        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif isinstance(part, Mapping) and part.get("type") not in ("tool_use", "tool_result"):
-            texts.append(f"[{part.get('type', 'part')}]")
-    return "\n".join(texts)
-
-
-def _lines_of(m: Mapping, names: dict) -> list[str]:
-    """Return the readable lines of one message (either dialect); `names` maps call ids to tools."""
-    role = m.get("role", "?")
-    content = m.get("content")
-    lines = []
-    if role == "tool":  # openai tool result
-        name = names.get(m.get("tool_call_id"), m.get("tool_call_id", "?"))
-        return [f"tool {name}: {_text_of(content)}"]
-    text = _text_of(content)
-    if text:
-        lines.append(f"{role}: {text}")
-    for call in m.get("tool_calls") or ():  # openai assistant calls
-        fn = call.get("function", {})
-        names[call.get("id")] = fn.get("name", "?")
-        args = fn.get("arguments", "")
-        lines.append(f"{role} -> {fn.get('name', '?')}({args})")
-    blocks = () if content is None or isinstance(content, str) else content
-    for block in blocks:
-        if not isinstance(block, Mapping):
-            continue
-        if block.get("type") == "tool_use":  # anthropic call
-            names[block.get("id")] = block.get("name", "?")
-            lines.append(f"{role} -> {block.get('name', '?')}({_json(block.get('input', {}))})")
-        elif block.get("type") == "tool_result":  # anthropic result
-            name = names.get(block.get("tool_use_id"), block.get("tool_use_id", "?"))
-            label = "tool error" if block.get("is_error") else "tool"
-            lines.append(f"{label} {name}: {_text_of(block.get('content'))}")
-    return lines or [f"{role}:"]
-
-
 def render_transcript(messages: Iterable[Mapping], system: str | None = None) -> str:
     """Return a transcript (openai or anthropic shape) as readable text, one entry per line."""
-    names: dict = {}
-    lines = [f"system: {system}"] if system else []
-    for m in messages:
-        lines.extend(_lines_of(m, names))
-    # continuation lines are indented, so each entry stays visibly one entry
-    return "\n".join(line.replace("\n", "\n  ") for line in lines)
+    from toolnexus.display import text_of_rows, transcript_rows
+
+    return text_of_rows(transcript_rows(messages, system))
 
 
 # ---- the REPL ---------------------------------------------------------------------
@@ -167,33 +89,42 @@ def _input_lines(stdin: TextIO, interactive: bool) -> Iterator[str]:
             yield line.rstrip("\r\n")
 
 
-def _streamer() -> Callable | None:
-    """Return toolnexus.stream when this installation has it (the REPL then prints as it comes)."""
-    import toolnexus
+def _readline_history(interactive: bool) -> Callable[[], None]:
+    """Load the line-editing history on a terminal; return the function that saves it."""
+    if not interactive:
+        return lambda: None
+    try:
+        import readline
+    except ImportError:  # not on every platform (Windows): the chat works without it
+        return lambda: None
+    from .places import data_dir
 
-    return getattr(toolnexus, "stream", None)
+    path = data_dir() / "chat_history"
+    try:
+        readline.read_history_file(path)
+    except OSError:  # none yet
+        pass
+
+    def save() -> None:
+        try:  # only where the data directory exists: no directory made for it
+            readline.set_history_length(1000)
+            readline.write_history_file(path)
+        except OSError:
+            pass
+
+    return save
 
 
-def _call_kwargs(fn: Callable, tk: Any, history: Any, cid: str | None) -> dict:
-    """Return keyword arguments for run/stream: the id when remembering, else the history."""
-    params = inspect.signature(fn).parameters
-    kw: dict = {"toolkit": tk}
-    if cid is not None:
-        kw["conversation_id" if "conversation_id" in params else "id"] = cid
-    elif "history" in params:
-        kw["history"] = history
-    return kw
+def parse_slash(line: str) -> tuple[str, str] | None:
+    """Return (command, argument) for a chat command line, or None for text for the model.
 
-
-def _turn_by_run(client: Any, prompt: str, kw: dict, out: TextIO):
-    from toolnexus import run
-
-    r = run(client, prompt, **kw)
-    for call in r["tool_calls"]:
-        print(tool_call_line(call["name"], call["args"]), file=out)
-        print(tool_result_line(call["output"], call["is_error"]), file=out)
-    print(r["text"], file=out, flush=True)
-    return r
+    >>> parse_slash("/fork  work-2 "), parse_slash("hello"), parse_slash("//etc")
+    (('fork', 'work-2'), None, None)
+    """
+    if not line.startswith("/") or line.startswith("//"):
+        return None
+    name, _, arg = line[1:].partition(" ")
+    return name.strip().lower(), arg.strip()
 
 
 def show_events(events: Iterable[Mapping], out: TextIO):
@@ -224,41 +155,158 @@ def show_events(events: Iterable[Mapping], out: TextIO):
     return result
 
 
-def _turn_by_stream(stream: Callable, client: Any, prompt: str, kw: dict, out: TextIO):
-    return show_events(stream(client, prompt, **kw), out)
+class Session(dict):
+    """The chat's state: client, model, id, history (without an id), store, log, options."""
+
+
+def _client(s: Mapping, model: str) -> Any:
+    from toolnexus import create_client
+
+    a = s["args"]
+    extra = {k: s[k] for k in ("store", "lock") if s.get(k) is not None}
+    if s.get("log") is not None:
+        extra["message_log"] = s["log"]
+    return create_client(base_url=a.base_url, model=model, style=a.style,
+                         system_prompt=a.system or "", retries=a.retries, **extra)  # fmt: skip
+
+
+def _turn(s: Mapping, prompt: str, out: TextIO) -> Session:
+    """Run one exchange, printing it as it streams; return the new session.
+
+    Ctrl-C stops this answer only: the stream is closed, so nothing of the exchange is
+    saved and the conversation lock is released; the session goes on.
+    """
+    from toolnexus import stream
+
+    kw: dict = {"toolkit": s["toolkit"]}
+    if s["id"] is not None:
+        kw["conversation_id"] = s["id"]
+    else:
+        kw["history"] = s["history"]
+    events = stream(s["client"], prompt, **kw)
+    try:
+        result = show_events(events, out)
+    except KeyboardInterrupt:
+        events.close()
+        print(f"\n{CANCELLED}", file=out, flush=True)
+        return Session(s)
+    finally:
+        events.close()
+    if result is not None and s["id"] is None:
+        return Session(s, history=result["messages"])
+    return Session(s)
+
+
+def _transcript(s: Mapping) -> Any:
+    return s["store"]["get"](s["id"]) if s["id"] is not None else s["history"]
+
+
+def _slash(s: Session, name: str, arg: str, out: TextIO) -> Session | object:
+    """Run one chat command; return the new session (or QUIT). Nothing reaches the model."""
+    if name in ("quit", "exit"):
+        return QUIT
+    if name == "help":
+        print(SLASH_HELP, file=out)
+    elif name == "reset":
+        if s["id"] is not None:
+            store = s["store"]
+            store["delete"](s["id"]) if callable(store.get("delete")) else store["save"](
+                s["id"], []
+            )
+        print("conversation cleared", file=out)
+        return Session(s, history=())
+    elif name == "show":
+        print(render_transcript(_transcript(s) or ()) or "(nothing yet)", file=out)
+    elif name == "history":
+        _history(s, arg, out)
+    elif name == "fork":
+        return _fork(s, arg, out)
+    elif name == "model":
+        if not arg:
+            print(f"model: {s['model']}", file=out)
+        else:
+            print(f"model: {arg}", file=out)
+            return Session(s, model=arg, client=_client(s, arg))
+    else:
+        print(f"unknown command /{name}; /help lists them (//text sends /text)", file=out)
+    return s
+
+
+def _history(s: Mapping, text: str, out: TextIO) -> None:
+    from toolnexus.display import log_rows, text_of_rows
+
+    if s.get("log") is None:
+        print("no message log (--log none)", file=out)
+        return
+    found = s["log"]["query"](contains=text or None, conversation_id=s["id"], limit=50)
+    print(text_of_rows(log_rows(found)) or "(no messages found)", file=out)
+
+
+def _fork(s: Session, new: str, out: TextIO) -> Session:
+    """Copy the conversation to id `new` (get + save) and continue there."""
+    if not new:
+        print("usage: /fork NEW", file=out)
+        return s
+    if s["store"] is None:
+        print("/fork needs a stored conversation: start the chat with --id", file=out)
+        return s
+    store = s["store"]
+    if store["get"](new):
+        print(f"conversation {new!r} already exists; pick another id", file=out)
+        return s
+    store["save"](new, _transcript(s) or [])
+    print(f"forked {s['id']!r} to {new!r}; now in {new!r}", file=out)
+    return Session(s, id=new)
+
+
+def _start(args: argparse.Namespace) -> Session:
+    """Return the first session of a chat: store, log and lock from the options."""
+    from toolnexus import toolkit
+
+    store = open_store(args.store) if args.id else None
+    log = log_for(args.log, args.store) if args.id else None
+    lock = lock_for(args.lock, args.store, store) if store is not None else None
+    tk = toolkit(skills_dir=args.skills) if args.skills else None
+    s = Session(args=args, store=store, log=log, lock=lock, id=args.id, history=(),
+                model=args.model, toolkit=tk)  # fmt: skip
+    return Session(s, client=_client(s, args.model))
 
 
 def chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
-    """Run the chat REPL: one turn per input line until EOF, Ctrl-C, /exit or /quit."""
-    from toolnexus import create_client, run, toolkit
+    """Run the chat REPL: one exchange per line until EOF, /quit, or Ctrl-C at the prompt.
 
+    Return 0, or 1 when an exchange failed (each failure is printed and the chat goes on).
+    """
     stdin, out = stdin or sys.stdin, out or sys.stdout
-    store = open_store(args.store) if args.id else None
-    options = {"store": store} if store is not None else {}
-    client = create_client(base_url=args.base_url, model=args.model, style=args.style,
-                           system_prompt=args.system or "", **options)  # fmt: skip
-    tk = toolkit(skills_dir=args.skills) if args.skills else None
-    stream = _streamer()
-    history: Any = ()
+    s = _start(args)
     interactive = stdin is sys.stdin and stdin.isatty()
+    save_history = _readline_history(interactive)
+    failed = False
     try:
         for line in _input_lines(stdin, interactive):
             prompt = line.strip()
             if not prompt:
                 continue
-            if prompt in ("/exit", "/quit"):
+            command = parse_slash(prompt)
+            try:
+                if command is None:
+                    s = _turn(s, prompt[1:] if prompt.startswith("//") else prompt, out)
+                    continue
+                result = _slash(s, *command, out)
+            except Exception as e:  # a failed answer or command is shown; the chat goes on
+                print(one_line_error(e), file=sys.stderr, flush=True)
+                failed = True
+                continue
+            if result is QUIT:
                 break
-            kw = _call_kwargs(stream or run, tk, history, args.id)
-            r = (
-                _turn_by_stream(stream, client, prompt, kw, out)
-                if stream
-                else _turn_by_run(client, prompt, kw, out)
-            )
-            if r is not None:
-                history = r["messages"]
-    except KeyboardInterrupt:  # Ctrl-C ends the session like Ctrl-D: no traceback
+            s = result  # type: ignore[assignment]
+    except KeyboardInterrupt:  # Ctrl-C at the prompt ends the session like Ctrl-D
         print(file=out)
-    return 0
+    finally:
+        save_history()
+        if s.get("log") is not None and callable(s["log"].get("close")):
+            s["log"]["close"]()
+    return 1 if failed else 0
 
 
 def show(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -323,6 +371,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--store", help=STORE_HELP)
     c.add_argument("--system", help="the system prompt")
     c.add_argument("--skills", type=Path, help="a directory of skills (**/SKILL.md)")
+    c.add_argument(
+        "--lock",
+        default="auto",
+        help="auto (the store's own lock, else a file lock beside a file or SQLite store) "
+        "| local (this process only) | file:DIR",
+    )
+    c.add_argument(
+        "--log",
+        help="message-log file (SQLite), or none (default with --id: history.db next to the "
+        "store; the default store's is `history search`'s default)",
+    )
+    c.add_argument("--retries", type=int, default=2, help="retries of a failed request (2)")
     c.set_defaults(func=_guarded(chat))
 
     s = sub.add_parser("show", help="print a stored conversation")

@@ -91,4 +91,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `demo` command."""
     p = sub.add_parser("demo", help="run the offline demo (no key, no network)")
     p.add_argument("--store", type=Path, default=None, help="directory of the file store")
-    p.set_defaults(func=lambda a: run_demo(a.store or default_store_dir()) and 0)
+    p.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """Run the demo in --store DIR (whose parent must exist) or the default directory."""
+    from .places import CommandError, require_parent
+
+    try:
+        store_dir = require_parent(args.store, "--store") if args.store else default_store_dir()
+    except CommandError as e:
+        print(f"toolnexus: error: {e}", file=sys.stderr)
+        return 1
+    run_demo(store_dir)
+    return 0

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
+import enum
 import inspect
+import pathlib
 import re
 import types
 import typing
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -124,6 +128,31 @@ def tool(
 
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
+# Values that travel as JSON strings, with the JSON Schema "format" that says how to read them.
+# datetime before date: a datetime is a date.
+_FORMATTED = (
+    (datetime.datetime, {"type": "string", "format": "date-time"}),
+    (datetime.date, {"type": "string", "format": "date"}),
+    (datetime.time, {"type": "string", "format": "time"}),
+    (uuid.UUID, {"type": "string", "format": "uuid"}),
+    (pathlib.PurePath, {"type": "string"}),
+)
+
+
+def _enum_schema(values: list) -> dict:
+    """Return the schema of a fixed set of values (typed when they share one JSON type)."""
+    kinds = {_SCALARS.get(type(v), "string") for v in values}
+    return {"type": kinds.pop(), "enum": values} if len(kinds) == 1 else {"enum": values}
+
+
+def _class_schema(hint: type) -> dict | None:
+    """Return the schema of an Enum or string-like class, or None for any other class."""
+    if issubclass(hint, enum.Enum):
+        return _enum_schema([m.value for m in hint])
+    for cls, schema in _FORMATTED:
+        if issubclass(hint, cls):
+            return dict(schema)
+    return None
 
 
 def schema_for(hint: Any) -> dict:
@@ -133,15 +162,17 @@ def schema_for(hint: Any) -> dict:
     {'type': 'array', 'items': {'type': 'integer'}}
     >>> schema_for(typing.Literal["c", "f"])
     {'type': 'string', 'enum': ['c', 'f']}
+    >>> schema_for(datetime.date)
+    {'type': 'string', 'format': 'date'}
     """
     origin = typing.get_origin(hint)
     targs = typing.get_args(hint)
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     if origin is typing.Literal:
-        kinds = {_SCALARS.get(type(a), "string") for a in targs}
-        out = {"enum": list(targs)}
-        return {"type": kinds.pop(), **out} if len(kinds) == 1 else out
+        return _enum_schema(list(targs))
+    if isinstance(hint, type) and (found := _class_schema(hint)) is not None:
+        return found
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in targs if a is not type(None)]
         return schema_for(rest[0]) if len(rest) == 1 else {"anyOf": [schema_for(a) for a in rest]}

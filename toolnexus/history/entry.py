@@ -26,6 +26,8 @@ __all__ = [
     "select",
     "select_rows",
     "parse_when",
+    "instant",
+    "cutoff",
 ]
 
 DIRECTIONS = ("user", "ai")
@@ -133,8 +135,8 @@ def from_micros(us: int) -> datetime:
 
 def check_query(
     contains: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: datetime | date | str | None = None,
+    until: datetime | date | str | None = None,
     limit: int | None = None,
     conversation_id: str | None = None,
 ) -> PMap:
@@ -153,8 +155,8 @@ def check_query(
     return pmap(
         {
             "contains": fold(contains) if contains else None,
-            "since": None if since is None else utc(since, "since"),
-            "until": None if until is None else utc(until, "until"),
+            "since": None if since is None else instant(since, "since"),
+            "until": None if until is None else instant(until, "until", end=True),
             "limit": limit,
             "conversation_id": conversation_id,
         }
@@ -248,3 +250,55 @@ def parse_when(
             "(expected e.g. 2026-05-08, 2026-05-08T14:30Z or 2026-05-08T14:30+02:00)"
         ) from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def instant(value: Any, what: str = "timestamp", *, end: bool = False) -> datetime:
+    """Return the UTC instant of an aware datetime, a date, or an ISO 8601 string.
+
+    A date (or a date-only string) means its first instant in UTC, or its last when
+    `end`; strings are read by `parse_when`; a naive datetime is still a ValueError.
+
+    >>> instant("2020-01-01", "since").isoformat()
+    '2020-01-01T00:00:00+00:00'
+    >>> instant(date(2020, 1, 1), "until", end=True).isoformat()
+    '2020-01-01T23:59:59.999999+00:00'
+    >>> instant(3, "since")
+    Traceback (most recent call last):
+    ...
+    TypeError: since must be a datetime, a date or an ISO 8601 string like '2026-05-08', got int
+    """
+    if isinstance(value, datetime):
+        return utc(value, what)
+    if isinstance(value, date):
+        return datetime.combine(value, time.max if end else time.min, tzinfo=UTC)
+    if isinstance(value, str):
+        try:
+            return parse_when(value, end=end)
+        except ValueError as e:
+            raise ValueError(f"{what}: {e}") from None
+    raise TypeError(
+        f"{what} must be a datetime, a date or an ISO 8601 string like '2026-05-08', "
+        f"got {type(value).__name__}"
+    )
+
+
+def _is_day(value: Any) -> bool:
+    return (isinstance(value, date) and not isinstance(value, datetime)) or (
+        isinstance(value, str) and _parse_day(value.strip()) is not None
+    )
+
+
+def cutoff(before: Any) -> datetime:
+    """Return the last instant a `clear(before=...)` removes (inclusive).
+
+    A datetime or date-time string is itself the cutoff; a day (a date or "2026-05-08")
+    keeps that whole day, as `history clear --before` does: up to the end of the day before.
+
+    >>> cutoff("2026-05-08").isoformat()
+    '2026-05-07T23:59:59.999999+00:00'
+    >>> cutoff("2026-05-08T12:00Z").isoformat()
+    '2026-05-08T12:00:00+00:00'
+    """
+    if _is_day(before):
+        return instant(before, "before") - timedelta(microseconds=1)
+    return instant(before, "before")

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from .entry import check_entry, check_query, fold, select_rows, utc
+from .entry import check_entry, check_query, cutoff, fold, select_rows
 
 __all__ = ["in_memory_log"]
 
@@ -53,7 +53,7 @@ def in_memory_log() -> dict:
         return select_rows(snapshot, q)
 
     def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
-        cut = None if before is None else utc(before, "before")
+        cut = None if before is None else cutoff(before)
 
         def removed_(e: Mapping) -> bool:
             old = cut is None or e["timestamp"] <= cut

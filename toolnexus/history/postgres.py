@@ -16,8 +16,9 @@ from typing import Any
 
 from pyrsistent import pmap
 
+from .._extras import needs_extra
 from ..store._connect import is_pg_unavailable, pg_autocommit, pg_open, pg_pool, pg_unavailable
-from .entry import check_entry, check_query, fold, utc
+from .entry import check_entry, check_query, cutoff, fold
 
 __all__ = ["postgres_log", "like_pattern"]
 
@@ -142,7 +143,8 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
     """
     if not isinstance(table, str) or not _NAME.match(table):
         raise ValueError(f"table must be a plain SQL identifier of at most 48 chars, got {table!r}")
-    from psycopg import sql
+    with needs_extra("postgres_log"):
+        from psycopg import sql
 
     pool, address, owned = pg_pool(pool_or_dsn, timeout=timeout, max_size=4)
     what = f"postgres_log({address}, table={table!r})"
@@ -251,7 +253,7 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
     def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
         conds, params = [], []
         if before is not None:
-            conds, params = ["ts <= %s"], [utc(before, "before")]
+            conds, params = ["ts <= %s"], [cutoff(before)]
         if conversation_id is not None:
             conds.append("conversation_id = %s")
             params.append(conversation_id)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyrsistent import pmap
 
-from .entry import check_entry, check_query, fold, from_micros, micros, utc
+from .entry import check_entry, check_query, cutoff, fold, from_micros, micros
 
 __all__ = ["sqlite_log", "trigram_supported", "word_prefilter"]
 
@@ -245,7 +245,7 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
     def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
         conds, params = [], []
         if before is not None:
-            conds, params = ["ts <= ?"], [micros(utc(before, "before"))]
+            conds, params = ["ts <= ?"], [micros(cutoff(before))]
         if conversation_id is not None:
             conds.append("conversation_id = ?")
             params.append(conversation_id)

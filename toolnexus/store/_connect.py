@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .._extras import needs_extra
 from .errors import StoreUnavailableError
 
 # key=value conninfo: password='it''s' or password=secret
@@ -52,7 +53,8 @@ def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
 def redis_client(client_or_url: Any) -> Any:
     """Return a redis-py client: the one given, or one for a redis:// URL."""
     if isinstance(client_or_url, str):
-        import redis
+        with needs_extra("a redis:// URL"):
+            import redis
 
         return redis.Redis.from_url(client_or_url, socket_connect_timeout=5, socket_timeout=30)
     if not callable(getattr(client_or_url, "execute_command", None)):
@@ -89,7 +91,8 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
     A pool built here opens lazily (see `pg_open`) and is `owned` (ours to close).
     """
     if isinstance(pool_or_dsn, str):
-        from psycopg_pool import ConnectionPool
+        with needs_extra("a PostgreSQL DSN"):
+            from psycopg_pool import ConnectionPool
 
         pool = ConnectionPool(
             pool_or_dsn,

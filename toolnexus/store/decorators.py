@@ -20,6 +20,7 @@ from typing import Any
 
 from toolz import curry
 
+from .._extras import needs_extra
 from ..core import transcript as tx
 from .errors import StoreCorruptError
 from .file import file_store
@@ -421,7 +422,8 @@ ENCRYPTED_ROLE = "toolnexus.encrypted"
 
 
 def _fernet(key: Any):
-    from cryptography.fernet import Fernet  # lazy: an optional dependency (toolnexus[crypto])
+    with needs_extra("encrypted"):
+        from cryptography.fernet import Fernet  # lazy: an optional dependency (toolnexus[crypto])
 
     if callable(getattr(key, "encrypt", None)) and callable(getattr(key, "decrypt", None)):
         return key  # a Fernet or MultiFernet (key rotation)

@@ -19,6 +19,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._extras import needs_extra
+
 __all__ = ["local_lock", "file_lock", "redis_lock", "postgres_lock", "LockTimeoutError"]
 
 
@@ -173,7 +175,8 @@ def redis_lock(
     lock this value holds (one pipelined round trip per period) and ends when none is
     held: taking a lock starts no thread of its own.
     """
-    import redis as redis_py
+    with needs_extra("redis_lock"):
+        import redis as redis_py
 
     from ._connect import redis_address, redis_client, redis_unavailable
 
@@ -257,7 +260,8 @@ def postgres_lock(
     most `connect_timeout`, whatever `timeout` is (a server that is down fails after
     `connect_timeout`; a short lock timeout still allows a slow connect).
     """
-    import psycopg
+    with needs_extra("postgres_lock"):
+        import psycopg
 
     from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
 

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from .._extras import needs_extra
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 
@@ -107,7 +108,8 @@ def postgres_store(
     the stored transcript is a prefix of the new one, else replaces them. A pool made
     from a DSN opens on first use and is closed by the store's "close".
     """
-    import psycopg
+    with needs_extra("postgres_store"):
+        import psycopg
 
     sql = _statements(table)
     pool, address, owned = _connect.pg_pool(pool_or_dsn, timeout=timeout)

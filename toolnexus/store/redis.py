@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from .._extras import needs_extra
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 
@@ -58,7 +59,8 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
     it appends only the new messages when the stored transcript is a prefix of the new
     one, else replaces the list.
     """
-    import redis as redis_py
+    with needs_extra("redis_store"):
+        import redis as redis_py
 
     client = _connect.redis_client(client_or_url)
     desc = f"redis({_connect.redis_address(client)!r}, prefix={prefix!r})"

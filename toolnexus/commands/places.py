@@ -1,0 +1,157 @@
+"""Where the commands keep things: the store a --store spec names, its message log and its lock.
+
+No command creates a directory the user did not ask for: an explicit path whose parent
+does not exist is a CommandError. Only the documented defaults under the user's data
+directory are created on first use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+__all__ = [
+    "CommandError",
+    "Place",
+    "default_store_spec",
+    "lock_for",
+    "log_for",
+    "open_store",
+    "parse_store_spec",
+    "require_parent",
+]
+
+STORE_HELP = "memory | file:DIR | sqlite:PATH (default: file store under the user data dir)"
+
+
+class CommandError(Exception):
+    """A mistake the user can fix (a bad --store, an unknown id): printed as one line."""
+
+
+class Place(NamedTuple):
+    """A parsed --store spec: kind (memory|file|sqlite), path (None for memory), is_default."""
+
+    kind: str
+    path: Path | None
+    is_default: bool
+
+
+def data_dir() -> Path:
+    """Return toolnexus's directory under the user's data directory (XDG_DATA_HOME)."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "toolnexus"
+
+
+def default_store_spec() -> str:
+    """Return the default --store: a file store under the user's data directory."""
+    return f"file:{data_dir() / 'chat'}"
+
+
+def parse_store_spec(spec: str | None) -> Place:
+    """Return the Place a --store spec names (CommandError for anything else).
+
+    >>> parse_store_spec("sqlite:chat.db")
+    Place(kind='sqlite', path=PosixPath('chat.db'), is_default=False)
+    """
+    is_default = spec is None
+    kind, _, where = (spec or default_store_spec()).partition(":")
+    if kind == "memory" and not where:
+        return Place("memory", None, is_default)
+    if kind in ("file", "sqlite") and where:
+        return Place(kind, Path(where).expanduser(), is_default)
+    raise CommandError(f"unknown --store {spec!r}: use memory, file:DIR or sqlite:PATH")
+
+
+def require_parent(path: Path, flag: str) -> Path:
+    """Return `path` if its parent directory exists, else raise a CommandError naming `flag`."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise CommandError(
+            f"{flag} {str(path)!r}: the directory {str(parent)!r} does not exist "
+            "(create it first; commands never create directories you did not name)"
+        )
+    return path
+
+
+def open_store(spec: str | None) -> dict:
+    """Return the store a --store spec names: memory, file:DIR or sqlite:PATH."""
+    place = parse_store_spec(spec)
+    if place.kind == "memory":
+        from toolnexus.store import in_memory_store
+
+        return in_memory_store()
+    assert place.path is not None
+    if not place.is_default:
+        require_parent(place.path, "--store")
+    if place.kind == "file":
+        from toolnexus.store import file_store
+
+        return file_store(place.path)
+    from toolnexus.store import sqlite_store
+
+    return sqlite_store(place.path)
+
+
+def log_path_for(place: Place) -> Path | None:
+    """Return where the message log of a store lives by default (None: keep it in memory).
+
+    The default store's log is `history`'s default file, so `history search` finds it;
+    a file store's log is `history.db` inside its directory; a SQLite store's, beside it.
+    """
+    if place.kind == "memory":
+        return None
+    if place.is_default:
+        from .history import default_db
+
+        return default_db()
+    assert place.path is not None
+    return place.path / "history.db" if place.kind == "file" else place.path.parent / "history.db"
+
+
+def log_for(option: str | None, spec: str | None) -> dict | None:
+    """Return the message log a chat writes: --log PATH, --log none, or the store's default."""
+    if option == "none":
+        return None
+    from toolnexus.history import in_memory_log, sqlite_log
+
+    if option is not None:
+        return sqlite_log(require_parent(Path(option).expanduser(), "--log"))
+    path = log_path_for(parse_store_spec(spec))
+    if path is None:
+        return in_memory_log()
+    path.parent.mkdir(parents=True, exist_ok=True)  # exists unless it is the default place
+    return sqlite_log(path)
+
+
+def lock_for(option: str | None, spec: str | None, store: Mapping) -> Callable | None:
+    """Return the conversation lock a chat takes (None: the client's default).
+
+    auto (the default): the store's own lock if it pairs one, else a file lock beside a
+    file or SQLite store (so two chats on one id queue), else an in-process lock.
+    local: in-process only. file:DIR: a file lock under DIR.
+    """
+    from toolnexus.store import file_lock, local_lock
+
+    option = option or "auto"
+    if option == "local":
+        return local_lock()
+    if option.startswith("file:") and option[5:]:
+        return file_lock(require_parent(Path(option[5:]).expanduser(), "--lock file:"))
+    if option != "auto":
+        raise CommandError(f"unknown --lock {option!r}: use auto, local or file:DIR")
+    if callable(store.get("lock")):
+        return None  # the client takes the store's own lock by default
+    place = parse_store_spec(spec)
+    if place.kind == "file":
+        return file_lock(place.path / ".locks")  # type: ignore[operator]
+    if place.kind == "sqlite":
+        assert place.path is not None
+        return file_lock(place.path.parent / f".{place.path.name}.locks")
+    return None
+
+
+def describe(x: Any) -> str:
+    """Return a store's or log's readable name."""
+    return (x.get("desc") if isinstance(x, Mapping) else None) or "the store"
