@@ -63,8 +63,10 @@ def test_a_503_is_shown_the_chat_goes_on_slash_stays_local_and_history_finds_it(
     found = cli("history", "search", "capital", "--db", tmp_path / "history.db")
     assert found.returncode == 0, found.stderr
     hits = found.stdout.splitlines()
-    assert len(hits) == 2 and all("  trip  " in h for h in hits)
-    assert "capital of France, again?" in hits[0] and "Paris is the capital" in hits[1]
+    # The failed exchange's prompt is logged too (it was sent), though nothing was saved.
+    assert len(hits) == 3 and all("  trip  " in h for h in hits)
+    assert "capital of France?" in hits[0] and "capital of France, again?" in hits[1]
+    assert "Paris is the capital" in hits[2]
 
 
 def test_fork_reset_model_show_and_history_commands(tmp_path, monkeypatch, capsys):

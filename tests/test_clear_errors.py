@@ -52,7 +52,6 @@ def test_a_non_store_is_a_type_error_that_says_what_a_store_is(mistake, hint):
     assert "capped_store(40, sqlite_store(" in message
 
 
-@pytest.mark.xfail(strict=True, reason="create_client calls check_store once the lead wires it")
 def test_create_client_explains_a_path_given_as_a_store():
     """The lead's call site: create_client(store="chat.db") is check_store's TypeError."""
     from toolnexus import create_client

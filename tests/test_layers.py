@@ -11,7 +11,7 @@ ROOT = pathlib.Path(toolnexus.__file__).parent
 CORE = sorted((ROOT / "core").rglob("*.py"))
 # Modules that do I/O, sleep, draw random numbers or run threads: drivers import them.
 IO = {"httpx", "httpcore", "socket", "ssl", "threading", "asyncio", "random", "time",
-      "sqlite3", "redis", "psycopg", "psycopg_pool", "subprocess", "os", "pathlib",
+      "sqlite3", "redis", "psycopg", "psycopg_pool", "subprocess", "os", "shutil",
       "concurrent", "queue", "logging", "urllib"}  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from pyrsistent import PMap, PRecord, field, freeze, pmap
 from .core.wire import DIALECTS
 from .drivers.transport import Endpoint, as_transport
 from .runtime import Runtime
+from .store.check import check_store
 from .store.memory import in_memory_store
 
 __all__ = [
@@ -156,21 +157,6 @@ def _check_number(name: str, v: Any, least: float, integer: bool = False) -> Non
         raise ValueError(f"{name} must be {what} >= {least}, got {v!r}")
 
 
-def _check_store(store: Any) -> None:
-    if store is None:
-        return
-    if isinstance(store, Mapping) and callable(store.get("get")) and callable(store.get("save")):
-        return
-    hint = "capped_store(40, sqlite_store('chat.db'))"
-    if isinstance(store, str | os.PathLike):
-        why = f"a path ({str(store)!r}) is not a store: wrap it, e.g. sqlite_store(path)"
-    elif callable(store):
-        why = "a function is not a store (a decorator not yet given its store?)"
-    else:
-        why = f"got {type(store).__name__}"
-    raise TypeError(f'store must be a mapping with callable "get" and "save" ({why}); e.g. {hint}')
-
-
 def _check(o: Mapping) -> None:
     if o["style"] not in DIALECTS:
         raise ValueError(f"unknown style {o['style']!r}: expected one of {sorted(DIALECTS)}")
@@ -182,7 +168,8 @@ def _check(o: Mapping) -> None:
         _check_number(name, o[name], 0)
     if o["max_turns"] is None or o["retries"] is None:
         raise ValueError("max_turns and retries must be integers")
-    _check_store(o["store"])
+    if o["store"] is not None:
+        check_store(o["store"], who="store")
     hooks = o["hooks"] or {}
     if set(hooks) - _HOOKS or not all(callable(h) for h in hooks.values()):
         raise ValueError(f"hooks must map some of {sorted(_HOOKS)} to functions")
