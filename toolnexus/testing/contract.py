@@ -166,6 +166,60 @@ def store_contract_machine(
             self._check_get(id)
             self._check_others(id)
 
+        @rule(i=st.integers(0, 7), j=st.integers(0, 7), at=st.integers(0, 12))
+        def fork(self, i: int, j: int, at: int) -> None:
+            # Fork rules: a fork copies src (or a prefix at a turn boundary) to dst, never
+            # changes src, refuses a cut inside a turn, and is KeyError for an absent src.
+            from ..store.forks import fork, turn_boundaries
+
+            src, dst = self._id(i), self._id(j)
+            if src == dst:
+                return
+            cut = at or None  # 0 draws a whole copy
+            want = self._expected(src)
+            if want is None:
+                try:
+                    fork(self.store, src, dst, at=cut)
+                except KeyError:
+                    self._check_get(dst)
+                    return
+                raise AssertionError(f"{self.desc}: fork of absent {src!r} did not raise KeyError")
+            n = len(want) if cut is None else cut
+            if cut is not None and cut not in turn_boundaries(want):
+                try:
+                    fork(self.store, src, dst, at=cut)
+                except ValueError:
+                    self._check_get(dst)  # unchanged
+                    self._check_get(src)
+                    return
+                raise AssertionError(f"{self.desc}: fork at={cut} inside a turn did not raise")
+            copied = fork(self.store, src, dst, at=cut)
+            assert copied in (n, None), f"{self.desc}: fork copied {copied}, expected {n}"
+            self.saved[dst] = freeze(_plain(want)[:n], strict=False)
+            self._check_get_twice(dst)
+            self._check_get(src)
+            self._check_others(dst)
+
+        @rule(i=st.integers(0, 7), turns=st.integers(1, 3))
+        def rewind(self, i: int, turns: int) -> None:
+            from ..core.transcript import safe_cuts
+            from ..store.forks import rewind
+
+            id = self._id(i)
+            want = self._expected(id)
+            if want is None or turns > len(safe_cuts(want)):
+                try:
+                    rewind(self.store, id, turns)
+                except (KeyError, ValueError):
+                    self._check_get(id)
+                    return
+                raise AssertionError(f"{self.desc}: rewind({id!r}, {turns}) did not raise")
+            kept = rewind(self.store, id, turns)
+            assert _plain(kept) == _plain(want)[: safe_cuts(want)[-turns]]
+            self.saved[id] = freeze(_plain(kept), strict=False)
+            self._check_get(id)
+            self._check_others(id)
+
         @rule()
         def restart(self) -> None:
             self.store = make_store()
@@ -208,7 +262,9 @@ def check_store_contract(
     Runs random get/save/delete/restart/ids sequences against a dict model and checks:
     an unknown id reads None; get returns exactly the last saved transcript (value-equal),
     and mutating what was passed to save or returned by get later changes nothing stored;
-    save never modifies its input; distinct ids (hostile ones too) are isolated; a fresh
+    save never modifies its input; distinct ids (hostile ones too) are isolated; `fork`
+    copies a conversation or its prefix at a turn boundary, never changes its source and
+    refuses a cut inside a turn, `rewind` drops whole turns (store.forks); a fresh
     `make_store()` on the same backing sees what was saved; `ids()` lists what is stored.
     `model(saved)` maps a saved transcript to what get must return (e.g. a trim, for
     capped stores). The backing must start empty; the kit deletes what it saved after each
