@@ -47,6 +47,7 @@ def test_constructors_read_and_encode_at_construction(files):
         "type": "image", "url": "https://x.test/a/cat.jpeg?size=2", "mimeType": "image/jpeg"
     }  # fmt: skip
     assert file_url("https://x.test/report") == {"type": "file", "url": "https://x.test/report"}
+    assert audio_url("https://x.test/a.mp3")["mimeType"] == "audio/mpeg"
 
 
 def test_constructor_mistakes_are_clear(files):

@@ -1,8 +1,8 @@
 """`python -m toolnexus fork | rewind`: branch a stored conversation, or undo its last turns.
 
-    python -m toolnexus show work                 # turns numbered, each with its --at
-    python -m toolnexus fork work work-alt --at 4 # the turns before message 4, as work-alt
-    python -m toolnexus rewind work --turns 1     # drop the last turn
+python -m toolnexus show work                 # turns numbered, each with its --at
+python -m toolnexus fork work work-alt --at 4 # the turns before message 4, as work-alt
+python -m toolnexus rewind work --turns 1     # drop the last turn
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ def render_turns(messages: Sequence[Mapping]) -> str:
     bounds = [0 if not starts else starts[0], *starts[1:], len(messages)]
     parts = [render_transcript(messages[: bounds[0]])] if bounds[0] else []
     for n, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False), start=1):
-        head = f"-- turn {n} --" if n == 1 else f"-- turn {n} (--at {a} keeps the turns before it) --"
+        head = (
+            f"-- turn {n} --" if n == 1 else f"-- turn {n} (--at {a} keeps the turns before it) --"
+        )
         parts.append(head + "\n" + render_transcript(messages[a:b]))
     return "\n".join(p for p in parts if p)
 
