@@ -8,6 +8,7 @@ from cryptography.fernet import Fernet
 
 from toolnexus.cli import main
 from toolnexus.store import (
+    _rows,
     capped_store,
     encrypted,
     file_store,
@@ -18,7 +19,6 @@ from toolnexus.store import (
     sqlite_store,
     turn_boundaries,
 )
-from toolnexus.store import _rows
 from toolnexus.store.forks import own_fork
 
 Q = {"role": "user", "content": "weather?"}
@@ -26,8 +26,9 @@ CALL = {"role": "assistant", "content": None, "tool_calls": [
     {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]}  # fmt: skip
 RESULT = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
 A = {"role": "assistant", "content": "It is sunny."}
-T = [{"role": "system", "content": "s"}, Q, CALL, RESULT, A,
-     {"role": "user", "content": "thanks"}, {"role": "assistant", "content": "welcome"}]  # fmt: skip
+THANKS = {"role": "user", "content": "thanks"}
+T = [{"role": "system", "content": "s"}, Q, CALL, RESULT, A, THANKS,
+     {"role": "assistant", "content": "welcome"}]  # fmt: skip
 
 
 @pytest.fixture(params=["memory", "file", "sqlite", "redis", "postgres"])
