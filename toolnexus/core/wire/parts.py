@@ -21,6 +21,7 @@ __all__ = [
     "UnsupportedPartError",
     "check_part",
     "check_parts",
+    "prompt_text",
     "part_size",
     "check_part_size",
     "placeholder",
@@ -91,6 +92,22 @@ def check_parts(parts: Any) -> tuple[PMap, ...]:
     if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
         raise ValueError("a prompt is a string or a non-empty list of content parts")
     return tuple(check_part(p) for p in parts)
+
+
+def prompt_text(prompt: str | Sequence[Mapping]) -> str:
+    """Return the text of a prompt (a string, or parts: text joined, media named) for logs.
+
+    >>> prompt_text([{"type": "text", "text": "what is this?"},
+    ...              {"type": "image", "mimeType": "image/png", "data": "aGk=", "name": "a.png"}])
+    'what is this? [image a.png (image/png)]'
+    """
+    if isinstance(prompt, str):
+        return prompt
+    return " ".join(
+        p["text"] if p.get("type") == "text" else f"[{_describe(p)}]"
+        for p in prompt
+        if p.get("type") != "text" or p.get("text")
+    )
 
 
 def part_size(part: Mapping) -> int:

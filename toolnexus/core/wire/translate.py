@@ -127,6 +127,44 @@ def _native(message: Mapping, dialect: str) -> bool:
     )
 
 
+# Per frozen message, by identity: whether it is right as it is for each dialect, ids
+# included. A client translates every transcript it loads; stores hand back the same
+# message objects run after run, so each message is judged once, not once per load.
+# Each entry holds its message, so an id is never reused while cached.
+_RIGHT: dict[int, tuple[Mapping, tuple, dict]] = {}
+_RIGHT_MAX = 65536
+
+
+def _right(message: Mapping, dialect: str) -> tuple[bool, tuple]:
+    """Return (whether a message is right for `dialect` as it is, ids included; its call ids)."""
+    hit = _RIGHT.get(id(message))
+    if hit is not None and hit[0] is message and dialect in hit[2]:
+        return hit[2][dialect], hit[1]
+    calls = tuple(_call_ids(message)) if message.get("role") == "assistant" else ()
+    ids = calls + tuple(_result_ids(message))
+    verdict = _native(message, dialect) and all(valid_tool_id(i, dialect) for i in ids)
+    if type(message) is PMap:
+        if len(_RIGHT) >= _RIGHT_MAX:
+            _RIGHT.clear()  # a crude bound, as for the transcript module's shape cache
+        seen = hit[2] if hit is not None and hit[0] is message else {}
+        _RIGHT[id(message)] = (message, calls, {**seen, dialect: verdict})
+    return verdict, calls
+
+
+def _unchanged(messages: Sequence[Mapping], dialect: str) -> bool:
+    """Return whether a transcript is right for `dialect` as it is (each call id used once)."""
+    called: set = set()
+    for m in messages:
+        right, calls = _right(m, dialect)
+        if not right:
+            return False
+        for i in calls:
+            if i in called:
+                return False
+            called.add(i)
+    return True
+
+
 # ---- tool ids --------------------------------------------------------------------------
 
 
@@ -408,10 +446,10 @@ def translate(
     if on_unsupported_part not in P.POLICIES:
         raise ValueError(f"on_unsupported_part must be one of {P.POLICIES}")
     frozen = freeze_transcript(transcript)
+    if _unchanged(frozen, dialect):
+        return Translated(frozen, "", pmap())
     plan = _id_plan(frozen, dialect)
     moved = [any(k != v for k, v in p.items()) for p in plan]
-    if not any(moved) and all(_native(m, dialect) for m in frozen):
-        return Translated(frozen, "", pmap())
     out: list = []
     system: list = []
     pending: list = []  # items of messages being rewritten, written out together
