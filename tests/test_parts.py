@@ -154,3 +154,25 @@ def test_parts_survive_a_store_round_trip(tmp_path, files, dialect):
         assert store["get"]("c") == transcript, store["desc"]
     # and a new store over the same file reads it back equal (not from a memo)
     assert sqlite_store(tmp_path / "parts.db")["get"]("c") == transcript
+
+
+def test_parts_survive_redis_and_postgres(redis_url, postgres_dsn, unique, files):
+    from toolnexus.store import postgres_store, redis_store
+
+    msg = anthropic.user_message_parts([text("look"), image(files["cat.PNG"])])
+    transcript = freeze_transcript([msg, {"role": "assistant", "content": "a cat"}])
+    r = redis_store(redis_url, prefix=f"tnx-parts:{unique}:")
+    pg = postgres_store(postgres_dsn, f"tnx_{unique}")
+    try:
+        for store in (r, pg):
+            store["save"]("c", transcript)
+        assert redis_store(redis_url, prefix=f"tnx-parts:{unique}:")["get"]("c") == transcript
+        assert pg["get"]("c") == transcript
+    finally:
+        r["delete"]("c")
+        pg["delete"]("c")
+        pg["close"]()
+        import psycopg
+
+        with psycopg.connect(postgres_dsn, autocommit=True) as c:
+            c.execute(f"DROP TABLE tnx_{unique}, tnx_{unique}_heads")

@@ -302,9 +302,9 @@ def test_openai_then_anthropic_then_openai_on_one_id(tmp_path):
                                  system_prompt="Be brief.")  # fmt: skip
 
         run(client("openai"), "Weather in Oslo?", toolkit=[get_weather], conversation_id="c")
-        r = run(client("anthropic"), "And now?", conversation_id="c")
+        r = run(client("anthropic"), "And now?", toolkit=[get_weather], conversation_id="c")
         assert r["text"] == "Still sunny." and dialect_of(store["get"]("c")) == "anthropic"
-        r = run(client("openai"), "Sure?", conversation_id="c")
+        r = run(client("openai"), "Sure?", toolkit=[get_weather], conversation_id="c")
     assert r["text"] == "Yes." and [q["body"] for q in fp.requests]  # every request was valid
     said = project(store["get"]("c"), "openai")
     assert said["user"] == ["Weather in Oslo?", "And now?", "Sure?"]
