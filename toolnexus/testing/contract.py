@@ -166,26 +166,33 @@ def store_contract_machine(
             self._check_get(id)
             self._check_others(id)
 
-        @rule(i=st.integers(0, 7), j=st.integers(0, 7), at=st.integers(0, 12))
-        def fork(self, i: int, j: int, at: int) -> None:
+        @rule(i=st.integers(0, 7), j=st.integers(1, 7), pick=st.integers(0, 63))
+        def fork(self, i: int, j: int, pick: int) -> None:
             # Fork rules: a fork copies src (or a prefix at a turn boundary) to dst, never
             # changes src, refuses a cut inside a turn, and is KeyError for an absent src.
             from ..store.forks import fork, turn_boundaries
 
-            src, dst = self._id(i), self._id(j)
+            stored = [n for n, id in enumerate(self.pool) if self._expected(id) is not None]
+            if stored and i % 4:  # mostly a conversation that exists
+                i = stored[i % len(stored)]
+            src = self._id(i)
+            dst = self._id(i + j)  # another id of the pool (the same one in a pool of one)
             if src == dst:
                 return
-            cut = at or None  # 0 draws a whole copy
             want = self._expected(src)
             if want is None:
                 try:
-                    fork(self.store, src, dst, at=cut)
+                    fork(self.store, src, dst)
                 except KeyError:
                     self._check_get(dst)
                     return
                 raise AssertionError(f"{self.desc}: fork of absent {src!r} did not raise KeyError")
-            n = len(want) if cut is None else cut
-            if cut is not None and cut not in turn_boundaries(want):
+            # Half the draws cut at a boundary (or copy whole), half anywhere else.
+            good = [None, *turn_boundaries(want)]
+            bad = [n for n in range(1, len(want) + 2) if n not in good]
+            cut = (good + bad)[pick % len(good + bad)] if pick % 2 or not good else good[
+                (pick // 2) % len(good)]  # fmt: skip
+            if cut in bad:
                 try:
                     fork(self.store, src, dst, at=cut)
                 except ValueError:
@@ -193,6 +200,7 @@ def store_contract_machine(
                     self._check_get(src)
                     return
                 raise AssertionError(f"{self.desc}: fork at={cut} inside a turn did not raise")
+            n = len(want) if cut is None else cut
             copied = fork(self.store, src, dst, at=cut)
             assert copied in (n, None), f"{self.desc}: fork copied {copied}, expected {n}"
             self.saved[dst] = freeze(_plain(want)[:n], strict=False)
@@ -200,7 +208,7 @@ def store_contract_machine(
             self._check_get(src)
             self._check_others(dst)
 
-        @rule(i=st.integers(0, 7), turns=st.integers(1, 3))
+        @rule(i=st.integers(0, 7), turns=st.integers(1, 2))
         def rewind(self, i: int, turns: int) -> None:
             from ..core.transcript import safe_cuts
             from ..store.forks import rewind
