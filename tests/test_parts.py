@@ -176,3 +176,27 @@ def test_parts_survive_redis_and_postgres(redis_url, postgres_dsn, unique, files
 
         with psycopg.connect(postgres_dsn, autocommit=True) as c:
             c.execute(f"DROP TABLE tnx_{unique}, tnx_{unique}_heads")
+
+
+def test_the_helpers_the_flow_calls_for_a_prompt(files):
+    from toolnexus.core.wire.parts import check_prompt, prompt_message, prompt_text
+
+    parts = [text("what is it?"), image(files["cat.PNG"])]
+    check_prompt("hi"), check_prompt(parts)
+    with pytest.raises(TypeError, match="a string or a list of parts"):
+        check_prompt(3)
+    with pytest.raises(ValueError):
+        check_prompt([{"type": "video"}])
+    assert prompt_message("openai", "hi") == openai.user_message("hi")
+    assert prompt_message("openai", parts) == openai.user_message_parts(parts)
+    with pytest.raises(UnsupportedPartError):
+        prompt_message("anthropic", [audio(files["hello.wav"])])
+    assert (
+        "omitted"
+        in prompt_message("anthropic", [audio(files["hello.wav"])], on_unsupported_part="text")[
+            "content"
+        ][0]["text"]
+    )
+    with pytest.raises(ValueError, match="max_part_bytes"):
+        prompt_message("anthropic", parts, max_part_bytes=3)
+    assert prompt_text(parts) == "what is it? [image cat.PNG (image/png)]"
