@@ -76,7 +76,8 @@ def test_chat_over_piped_stdin_remembers_across_invocations(tmp_path, monkeypatc
 
     code, shown, _ = in_process(monkeypatch, capsys, "show", "c1", "--store", store)
     lines = shown.splitlines()
-    assert code == 0 and lines[0] == "user: hi" and 'assistant -> skill({"name": "greet"})' in lines
+    assert code == 0 and lines[:2] == ["-- turn 1 --", "user: hi"]
+    assert 'assistant -> skill({"name": "greet"})' in lines
     assert 'tool skill: <skill_content name="greet">' in lines and "  Say hello warmly." in lines
     assert "assistant: You said hi before." in lines
     assert in_process(monkeypatch, capsys, "ids", "--store", store)[:2] == (0, "c1\n")
@@ -149,7 +150,7 @@ def test_sqlite_store_round_trip(tmp_path, monkeypatch, capsys):
         pytest.skip("the sqlite store is not in this tree yet")
     assert (code, out) == (0, "stored!\n")
     assert in_process(monkeypatch, capsys, "show", "s/1", "--store", store)[1] == (
-        "user: keep this\nassistant: stored!\n"
+        "-- turn 1 --\nuser: keep this\nassistant: stored!\n"
     )
     assert in_process(monkeypatch, capsys, "ids", "--store", store)[1] == "s/1\n"
 

@@ -310,12 +310,14 @@ def chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | No
 
 
 def show(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Print a stored conversation readably."""
+    """Print a stored conversation readably, its turns numbered (with the `fork --at` of each)."""
+    from .fork import render_turns
+
     store = open_store(args.store)
     transcript = store["get"](args.id)
     if not transcript:
         raise CommandError(f"no conversation {args.id!r} in {_desc(store)}")
-    print(render_transcript(transcript), file=out or sys.stdout)
+    print(render_turns(transcript), file=out or sys.stdout)
     return 0
 
 

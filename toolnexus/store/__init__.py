@@ -15,6 +15,9 @@ _LAZY = {
     "StoreCorruptError": "errors",
     "StoreUnavailableError": "errors",
     "file_store": "file",
+    "fork": "forks",
+    "rewind": "forks",
+    "turn_boundaries": "forks",
     "LockTimeoutError": "locks",
     "file_lock": "locks",
     "local_lock": "locks",
@@ -49,6 +52,9 @@ __all__ = [
     "file_lock",
     "redis_lock",
     "postgres_lock",
+    "fork",
+    "rewind",
+    "turn_boundaries",
 ]
 
 

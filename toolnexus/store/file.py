@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -95,4 +96,38 @@ def file_store(directory: str | os.PathLike) -> dict:
         names = (id_for_file_name(p.name) for p in root.iterdir() if not p.name.startswith("."))
         return tuple(sorted(i for i in names if i is not None))
 
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": f"file({str(root)!r})"}
+    def fork(src: str, dst: str, at: int | None = None, check=None) -> int | None:
+        """Copy `src` to `dst` as a file copy (a prefix, `at`, is cut from the parsed JSON)."""
+        return _fork(root, get, save, src, dst, at, check)
+
+    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
+    desc = f"file({str(root)!r})"
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "fork": fork, "desc": desc}
+
+
+def _fork(root: Path, get, save, src: str, dst: str, at, check) -> int | None:
+    if at is not None:  # one JSON document: a prefix has to be read to be cut
+        t = get(src)
+        if t is None:
+            raise KeyError(f"no conversation {src!r} to fork")
+        if at > len(t):
+            raise ValueError(f"at={at} is past the end of {src!r} ({len(t)} messages)")
+        if check is not None and at < len(t):
+            check(t[at])
+        save(dst, t[:at])
+        return at
+    source, target = root / file_name_for(src), root / file_name_for(dst)
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-", suffix=_SUFFIX)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)  # the bytes as they are: never parsed
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except FileNotFoundError:
+        Path(tmp).unlink(missing_ok=True)
+        raise KeyError(f"no conversation {src!r} to fork") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return None  # not known without parsing the copy

@@ -231,12 +231,64 @@ def postgres_store(
         if owned:
             pool.close()
 
+    fork_sql = _fork_statements(table)
+
+    def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
+        """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
+        _check_id(src), _check_id(dst)
+        memo.forget(dst)
+        with errors(src), connection() as conn, conn.transaction():
+            return _fork(conn, sql, fork_sql, desc, src, dst, at, check)
+
+    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
     return {
         "get": get,
         "save": save,
         "save_logged": save_logged,
         "delete": delete,
         "ids": ids,
+        "fork": fork,
         "close": close,
         "desc": desc,
     }
+
+
+def _fork_statements(table: str) -> dict:
+    from psycopg import sql
+
+    messages, heads = _identifiers(table)
+    q = {
+        # FOR SHARE: no save of src can change it until the copy commits.
+        "src_head": "SELECT version, count, digest FROM {heads} WHERE id = %s FOR SHARE",
+        "row": "SELECT body FROM {messages} WHERE id = %s AND seq = %s",
+        "copy": """INSERT INTO {messages} (id, seq, body)
+            SELECT %s, seq, body FROM {messages} WHERE id = %s AND seq < %s""",
+        "put_head": "UPDATE {heads} SET version = %s, count = %s, digest = %s WHERE id = %s",
+    }
+    return {
+        k: sql.SQL(v).format(messages=messages, heads=heads).as_string(None) for k, v in q.items()
+    }
+
+
+def _fork(conn: Any, sql: dict, q: dict, desc: str, src: str, dst: str, at, check) -> int:
+    """Copy the rows of `src` (the first `at`) to `dst` with one INSERT ... SELECT."""
+    from .forks import decode_row, forked_digest
+
+    head = None
+    for id in sorted((src, dst)):  # both head rows locked in one order: forks never deadlock
+        if id == dst:
+            conn.execute(sql["lock_head"], (dst,))
+        else:
+            head = conn.execute(q["src_head"], (src,)).fetchone()
+    if head is None or head[0] == 0:  # absent, or a first save not yet committed
+        raise KeyError(f"no conversation {src!r} to fork")
+    version, count, digest = head
+    n = count if at is None else at
+    if n > count:
+        raise ValueError(f"at={at} is past the end of {src!r} ({count} messages)")
+    if check is not None and n < count:
+        check(decode_row(desc, src, version, conn.execute(q["row"], (src, n)).fetchone()[0]))
+    conn.execute(sql["clear"], (dst,))
+    conn.execute(q["copy"], (dst, src, n))
+    conn.execute(q["put_head"], (version, n, forked_digest(digest, count, n), dst))
+    return n

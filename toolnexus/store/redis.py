@@ -147,4 +147,59 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
             members = client.smembers(ids_key)
         return tuple(sorted(_text(m) for m in members))
 
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": desc}
+    copy = client.register_script(_FORK)
+
+    def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
+        """Copy `src` (its first `at` messages) to `dst` on the server: see store.fork."""
+        memo.forget(dst)
+        with errors(src):
+            return _fork(client, copy, keys, ids_key, desc, src, dst, at, check)
+
+    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "fork": fork, "desc": desc}
+
+
+# KEYS: src head, src list, dst head, dst list, ids set. ARGV: src's expected version,
+# count and digest, the count to copy, the fork's digest, the dst id. Compare-and-set on
+# src's head (it may have moved since it was read); the copy never leaves the server.
+_FORK = """
+local h = redis.call('HMGET', KEYS[1], 'version', 'count', 'digest')
+if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
+local kinds = {'hash', 'list', 'set'}
+for i = 3, 5 do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= 'none' and t ~= kinds[i - 2] then return -2 end
+end
+redis.call('DEL', KEYS[4])
+local n = tonumber(ARGV[4])
+for i = 0, n - 1, 1000 do
+  redis.call('RPUSH', KEYS[4], unpack(redis.call('LRANGE', KEYS[2], i, math.min(i + 999, n - 1))))
+end
+redis.call('HSET', KEYS[3], 'version', ARGV[1], 'count', ARGV[4], 'digest', ARGV[5])
+redis.call('SADD', KEYS[5], ARGV[6])
+return 1
+"""
+
+
+def _fork(client: Any, copy: Any, keys: Any, ids_key: str, desc: str, src, dst, at, check) -> int:
+    """Check the cut, then copy on the server; again if src moved in between."""
+    from .forks import decode_row, forked_digest
+
+    (src_head, src_list), (dst_head, dst_list) = keys(src), keys(dst)
+    while True:
+        version, count, digest = (_text(v) for v in client.hmget(src_head, "version", "count",
+                                                                 "digest"))  # fmt: skip
+        if count is None:
+            raise KeyError(f"no conversation {src!r} to fork")
+        count = int(count)
+        n = count if at is None else at
+        if n > count:
+            raise ValueError(f"at={at} is past the end of {src!r} ({count} messages)")
+        if check is not None and n < count:
+            check(decode_row(desc, src, _int(version), client.lindex(src_list, n)))
+        args = [version, count, digest, n, forked_digest(digest, count, n), dst]
+        done = copy(keys=[src_head, src_list, dst_head, dst_list, ids_key], args=args)
+        if done == -2:
+            raise StoreCorruptError(f"{desc}: conversation {dst!r:.120} has wrong key types")
+        if done == 1:
+            return n

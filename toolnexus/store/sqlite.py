@@ -152,4 +152,35 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
             rows = conn().execute("SELECT id FROM toolnexus_conversations ORDER BY id").fetchall()
         return tuple(r[0] for r in rows)
 
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": desc}
+    def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
+        """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
+        memo.forget(dst)
+        with errors(src), transaction() as c:
+            return _fork(c, desc, src, dst, at, check)
+
+    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "fork": fork, "desc": desc}
+
+
+def _fork(c: sqlite3.Connection, desc: str, src: str, dst: str, at, check) -> int:
+    """Copy the rows of `src` (the first `at`) to `dst` with one INSERT ... SELECT."""
+    from .forks import decode_row, forked_digest
+
+    head = c.execute(_HEAD, (src,)).fetchone()
+    if head is None:
+        raise KeyError(f"no conversation {src!r} to fork")
+    version, count, digest = head
+    n = count if at is None else at
+    if n > count:
+        raise ValueError(f"at={at} is past the end of {src!r} ({count} messages)")
+    if check is not None and n < count:
+        row = c.execute("SELECT body FROM toolnexus_messages WHERE id = ? AND seq = ?", (src, n))
+        check(decode_row(desc, src, version, row.fetchone()[0]))
+    c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (dst,))
+    c.execute(
+        "INSERT INTO toolnexus_messages (id, seq, body)"
+        " SELECT ?, seq, body FROM toolnexus_messages WHERE id = ? AND seq < ?",
+        (dst, src, n),
+    )
+    c.execute(_PUT_HEAD, (dst, version, n, forked_digest(digest, count, n)))
+    return n

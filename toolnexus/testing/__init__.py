@@ -8,6 +8,7 @@ from .fake_provider import (
     text_reply,
     tool_calls_reply,
 )
+from .validators import validate_anthropic_request, validate_openai_request, validate_request
 
 __all__ = [
     "FakeProvider",
@@ -20,6 +21,9 @@ __all__ = [
     "store_contract_machine",
     "transcripts",
     "conversation_ids",
+    "validate_openai_request",
+    "validate_anthropic_request",
+    "validate_request",
 ]
 
 # The contract kit needs hypothesis (a test dependency): loaded on first use, so the

@@ -166,6 +166,68 @@ def store_contract_machine(
             self._check_get(id)
             self._check_others(id)
 
+        @rule(i=st.integers(0, 7), j=st.integers(1, 7), pick=st.integers(0, 63))
+        def fork(self, i: int, j: int, pick: int) -> None:
+            # Fork rules: a fork copies src (or a prefix at a turn boundary) to dst, never
+            # changes src, refuses a cut inside a turn, and is KeyError for an absent src.
+            from ..store.forks import fork, turn_boundaries
+
+            stored = [n for n, id in enumerate(self.pool) if self._expected(id) is not None]
+            if stored and i % 4:  # mostly a conversation that exists
+                i = stored[i % len(stored)]
+            src = self._id(i)
+            dst = self._id(i + j)  # another id of the pool (the same one in a pool of one)
+            if src == dst:
+                return
+            want = self._expected(src)
+            if want is None:
+                try:
+                    fork(self.store, src, dst)
+                except KeyError:
+                    self._check_get(dst)
+                    return
+                raise AssertionError(f"{self.desc}: fork of absent {src!r} did not raise KeyError")
+            # Half the draws cut at a boundary (or copy whole), half anywhere else.
+            good = [None, *turn_boundaries(want)]
+            bad = [n for n in range(1, len(want) + 2) if n not in good]
+            cut = (good + bad)[pick % len(good + bad)] if pick % 2 or not good else good[
+                (pick // 2) % len(good)]  # fmt: skip
+            if cut in bad:
+                try:
+                    fork(self.store, src, dst, at=cut)
+                except ValueError:
+                    self._check_get(dst)  # unchanged
+                    self._check_get(src)
+                    return
+                raise AssertionError(f"{self.desc}: fork at={cut} inside a turn did not raise")
+            n = len(want) if cut is None else cut
+            copied = fork(self.store, src, dst, at=cut)
+            assert copied in (n, None), f"{self.desc}: fork copied {copied}, expected {n}"
+            self.saved[dst] = freeze(_plain(want)[:n], strict=False)
+            self._check_get_twice(dst)
+            self._check_get(src)
+            self._check_others(dst)
+
+        @rule(i=st.integers(0, 7), turns=st.integers(1, 2))
+        def rewind(self, i: int, turns: int) -> None:
+            from ..core.transcript import safe_cuts
+            from ..store.forks import rewind
+
+            id = self._id(i)
+            want = self._expected(id)
+            if want is None or turns > len(safe_cuts(want)):
+                try:
+                    rewind(self.store, id, turns)
+                except (KeyError, ValueError):
+                    self._check_get(id)
+                    return
+                raise AssertionError(f"{self.desc}: rewind({id!r}, {turns}) did not raise")
+            kept = rewind(self.store, id, turns)
+            assert _plain(kept) == _plain(want)[: safe_cuts(want)[-turns]]
+            self.saved[id] = freeze(_plain(kept), strict=False)
+            self._check_get(id)
+            self._check_others(id)
+
         @rule()
         def restart(self) -> None:
             self.store = make_store()
@@ -208,7 +270,9 @@ def check_store_contract(
     Runs random get/save/delete/restart/ids sequences against a dict model and checks:
     an unknown id reads None; get returns exactly the last saved transcript (value-equal),
     and mutating what was passed to save or returned by get later changes nothing stored;
-    save never modifies its input; distinct ids (hostile ones too) are isolated; a fresh
+    save never modifies its input; distinct ids (hostile ones too) are isolated; `fork`
+    copies a conversation or its prefix at a turn boundary, never changes its source and
+    refuses a cut inside a turn, `rewind` drops whole turns (store.forks); a fresh
     `make_store()` on the same backing sees what was saved; `ids()` lists what is stored.
     `model(saved)` maps a saved transcript to what get must return (e.g. a trim, for
     capped stores). The backing must start empty; the kit deletes what it saved after each

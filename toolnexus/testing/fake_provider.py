@@ -27,6 +27,11 @@ fragments, pings, message_delta, message_stop). Stream-only reply keys:
   "stream_stall": seconds               send the first event, then stall,
   "stream_drop": True                   cut the connection halfway through.
 `openai_stream` and `anthropic_stream` return the SSE bytes of a reply (pure).
+
+Every request is checked first against its dialect's documented rules
+(`toolnexus.testing.validators`); one that breaks them gets a 400 in the provider's
+own error shape (`invalid_request_error`) and consumes no script entry, as the real
+API would refuse it. `fake_provider(script, validate=False)` turns the check off.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .validators import validate_request
 
 __all__ = [
     "fake_provider",
@@ -266,8 +273,10 @@ class FakeProvider:
         model: str = "fake-model",
         chunk: int | None = None,
         chunk_delay: float = 0.0,
+        validate: bool = True,
     ):
         self.script = script
+        self.validate = validate  # answer 400 to a request the real API would refuse
         self.delay = delay
         self.model = model
         self.chunk = chunk  # bytes per write of a streamed answer (None: one per event)
@@ -316,6 +325,16 @@ class FakeProvider:
             reply = self.script[self._next]
             self._next += 1
             return reply
+
+
+def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
+    """Return the 400 body a provider sends for an invalid request, in its own shape."""
+    message = "; ".join(problems)
+    if dialect == "openai":
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        return json.dumps({"error": error}).encode()
+    error = {"type": "invalid_request_error", "message": message}
+    return json.dumps({"type": "error", "error": error}).encode()
 
 
 def _handler(fp: FakeProvider) -> type:
@@ -379,6 +398,9 @@ def _handler(fp: FakeProvider) -> type:
             with fp._lock:
                 fp.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 seq = len(fp.requests)
+            problems = validate_request(body, dialect) if fp.validate else []
+            if problems:
+                return self._send(400, invalid_request(dialect, problems))
             reply = fp.reply_for(body, dialect)
             if self._wait(reply.get("delay", fp.delay)) or self._wait(reply.get("stall", 0)):
                 self.close_connection = True

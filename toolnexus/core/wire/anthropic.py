@@ -343,3 +343,27 @@ def stream_turn(acc: AnthropicStream) -> PMap:
         c if r is None else c.set("arguments", r) for c, r in zip(t["tool_calls"], raw, strict=True)
     )
     return t.set("tool_calls", calls)
+
+
+# ---- content parts: a prompt that is a list of parts --------------------------------
+
+
+def user_message_parts(
+    parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
+) -> PMap:
+    """Return a user message whose content is a list of `text`, `image` and `document` blocks.
+
+    Parts are upstream's (`toolnexus.parts`); each is checked and held to `max_part_bytes`.
+    Audio cannot go: it follows `on_unsupported_part` ("error" | "text").
+
+    >>> user_message_parts([{"type": "text", "text": "hi"}])["content"][0]["text"]
+    'hi'
+    """
+    from .parts import check_part_size, check_parts, to_anthropic
+
+    checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
+    blocks = (to_anthropic(p, on_unsupported_part) for p in checked)
+    return pmap({"role": "user", "content": pvector(b for b in blocks if _keep(b))})
+
+
+__all__.append("user_message_parts")

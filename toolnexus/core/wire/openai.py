@@ -322,3 +322,28 @@ def stream_turn(acc: OpenAIStream) -> PMap:
     reaches the loop, which feeds back an invalid-arguments error.
     """
     return parse_response(stream_response(acc))
+
+
+# ---- content parts: a prompt that is a list of parts --------------------------------
+
+
+def user_message_parts(
+    parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
+) -> PMap:
+    """Return a user message whose content is a list of parts in chat completions shape.
+
+    Parts are upstream's (`toolnexus.parts`); each is checked and held to `max_part_bytes`.
+    A URL audio part cannot go: it follows `on_unsupported_part` ("error" | "text").
+
+    >>> user_message_parts([{"type": "text", "text": "hi"}])["content"][0]["text"]
+    'hi'
+    """
+    from .parts import check_part_size, check_parts, to_openai
+
+    checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
+    return pmap(
+        {"role": "user", "content": pvector(to_openai(p, on_unsupported_part) for p in checked)}
+    )
+
+
+__all__.append("user_message_parts")

@@ -1,0 +1,202 @@
+"""Content parts: constructors over real files, the wire shape per dialect, unsupported parts,
+max_part_bytes, and a round trip through real stores."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from pyrsistent import thaw
+
+from toolnexus import audio, audio_url, file, file_url, image, image_url, text
+from toolnexus.core.transcript import freeze_transcript
+from toolnexus.core.wire import anthropic, openai
+from toolnexus.core.wire.parts import UnsupportedPartError, check_part, check_part_size
+from toolnexus.store import file_store, sqlite_store
+from toolnexus.testing import validate_anthropic_request, validate_openai_request
+
+PNG = b"\x89PNG\r\n\x1a\n fake png bytes"
+PDF = b"%PDF-1.4 fake"
+WAV = b"RIFF fake wav"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture
+def files(tmp_path):
+    paths = {}
+    for name, data in (("cat.PNG", PNG), ("doc.pdf", PDF), ("hello.wav", WAV), ("x.txt", b"t")):
+        paths[name] = tmp_path / name
+        paths[name].write_bytes(data)
+    return paths
+
+
+def test_constructors_read_and_encode_at_construction(files):
+    assert text("hi") == {"type": "text", "text": "hi"}
+    assert image(files["cat.PNG"]) == {
+        "type": "image", "mimeType": "image/png", "data": b64(PNG), "name": "cat.PNG"
+    }  # fmt: skip
+    assert file(str(files["doc.pdf"]))["mimeType"] == "application/pdf"
+    assert audio(files["hello.wav"], name="greeting")["name"] == "greeting"
+    # bytes: the mime type is given, never sniffed (these bytes ARE a png header)
+    assert image(PNG, mime_type="image/webp")["mimeType"] == "image/webp"
+    assert "name" not in image(PNG, mime_type="image/png")
+    assert image_url("https://x.test/a/cat.jpeg?size=2") == {
+        "type": "image", "url": "https://x.test/a/cat.jpeg?size=2", "mimeType": "image/jpeg"
+    }  # fmt: skip
+    assert file_url("https://x.test/report") == {"type": "file", "url": "https://x.test/report"}
+    assert audio_url("https://x.test/a.mp3")["mimeType"] == "audio/mpeg"
+
+
+def test_constructor_mistakes_are_clear(files):
+    with pytest.raises(ValueError, match="needs mime_type="):
+        image(PNG)
+    with pytest.raises(ValueError, match="unknown extension"):
+        file(files["x.txt"])
+    with pytest.raises(ValueError, match="not an image type"):
+        image(files["doc.pdf"])
+    with pytest.raises(ValueError, match="not an audio type"):
+        audio(PNG, mime_type="image/png")
+    with pytest.raises(FileNotFoundError):
+        image(files["cat.PNG"].parent / "missing.png")
+    with pytest.raises(TypeError):
+        text(3)
+    with pytest.raises(ValueError, match="exactly one of"):
+        check_part({"type": "image", "mimeType": "image/png", "data": "aA==", "url": "u"})
+    with pytest.raises(ValueError, match="unknown content part type"):
+        check_part({"type": "video", "url": "u"})
+
+
+def test_max_part_bytes_counts_decoded_bytes():
+    part = image(b"12345", mime_type="image/png")
+    assert check_part_size(part, 5) is part and check_part_size(part, None) is part
+    with pytest.raises(ValueError, match="5 bytes exceeds max_part_bytes=4"):
+        check_part_size(part, 4)
+    with pytest.raises(ValueError, match="max_part_bytes"):
+        openai.user_message_parts([part], max_part_bytes=4)
+    assert check_part_size(image_url("https://x.test/a.png"), 0)  # a URL has no bytes here
+
+
+def test_openai_encoding(files):
+    parts = [text("look"), image(files["cat.PNG"]), image_url("https://x.test/a.gif"),
+             file(files["doc.pdf"]), audio(files["hello.wav"]),
+             audio(b"id3", mime_type="audio/mpeg")]  # fmt: skip
+    msg = openai.user_message_parts(parts)
+    assert thaw(msg) == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64(PNG)}},
+            {"type": "image_url", "image_url": {"url": "https://x.test/a.gif"}},
+            {"type": "file", "file": {"file_data": "data:application/pdf;base64," + b64(PDF),
+                                      "filename": "doc.pdf"}},
+            {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "wav"}},
+            {"type": "input_audio", "input_audio": {"data": b64(b"id3"), "format": "mp3"}},
+        ],
+    }  # fmt: skip
+    assert validate_openai_request({"model": "m", "messages": [msg]}) == []
+
+
+def test_anthropic_encoding(files):
+    parts = [text("look"), image(files["cat.PNG"]), image_url("https://x.test/a.gif"),
+             file(files["doc.pdf"]), file_url("https://x.test/r.pdf", name="report")]  # fmt: skip
+    msg = anthropic.user_message_parts(parts)
+    src = {"type": "base64", "media_type": "image/png", "data": b64(PNG)}
+    assert thaw(msg) == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image", "source": src},
+            {"type": "image", "source": {"type": "url", "url": "https://x.test/a.gif"}},
+            {"type": "document", "title": "doc.pdf",
+             "source": {"type": "base64", "media_type": "application/pdf", "data": b64(PDF)}},
+            {"type": "document", "title": "report",
+             "source": {"type": "url", "url": "https://x.test/r.pdf"}},
+        ],
+    }  # fmt: skip
+    assert validate_anthropic_request({"model": "m", "messages": [msg]}) == []
+
+
+@pytest.mark.parametrize(
+    "codec, part, named",
+    [
+        (anthropic, {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}, "audio"),
+        (openai, {"type": "audio", "url": "https://x.test/a.mp3"}, "audio https://x.test/a.mp3"),
+        (openai, {"type": "file", "url": "https://x.test/r.pdf"}, "file https://x.test/r.pdf"),
+        (anthropic, {"type": "image", "mimeType": "image/bmp", "data": "Qk0="}, "image"),
+    ],
+)
+def test_unsupported_parts_raise_or_become_placeholders(codec, part, named):
+    with pytest.raises(UnsupportedPartError, match=f"cannot carry the {named}"):
+        codec.user_message_parts([text("hi"), part])
+    msg = codec.user_message_parts([text("hi"), part], on_unsupported_part="text")
+    placeholder = msg["content"][1]
+    assert placeholder["type"] == "text" and "omitted: not supported by" in placeholder["text"]
+    with pytest.raises(ValueError, match="on_unsupported_part"):
+        codec.user_message_parts([part], on_unsupported_part="drop")
+
+
+def test_a_prompt_of_parts_must_be_a_non_empty_list():
+    for bad in ([], "text", None, [{"type": "text"}]):
+        with pytest.raises(ValueError):
+            openai.user_message_parts(bad)
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_parts_survive_a_store_round_trip(tmp_path, files, dialect):
+    codec = {"openai": openai, "anthropic": anthropic}[dialect]
+    msg = codec.user_message_parts([text("look"), image(files["cat.PNG"]), file(files["doc.pdf"])])
+    transcript = freeze_transcript([msg, {"role": "assistant", "content": "a cat"}])
+    for store in (sqlite_store(tmp_path / "parts.db"), file_store(tmp_path / "files")):
+        store["save"]("c", transcript)
+        assert store["get"]("c") == transcript, store["desc"]
+    # and a new store over the same file reads it back equal (not from a memo)
+    assert sqlite_store(tmp_path / "parts.db")["get"]("c") == transcript
+
+
+def test_parts_survive_redis_and_postgres(redis_url, postgres_dsn, unique, files):
+    from toolnexus.store import postgres_store, redis_store
+
+    msg = anthropic.user_message_parts([text("look"), image(files["cat.PNG"])])
+    transcript = freeze_transcript([msg, {"role": "assistant", "content": "a cat"}])
+    r = redis_store(redis_url, prefix=f"tnx-parts:{unique}:")
+    pg = postgres_store(postgres_dsn, f"tnx_{unique}")
+    try:
+        for store in (r, pg):
+            store["save"]("c", transcript)
+        assert redis_store(redis_url, prefix=f"tnx-parts:{unique}:")["get"]("c") == transcript
+        assert pg["get"]("c") == transcript
+    finally:
+        r["delete"]("c")
+        pg["delete"]("c")
+        pg["close"]()
+        import psycopg
+
+        with psycopg.connect(postgres_dsn, autocommit=True) as c:
+            c.execute(f"DROP TABLE tnx_{unique}, tnx_{unique}_heads")
+
+
+def test_the_helpers_the_flow_calls_for_a_prompt(files):
+    from toolnexus.core.wire.parts import check_prompt, prompt_message, prompt_text
+
+    parts = [text("what is it?"), image(files["cat.PNG"])]
+    check_prompt("hi"), check_prompt(parts)
+    with pytest.raises(TypeError, match="a string or a list of parts"):
+        check_prompt(3)
+    with pytest.raises(ValueError):
+        check_prompt([{"type": "video"}])
+    assert prompt_message("openai", "hi") == openai.user_message("hi")
+    assert prompt_message("openai", parts) == openai.user_message_parts(parts)
+    with pytest.raises(UnsupportedPartError):
+        prompt_message("anthropic", [audio(files["hello.wav"])])
+    assert (
+        "omitted"
+        in prompt_message("anthropic", [audio(files["hello.wav"])], on_unsupported_part="text")[
+            "content"
+        ][0]["text"]
+    )
+    with pytest.raises(ValueError, match="max_part_bytes"):
+        prompt_message("anthropic", parts, max_part_bytes=3)
+    assert prompt_text(parts) == "what is it? [image cat.PNG (image/png)]"

@@ -1,0 +1,495 @@
+"""Cross-dialect translation of transcripts, pure: continue any conversation on either dialect.
+
+    translated = translate(stored, "anthropic")   # Translated(messages, system, ids)
+    to_dialect(stored, "openai")                  # just the messages
+
+Each message is read by its shape (either dialect, even mixed) and written in the
+target's: system messages become a `system` message (openai) or are lifted out into
+`Translated.system` for the request's top-level `system` (anthropic); tool calls and
+results become `tool_use`/`tool_result` blocks in the assistant and the next user
+message, or `tool_calls` and `tool` messages; tool ids are remapped to the target's
+rules, the same way for a call and its results; content parts are mapped per dialect
+(`parts.py`), and what the target cannot carry follows `on_unsupported_part`.
+Anthropic thinking blocks are dropped on the way to openai (their signatures mean
+nothing to another provider). A message already right for the target is kept as is
+(the same object), so translating a transcript to its own dialect is the identity.
+Returns new values; never modifies the input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from pyrsistent import PMap, PVector, pmap, pvector
+
+from ..transcript import freeze_transcript
+from . import parts as P
+from .common import encode_json
+
+__all__ = ["Translated", "dialect_of", "to_dialect", "translate", "valid_tool_id"]
+
+DIALECTS = ("openai", "anthropic")
+ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
+OPENAI_ID_MAX = 40
+# Content part types only one dialect has ("text" is both's).
+_OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
+_OPENAI_ROLES = frozenset({"system", "developer", "tool"})
+_DROPPED_ON_OPENAI = frozenset({"thinking", "redacted_thinking"})
+
+
+class Translated(NamedTuple):
+    """A translation: the messages, the system text lifted out (anthropic), new id -> old id."""
+
+    messages: PVector
+    system: str
+    ids: PMap
+
+
+def valid_tool_id(id: Any, dialect: str) -> bool:
+    """Return whether a tool call id meets a dialect's rules.
+
+    >>> valid_tool_id("functions.get_weather:0", "anthropic"), valid_tool_id("x" * 41, "openai")
+    (False, False)
+    """
+    if not isinstance(id, str) or not id:
+        return False
+    if dialect == "anthropic":
+        return ANTHROPIC_ID.fullmatch(id) is not None
+    return len(id) <= OPENAI_ID_MAX
+
+
+# ---- reading the dialect off the shapes -----------------------------------------------
+
+
+def _blocks(message: Mapping) -> Sequence:
+    content = message.get("content")
+    if isinstance(content, Sequence) and not isinstance(content, str):
+        return [b for b in content if isinstance(b, Mapping)]
+    return ()
+
+
+def _evidence(message: Mapping) -> str | None:
+    """Return the dialect a message can only belong to, or None if valid in both."""
+    role = message.get("role")
+    if role in _OPENAI_ROLES or message.get("tool_calls"):
+        return "openai"
+    if role == "assistant" and message.get("content") is None:
+        return "openai"
+    kinds = {b.get("type") for b in _blocks(message)}
+    if kinds & _OPENAI_BLOCKS:
+        return "openai"
+    if kinds - {"text"}:
+        return "anthropic"
+    return None
+
+
+def dialect_of(transcript: Sequence[Mapping]) -> str | None:
+    """Return "openai" or "anthropic" as the shapes of a transcript tell, or None.
+
+    None when nothing tells (empty, or plain text valid in both). A mixed transcript
+    gets the dialect of its latest telling message: the one it was last continued in.
+
+    >>> dialect_of([{"role": "user", "content": "hi"}]) is None
+    True
+    >>> dialect_of([{"role": "tool", "tool_call_id": "c", "content": "4"}])
+    'openai'
+    """
+    for message in reversed(transcript):
+        found = _evidence(message)
+        if found is not None:
+            return found
+    return None
+
+
+def _native(message: Mapping, dialect: str) -> bool:
+    """Return whether a message is right for `dialect` as it is (tool ids aside)."""
+    if dialect == "openai":
+        if _evidence(message) == "anthropic":
+            return False
+        if message.get("role") == "assistant":
+            return bool(message.get("content") or message.get("tool_calls"))
+        return True
+    if message.get("role") not in ("user", "assistant") or set(message) - {"role", "content"}:
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        return bool(content)
+    blocks = _blocks(message)
+    return (
+        bool(blocks)
+        and len(blocks) == len(content)
+        and all(b.get("type") not in _OPENAI_BLOCKS for b in blocks)
+        and all(b.get("text") for b in blocks if b.get("type") == "text")
+    )
+
+
+# Per frozen message, by identity: whether it is right as it is for each dialect, ids
+# included. A client translates every transcript it loads; stores hand back the same
+# message objects run after run, so each message is judged once, not once per load.
+# Each entry holds its message, so an id is never reused while cached.
+_RIGHT: dict[int, tuple[Mapping, tuple, dict]] = {}
+_RIGHT_MAX = 65536
+
+
+def _right(message: Mapping, dialect: str) -> tuple[bool, tuple]:
+    """Return (whether a message is right for `dialect` as it is, ids included; its call ids)."""
+    hit = _RIGHT.get(id(message))
+    if hit is not None and hit[0] is message and dialect in hit[2]:
+        return hit[2][dialect], hit[1]
+    calls = tuple(_call_ids(message)) if message.get("role") == "assistant" else ()
+    ids = calls + tuple(_result_ids(message))
+    verdict = _native(message, dialect) and all(valid_tool_id(i, dialect) for i in ids)
+    if type(message) is PMap:
+        if len(_RIGHT) >= _RIGHT_MAX:
+            _RIGHT.clear()  # a crude bound, as for the transcript module's shape cache
+        seen = hit[2] if hit is not None and hit[0] is message else {}
+        _RIGHT[id(message)] = (message, calls, {**seen, dialect: verdict})
+    return verdict, calls
+
+
+def _unchanged(messages: Sequence[Mapping], dialect: str) -> bool:
+    """Return whether a transcript is right for `dialect` as it is (each call id used once)."""
+    called: set = set()
+    for m in messages:
+        right, calls = _right(m, dialect)
+        if not right:
+            return False
+        for i in calls:
+            if i in called:
+                return False
+            called.add(i)
+    return True
+
+
+# ---- tool ids --------------------------------------------------------------------------
+
+
+def _call_ids(message: Mapping) -> list:
+    ids = [c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
+    return ids + [b.get("id") for b in _blocks(message) if b.get("type") == "tool_use"]
+
+
+def _result_ids(message: Mapping) -> list:
+    if message.get("role") == "tool":
+        return [message.get("tool_call_id")]
+    return [b.get("tool_use_id") for b in _blocks(message) if b.get("type") == "tool_result"]
+
+
+def _fresh(id: Any, n: int, taken: set) -> str:
+    # Deterministic (a hash of the id and its occurrence) and valid in both dialects:
+    # at most 40 characters of [A-Za-z0-9_-]; lengthened on the (unlikely) collision.
+    text = id if isinstance(id, str) else ""
+    base = re.sub(r"[^A-Za-z0-9_-]", "_", text)[:20] or "call"
+    digest = hashlib.blake2b(f"{text}\x00{n}".encode(), digest_size=16).hexdigest()
+    for size in range(10, len(digest) + 1):
+        new = f"{base}_{digest[:size]}"[-OPENAI_ID_MAX:]
+        if new not in taken:
+            return new
+    raise ValueError(f"no free tool id for {id!r}")  # 2**128 collisions: never
+
+
+def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[dict]:
+    """Return, per message, {old id: new id} for its calls and the results it holds.
+
+    An id keeps itself when the target accepts it and it is its first call; any other
+    (invalid, or a later call reusing an id) gets a fresh one. A result takes the id its
+    call got in the messages just before it.
+    """
+    seen: dict = {}
+    kept: set = set()
+    for m in messages:
+        for i in _call_ids(m):
+            if valid_tool_id(i, dialect) and i not in seen:
+                kept.add(i)
+            seen[i] = seen.get(i, 0) + 1
+    taken, counts, current, plan = set(kept), {}, {}, []
+    for m in messages:
+        calls = _call_ids(m)
+        if calls:
+            current = {}
+            for i in calls:
+                n = counts.get(i, 0)
+                counts[i] = n + 1
+                new = i if (n == 0 and i in kept) else _fresh(i, n, taken)
+                taken.add(new)
+                current[i] = new
+            plan.append(dict(current))
+            continue
+        results = _result_ids(m)
+        for i in results:
+            if i not in current:  # an orphan result: remapped alone, consistently
+                current[i] = i if valid_tool_id(i, dialect) else _fresh(i, -1, taken)
+                taken.add(current[i])
+        plan.append({i: current[i] for i in results})
+        if not results and m.get("role") in ("user", "system"):
+            current = {}
+    return plan
+
+
+# ---- reading a message into neutral items ----------------------------------------------
+
+
+def _args_input(raw: Any) -> Mapping:
+    """Return tool arguments as the object Anthropic needs (raw JSON text kept if broken)."""
+    if isinstance(raw, Mapping):
+        return raw
+    if not isinstance(raw, str) or not raw.strip():
+        return pmap()
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    return value if isinstance(value, Mapping) else pmap({"INVALID_JSON": raw})
+
+
+def _args_text(raw: Any) -> str:
+    return raw if isinstance(raw, str) else encode_json(raw).decode("utf-8")
+
+
+def _part_of(block: Mapping, source: str) -> Mapping:
+    """Return the neutral part of a content block; an unknown block becomes a bare part."""
+    reader = P.from_openai if source == "openai" else P.from_anthropic
+    part = reader(block) or P.from_openai(block) or P.from_anthropic(block)
+    return part if part is not None else pmap({"type": block.get("type") or "unknown"})
+
+
+def _content_parts(content: Any) -> list:
+    if isinstance(content, str):
+        return [pmap({"type": "text", "text": content})]
+    source = "openai" if any(b.get("type") in _OPENAI_BLOCKS for b in content) else "anthropic"
+    return [_part_of(b, source) for b in content if isinstance(b, Mapping)]
+
+
+def _items(m: Mapping, ids: Mapping) -> list[tuple]:
+    """Return the neutral items of a message: system, user parts, assistant, results."""
+    role = m.get("role")
+    if role in ("system", "developer"):
+        content = m.get("content")
+        return [("system", content if isinstance(content, str) else _joined(content))]
+    if role == "tool":
+        i = m.get("tool_call_id")
+        return [("result", ids.get(i, i), m.get("content"), False)]
+    if role == "assistant":
+        return [("assistant", *_assistant(m, ids))]
+    content = m.get("content")
+    if isinstance(content, str):
+        return [("user", content)]
+    out, rest = [], []
+    for b in _blocks(m):
+        if b.get("type") == "tool_result":
+            i = b.get("tool_use_id")
+            out.append(("result", ids.get(i, i), b.get("content"), bool(b.get("is_error"))))
+        else:
+            rest.append(b)
+    return out + ([("user", _content_parts(rest))] if rest else [])
+
+
+def _joined(content: Any) -> str:
+    return "".join(b.get("text") or "" for b in _blocks({"content": content}))
+
+
+def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list]:
+    """Return (content parts, calls as (id, name, raw args), anthropic-only blocks kept)."""
+    content, calls, extras = m.get("content"), [], []
+    parts = [pmap({"type": "text", "text": content})] if isinstance(content, str) else []
+    for c in m.get("tool_calls") or ():
+        fn = c.get("function") or {}
+        calls.append((ids.get(c.get("id"), c.get("id")), fn.get("name", ""), fn.get("arguments")))
+    for b in _blocks(m):
+        kind = b.get("type")
+        if kind == "tool_use":
+            calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input")))
+        elif kind in ("text", "refusal") or kind in _OPENAI_BLOCKS:
+            parts.append(_part_of(b, "openai" if kind != "text" else "anthropic"))
+        else:
+            extras.append(b)
+    return parts, calls, extras
+
+
+# ---- writing neutral items in a dialect ------------------------------------------------
+
+
+def _unsupported_block(block: Mapping, dialect: str, policy: str) -> Mapping:
+    return P.unsupported(pmap({"type": block.get("type") or "unknown"}), dialect, policy)
+
+
+def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
+    encode = P.to_openai if dialect == "openai" else P.to_anthropic
+    out = []
+    for p in parts:
+        if p.get("type") == "text":
+            if p.get("text"):  # an empty text block is rejected, and says nothing
+                out.append(pmap({"type": "text", "text": p["text"]}))
+        elif p.get("type") in P.MEDIA:
+            out.append(encode(p, policy))
+        else:
+            out.append(P.unsupported(p, dialect, policy, "no such content there"))
+    return out
+
+
+def _result_content(content: Any, dialect: str, policy: str) -> Any:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
+    if dialect == "openai":  # a tool message carries text parts only
+        parts = [
+            p if p.get("type") == "text" else P.unsupported(p, "openai", policy, "in a tool result")
+            for p in parts
+        ]
+    return pvector(_wire_parts(parts, dialect, policy))
+
+
+def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
+    out = []
+    for item in items:
+        kind = item[0]
+        if kind == "system":
+            out.append(pmap({"role": "system", "content": item[1]}))
+        elif kind == "user":
+            content = item[1]
+            if not isinstance(content, str):
+                content = pvector(_wire_parts(content, "openai", policy))
+            if content:
+                out.append(pmap({"role": "user", "content": content}))
+        elif kind == "result":
+            _, i, content, _error = item
+            body = _result_content(content, "openai", policy)
+            out.append(pmap({"role": "tool", "tool_call_id": i, "content": body}))
+        else:
+            out.extend(_openai_assistant(*item[1:], policy))
+    return out
+
+
+def _openai_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
+    for b in extras:
+        if b.get("type") not in _DROPPED_ON_OPENAI:
+            parts = [*parts, _unsupported_block(b, "openai", policy)]
+    text = "".join(p.get("text") or "" for p in _wire_parts(parts, "openai", policy))
+    msg: dict = {"role": "assistant", "content": text or None}
+    if calls:
+        msg["tool_calls"] = pvector(
+            pmap({"id": i, "type": "function",
+                  "function": pmap({"name": name, "arguments": _args_text(raw)})})
+            for i, name, raw in calls
+        )  # fmt: skip
+    return [pmap(msg)] if (text or calls) else []
+
+
+def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
+    out: list = []
+    system: list = []
+    results: list = []  # the tool_result blocks waiting to go as one user message
+
+    def flush() -> None:
+        if results:
+            out.append(pmap({"role": "user", "content": pvector(results)}))
+            results.clear()
+
+    for item in items:
+        kind = item[0]
+        if kind == "result":
+            _, i, content, error = item
+            block = {"type": "tool_result", "tool_use_id": i,
+                     "content": _result_content(content, "anthropic", policy)}  # fmt: skip
+            results.append(pmap({**block, "is_error": True} if error else block))
+            continue
+        flush()
+        if kind == "system":
+            if item[1]:
+                system.append(item[1])
+        elif kind == "user":
+            content = item[1]
+            if not isinstance(content, str):
+                content = pvector(_wire_parts(content, "anthropic", policy))
+            if content:
+                out.append(pmap({"role": "user", "content": content}))
+        else:
+            out.extend(_anthropic_assistant(*item[1:], policy))
+    flush()
+    return out, system
+
+
+def _anthropic_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
+    blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
+    blocks += [
+        pmap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
+        for i, name, raw in calls
+    ]
+    return [pmap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
+
+
+# ---- the face ------------------------------------------------------------------------
+
+
+def translate(
+    transcript: Sequence[Mapping], dialect: str, *, on_unsupported_part: str = "error"
+) -> Translated:
+    """Return a transcript in `dialect`, the system text lifted out of it, and the id map.
+
+    For "anthropic", system messages leave the messages: `system` holds their text
+    (joined by blank lines) for the request's top-level `system`. `ids` maps each
+    remapped tool id to the original one. A transcript already right for `dialect`
+    comes back as the same object. `on_unsupported_part`: "error" raises a ValueError
+    naming what the dialect cannot carry, "text" puts a placeholder in its place.
+
+    >>> t = translate([{"role": "system", "content": "be brief"},
+    ...                {"role": "user", "content": "hi"}], "anthropic")
+    >>> [m["role"] for m in t.messages], t.system
+    (['user'], 'be brief')
+    """
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}: expected one of {DIALECTS}")
+    if on_unsupported_part not in P.POLICIES:
+        raise ValueError(f"on_unsupported_part must be one of {P.POLICIES}")
+    frozen = freeze_transcript(transcript)
+    if _unchanged(frozen, dialect):
+        return Translated(frozen, "", pmap())
+    plan = _id_plan(frozen, dialect)
+    moved = [any(k != v for k, v in p.items()) for p in plan]
+    out: list = []
+    system: list = []
+    pending: list = []  # items of messages being rewritten, written out together
+
+    def write() -> None:
+        if dialect == "openai":
+            out.extend(_openai_messages(pending, on_unsupported_part))
+        else:
+            msgs, texts = _anthropic_messages(pending, on_unsupported_part)
+            out.extend(msgs)
+            system.extend(texts)
+        pending.clear()
+
+    for m, ids, remapped in zip(frozen, plan, moved, strict=True):
+        if not remapped and _native(m, dialect) and not _continues_results(m, pending):
+            write()
+            out.append(m)
+        else:
+            pending.extend(_items(m, ids))
+    write()
+    renamed = {new: old for p in plan for old, new in p.items() if old != new}
+    return Translated(pvector(out), "\n\n".join(system), pmap(renamed))
+
+
+def _continues_results(message: Mapping, pending: list) -> bool:
+    # Anthropic results of one turn go in ONE user message: a native results message
+    # right after rewritten results joins them.
+    return bool(pending) and pending[-1][0] == "result" and bool(_result_ids(message))
+
+
+def to_dialect(
+    transcript: Sequence[Mapping], dialect: str, *, on_unsupported_part: str = "error"
+) -> PVector:
+    """Return the messages of `translate(transcript, dialect)` (system text: see translate).
+
+    >>> m = to_dialect([{"role": "user", "content": "q"},
+    ...     {"role": "assistant", "content": None, "tool_calls": [{"id": "f.x:0",
+    ...      "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    ...     {"role": "tool", "tool_call_id": "f.x:0", "content": "4"}], "anthropic")
+    >>> m[1]["content"][0]["id"] == m[2]["content"][0]["tool_use_id"], m[2]["role"]
+    (True, 'user')
+    """
+    return translate(transcript, dialect, on_unsupported_part=on_unsupported_part).messages

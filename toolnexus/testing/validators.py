@@ -1,0 +1,197 @@
+"""Request validators: the documented rules each provider enforces on a request body.
+
+    validate_anthropic_request(body)  -> []  (or the problems, one readable string each)
+    validate_openai_request(body)     -> []
+
+The fake provider runs them on every request and answers 400 in the provider's own
+error shape, so a test over it fails where the real API would refuse.
+
+Anthropic (/v1/messages): the first message is `user`; roles are only `user` and
+`assistant`; every `tool_use` is answered by `tool_result` blocks in the next message,
+a user one; tool ids match `^[a-zA-Z0-9_-]+$`; no empty text block, no empty content;
+`system`, when present, is not empty.
+OpenAI (/chat/completions): every `tool_calls` entry is answered by a `tool` message
+before the next other message; tool call ids are at most 40 characters; `arguments`
+is a string; no assistant message without content or tool calls.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["validate_openai_request", "validate_anthropic_request", "validate_request"]
+
+ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
+OPENAI_ID_MAX = 40
+
+
+def _list(value: Any) -> list:
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    return []
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _empty_text(blocks: list) -> bool:
+    return any(
+        isinstance(b, Mapping) and b.get("type") == "text" and not b.get("text") for b in blocks
+    )
+
+
+def _anthropic_message(i: int, m: Any) -> list[str]:
+    if not isinstance(m, Mapping):
+        return [f"messages[{i}]: not an object"]
+    problems = []
+    role, content = m.get("role"), m.get("content")
+    if role not in ("user", "assistant"):
+        problems.append(f"messages[{i}].role: {role!r} is not 'user' or 'assistant'")
+    if isinstance(content, str):
+        if not content:
+            problems.append(f"messages[{i}].content: empty")
+    elif not _is_list(content) or not content:
+        problems.append(f"messages[{i}].content: must be a non-empty string or list of blocks")
+    else:
+        blocks = _list(content)
+        if _empty_text(blocks):
+            problems.append(f"messages[{i}].content: text content blocks must be non-empty")
+        for b in blocks:
+            if not isinstance(b, Mapping):
+                problems.append(f"messages[{i}].content: a block is not an object")
+            elif b.get("type") == "tool_use" and not ANTHROPIC_ID.fullmatch(str(b.get("id"))):
+                problems.append(f"messages[{i}]: tool_use id {b.get('id')!r} does not match"
+                                " ^[a-zA-Z0-9_-]+$")  # fmt: skip
+            elif b.get("type") == "tool_result":
+                if role != "user":
+                    problems.append(f"messages[{i}]: tool_result in a {role!r} message")
+                if not ANTHROPIC_ID.fullmatch(str(b.get("tool_use_id"))):
+                    problems.append(f"messages[{i}]: tool_use_id {b.get('tool_use_id')!r}"
+                                    " does not match ^[a-zA-Z0-9_-]+$")  # fmt: skip
+                if _is_list(b.get("content")) and _empty_text(_list(b.get("content"))):
+                    problems.append(f"messages[{i}]: empty text block in a tool_result")
+    return problems
+
+
+def _blocks_of(m: Any, kind: str, key: str) -> list:
+    if not isinstance(m, Mapping):
+        return []
+    return [
+        b.get(key)
+        for b in _list(m.get("content"))
+        if isinstance(b, Mapping) and b.get("type") == kind
+    ]
+
+
+def validate_anthropic_request(body: Mapping) -> list[str]:
+    """Return the problems of a messages request body (empty when valid).
+
+    >>> validate_anthropic_request({"messages": [{"role": "user", "content": "hi"}]})
+    []
+    >>> validate_anthropic_request({"messages": [{"role": "system", "content": "s"}]})[-1]
+    "messages[0].role: 'system' is not 'user' or 'assistant'"
+    """
+    problems = []
+    if "system" in body and not _system_ok(body["system"]):
+        problems.append("system: must be non-empty when present")
+    messages = _list(body.get("messages"))
+    if not messages:
+        return [*problems, "messages: must be a non-empty list"]
+    if not isinstance(messages[0], Mapping) or messages[0].get("role") != "user":
+        problems.append("messages[0]: the first message must be 'user'")
+    for i, m in enumerate(messages):
+        problems += _anthropic_message(i, m)
+        uses = _blocks_of(m, "tool_use", "id")
+        if not uses:
+            continue
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        answered = set(_blocks_of(following, "tool_result", "tool_use_id"))
+        if following is None or following.get("role") != "user":
+            answered = set()
+        missing = [u for u in uses if u not in answered]
+        if missing:
+            problems.append(f"messages[{i}]: tool_use ids {missing!r} have no tool_result"
+                            " blocks in the next (user) message")  # fmt: skip
+    for i, m in enumerate(messages):
+        results = _blocks_of(m, "tool_result", "tool_use_id")
+        before = set(_blocks_of(messages[i - 1], "tool_use", "id")) if i else set()
+        orphans = [r for r in results if r not in before]
+        if orphans:
+            problems.append(f"messages[{i}]: tool_result for {orphans!r} without a tool_use"
+                            " in the previous message")  # fmt: skip
+    return problems
+
+
+def _system_ok(system: Any) -> bool:
+    if isinstance(system, str):
+        return bool(system)
+    blocks = _list(system)
+    return bool(blocks) and not _empty_text(blocks)
+
+
+def _openai_calls(i: int, m: Mapping) -> tuple[list[str], list]:
+    problems, ids = [], []
+    for c in _list(m.get("tool_calls")):
+        if not isinstance(c, Mapping):
+            problems.append(f"messages[{i}].tool_calls: an entry is not an object")
+            continue
+        cid = c.get("id")
+        if not isinstance(cid, str) or not cid or len(cid) > OPENAI_ID_MAX:
+            problems.append(f"messages[{i}].tool_calls: id {cid!r} must be a string of at most"
+                            f" {OPENAI_ID_MAX} characters")  # fmt: skip
+        if not isinstance((c.get("function") or {}).get("arguments"), str):
+            problems.append(f"messages[{i}].tool_calls[{cid!r}].function.arguments: not a string")
+        ids.append(cid)
+    return problems, ids
+
+
+def validate_openai_request(body: Mapping) -> list[str]:
+    """Return the problems of a chat completions request body (empty when valid).
+
+    >>> validate_openai_request({"messages": [{"role": "user", "content": "hi"}]})
+    []
+    >>> validate_openai_request({"messages": [{"role": "assistant", "content": None}]})
+    ['messages[0]: an assistant message needs content or tool_calls']
+    """
+    messages = _list(body.get("messages"))
+    if not messages:
+        return ["messages: must be a non-empty list"]
+    problems: list = []
+    open_ids: list = []  # calls still waiting for their tool messages
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            problems.append(f"messages[{i}]: not an object")
+            continue
+        role = m.get("role")
+        if role == "tool":
+            cid = m.get("tool_call_id")
+            if cid in open_ids:
+                open_ids.remove(cid)
+            else:
+                problems.append(f"messages[{i}]: tool message for {cid!r} answers no open call")
+            continue
+        if open_ids:
+            problems.append(f"messages[{i}]: tool_calls {open_ids!r} are not answered by tool"
+                            " messages before it")  # fmt: skip
+            open_ids = []
+        if role == "assistant":
+            found, ids = _openai_calls(i, m)
+            problems += found
+            if not m.get("content") and not ids:
+                problems.append(f"messages[{i}]: an assistant message needs content or tool_calls")
+            open_ids = ids
+    if open_ids:
+        problems.append(f"tool_calls {open_ids!r} of the last assistant message are not answered")
+    return problems
+
+
+def validate_request(body: Mapping, dialect: str) -> list[str]:
+    """Return the problems of a request body in `dialect` ("openai" | "anthropic")."""
+    if dialect == "openai":
+        return validate_openai_request(body)
+    if dialect == "anthropic":
+        return validate_anthropic_request(body)
+    raise ValueError(f"unknown dialect {dialect!r}")
