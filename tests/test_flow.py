@@ -56,6 +56,7 @@ def config(store, lock, **over):
         "hooks": {}, "max_turns": 10, "retries": 2, "retry_base_ms": 100, "rng": lambda: 0.5,
         "on_error": None, "wait_for": None, "transform": None, "events": False,
         "encode": False, "hold_lock": True, "lock": lock, "get": store.get,
+        "on_unsupported_part": "error", "max_part_bytes": None,
         "save": store.__setitem__, "log": lambda *a: logged.append(a), "save_logged": None,
     }  # fmt: skip
     return {**cfg, **over}

@@ -290,7 +290,6 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-@pytest.mark.xfail(strict=True, reason="needs the flow to translate on load")
 def test_openai_then_anthropic_then_openai_on_one_id(tmp_path):
     store = sqlite_store(tmp_path / "chat.db")
     odd = {"id": "functions.get_weather:0", "name": "get_weather", "arguments": {"city": "Oslo"}}

@@ -17,6 +17,7 @@ from .client import Client, conversation_lock
 from .core.flow import exchange_flow
 from .core.toolkit import toolkit as make_toolkit
 from .core.transcript import freeze_transcript
+from .core.wire.parts import check_prompt
 from .drivers import sync
 from .drivers.guard import Guard
 
@@ -87,6 +88,8 @@ def _flow_config(client: Client, streaming: bool, emit: Callable) -> dict:
         "on_error": client.on_error,
         "wait_for": client.wait_for,
         "transform": client.body_transform,
+        "on_unsupported_part": client.on_unsupported_part,
+        "max_part_bytes": client.max_part_bytes,
         "events": streaming,
         "encode": client.endpoint is not None,
         # A stream's consumer may pause or drop it at any event: it never holds the
@@ -134,10 +137,9 @@ def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
 
 
 def _check_run(prompt: Any, conversation_id: Any) -> None:
-    if not isinstance(prompt, str):
-        raise TypeError(f"prompt must be a string, got {type(prompt).__name__}")
-    if not prompt.strip():  # providers reject an empty user message
-        raise ValueError("prompt is empty: there is nothing to send")
+    check_prompt(prompt)  # a string or a list of content parts
+    if not prompt or (isinstance(prompt, str) and not prompt.strip()):
+        raise ValueError("prompt is empty: there is nothing to send")  # providers reject it
     if conversation_id is not None and (
         not isinstance(conversation_id, str) or not conversation_id
     ):
@@ -173,7 +175,7 @@ def _exhaust(events: Iterator) -> Any:
 
 def run(
     client: Client,
-    prompt: str,
+    prompt: str | Sequence[Mapping],
     *,
     toolkit: PMap | None = None,
     history: Sequence | None = None,
@@ -197,7 +199,7 @@ def run(
 
 def stream(
     client: Client,
-    prompt: str,
+    prompt: str | Sequence[Mapping],
     *,
     toolkit: PMap | None = None,
     history: Sequence | None = None,
@@ -282,7 +284,7 @@ async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming) -> 
 
 async def arun(
     client: Client,
-    prompt: str,
+    prompt: str | Sequence[Mapping],
     *,
     toolkit: PMap | None = None,
     history: Sequence | None = None,
@@ -304,7 +306,7 @@ async def arun(
 
 async def astream(
     client: Client,
-    prompt: str,
+    prompt: str | Sequence[Mapping],
     *,
     toolkit: PMap | None = None,
     history: Sequence | None = None,

@@ -99,6 +99,8 @@ class Client(PRecord):
     strict_log = field()
     lookup_tool = field()
     tool_executor = field()
+    on_unsupported_part = field()
+    max_part_bytes = field()
     generate = field()  # the host function of an in-process client, else None
     endpoint = field()  # derived from base_url, style, key and headers (None in process)
     runtime = field()
@@ -176,6 +178,11 @@ def _check(o: Mapping) -> None:
     for name in ("on_error", "on_metric", "wait_for", "body_transform", "lock"):
         if o[name] is not None and not callable(o[name]):
             raise ValueError(f"{name} must be a function")
+    if o["on_unsupported_part"] not in ("error", "text"):
+        raise ValueError(
+            f'on_unsupported_part must be "error" or "text", got {o["on_unsupported_part"]!r}'
+        )
+    _check_number("max_part_bytes", o["max_part_bytes"], 1, integer=True)
     if o["tool_executor"] not in _EXECUTORS:
         raise ValueError(f"tool_executor must be one of {_EXECUTORS}, got {o['tool_executor']!r}")
 
@@ -226,7 +233,7 @@ def _defaults(options: Mapping) -> dict:
     o = {k: None for k in Client._precord_fields if k not in _DERIVED}
     o.update(style="openai", max_turns=10, retries=2, retry_base_ms=500,
              read_timeout_ms=120_000, strict_log=False, lookup_tool=True,
-             tool_executor="threads")  # fmt: skip
+             tool_executor="threads", on_unsupported_part="error")  # fmt: skip
     unknown = set(options) - set(o)
     if unknown:
         raise ValueError(f"unknown client option(s): {sorted(unknown)}; known: {sorted(o)}")
@@ -294,6 +301,8 @@ def create_client(
     strict_log: bool = False,
     lookup_tool: bool = True,
     tool_executor: Literal["threads", "inline"] = "threads",
+    on_unsupported_part: Literal["error", "text"] = "error",
+    max_part_bytes: int | None = None,
 ) -> Client:
     """Return a client value for an OpenAI-style or Anthropic-style endpoint.
 
@@ -312,6 +321,9 @@ def create_client(
     transport or httpcore pool instead of the default pool. message_log, strict_log,
     lookup_tool: the message log (see toolnexus.history). tool_executor: "threads" (a
     turn's calls overlap) or "inline" (one after another on the caller's thread).
+    on_unsupported_part: a content part the dialect cannot carry is an "error" or a
+    "text" placeholder; max_part_bytes: the largest part (decoded) a prompt may hold.
+    A stored conversation of the other dialect is translated when loaded.
     Bad options raise ValueError (TypeError for a store that is not one) at once.
     """
     options = {k: v for k, v in locals().items()}

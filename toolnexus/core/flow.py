@@ -43,6 +43,8 @@ from .tool import tool_result
 from .transcript import freeze_transcript, repair
 from .wire import DIALECTS
 from .wire.common import message_text
+from .wire.parts import prompt_text
+from .wire.translate import translate
 
 __all__ = ["Op", "exchange_flow", "run_flow", "rebase"]
 
@@ -304,19 +306,34 @@ def _released(outcome: tuple):
 
 
 def _start(cfg: Mapping, cid: str | None, prompt: Any, loaded: Any):
-    """Return the loop's first state over a loaded transcript.
+    """Return the loop's first state over a loaded transcript, and the system text lifted
+    out of it (a transcript of the other dialect is translated: see wire.translate).
 
     A transcript this runtime saved itself (the same value, see "recall") is used as it
-    is, with the text of each message kept then; anything else is repaired and encoded
-    once here, never per turn.
+    is, with the text of each message kept then; anything else is translated, repaired
+    and encoded once here, never per turn.
     """
     memo = (yield ("recall", cid)) if cid is not None and loaded is not None else None
+    lifted = ""
     if memo is not None and memo["messages"] is loaded:
         history, texts = memo["messages"], memo["texts"]
     else:
-        history = repair(freeze_transcript(loaded))
+        policy = cfg["on_unsupported_part"]
+        moved = translate(freeze_transcript(loaded), cfg["dialect"], on_unsupported_part=policy)
+        history, lifted = repair(moved.messages), moved.system
         texts = steps.texts_of(history) if cfg["encode"] else None
-    return steps.start(cfg["dialect"], history, prompt, texts)
+    state = steps.start(cfg["dialect"], history, prompt, texts,
+                        on_unsupported_part=cfg["on_unsupported_part"],
+                        max_part_bytes=cfg["max_part_bytes"])  # fmt: skip
+    return state, lifted
+
+
+def _with_system(cfg: Mapping, lifted: str) -> Mapping:
+    """Return cfg whose system text leads with `lifted` (a translated history's system)."""
+    if not lifted:
+        return cfg
+    system = cfg["system"]
+    return {**cfg, "system": lambda tk: "\n\n".join(x for x in (lifted, system(tk)) if x)}
 
 
 def _save_ops(cfg: Mapping, cid: str, messages: Any, held: Any, log: Op | None) -> tuple:
@@ -371,7 +388,8 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
             if not hold:
                 yield from _release(held)
                 held = None
-        state = yield from _start(cfg, cid, prompt, loaded)
+        state, lifted = yield from _start(cfg, cid, prompt, loaded)
+        cfg = _with_system(cfg, lifted)
         state = yield from run_flow(cfg, state, tk)
     except BaseException as e:
         yield from _fail(cfg, cid, held, prompt, state, asked_at, t0, e)
@@ -402,7 +420,7 @@ def _log_op(cfg: Mapping, cid: str | None, prompt: Any, state: Any, asked_at: An
     if cfg["log"] is None:
         return None
     texts = tuple(state["said"]) if state is not None else ()
-    return Op(cfg["log"], (cid, prompt, texts, asked_at), always=True)
+    return Op(cfg["log"], (cid, prompt_text(prompt), texts, asked_at), always=True)
 
 
 def _fail(cfg, cid, held, prompt, state, asked_at, t0, error, logged: bool = True):

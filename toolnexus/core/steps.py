@@ -25,6 +25,7 @@ from pyrsistent import PMap, PVector, pmap, pvector
 from .tool import tool_result
 from .wire import DIALECTS
 from .wire.common import ZERO_USAGE, add_usage, encode_body, message_text
+from .wire.parts import prompt_message
 
 # A loop state: a plain dict that no step mutates (each returns a new one). It lives for
 # one run; everything that escapes it (messages, tool call records, the RunResult) is
@@ -58,14 +59,21 @@ def texts_of(messages: Sequence[Mapping]) -> PVector:
 
 
 def start(
-    dialect: str, history: Sequence, prompt: str, texts: Sequence[str] | None = None
+    dialect: str,
+    history: Sequence,
+    prompt: str | Sequence[Mapping],
+    texts: Sequence[str] | None = None,
+    *,
+    on_unsupported_part: str = "error",
+    max_part_bytes: int | None = None,
 ) -> State:
-    """Return the initial loop state: `history` plus the user's prompt.
+    """Return the initial loop state: `history` plus the user's prompt (text or parts).
 
     `texts`, when given, is the JSON text of each history message: the state then keeps
     the text of every message it gains, for `request_content`.
     """
-    user = DIALECTS[dialect].user_message(prompt)
+    user = prompt_message(dialect, prompt, on_unsupported_part=on_unsupported_part,
+                          max_part_bytes=max_part_bytes)  # fmt: skip
     return {
         "dialect": dialect,
         # A frozen history is shared, not copied: O(1) however long it is.

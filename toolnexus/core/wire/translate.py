@@ -127,27 +127,11 @@ def _native(message: Mapping, dialect: str) -> bool:
     )
 
 
-# Per frozen message, by identity: whether it is right as it is for each dialect, ids
-# included. A client translates every transcript it loads; stores hand back the same
-# message objects run after run, so each message is judged once, not once per load.
-# Each entry holds its message, so an id is never reused while cached.
-_RIGHT: dict[int, tuple[Mapping, tuple, dict]] = {}
-_RIGHT_MAX = 65536
-
-
 def _right(message: Mapping, dialect: str) -> tuple[bool, tuple]:
     """Return (whether a message is right for `dialect` as it is, ids included; its call ids)."""
-    hit = _RIGHT.get(id(message))
-    if hit is not None and hit[0] is message and dialect in hit[2]:
-        return hit[2][dialect], hit[1]
     calls = tuple(_call_ids(message)) if message.get("role") == "assistant" else ()
     ids = calls + tuple(_result_ids(message))
     verdict = _native(message, dialect) and all(valid_tool_id(i, dialect) for i in ids)
-    if type(message) is PMap:
-        if len(_RIGHT) >= _RIGHT_MAX:
-            _RIGHT.clear()  # a crude bound, as for the transcript module's shape cache
-        seen = hit[2] if hit is not None and hit[0] is message else {}
-        _RIGHT[id(message)] = (message, calls, {**seen, dialect: verdict})
     return verdict, calls
 
 
