@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from ..core.transcript import freeze_transcript
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
+from .locks import paired_lock, postgres_lock
 
 __all__ = ["postgres_store"]
 
@@ -106,6 +108,13 @@ def postgres_store(
     if missing. Each save is one transaction: it appends only the new messages when
     the stored transcript is a prefix of the new one, else replaces them. A pool made
     from a DSN opens on first use and is closed by the store's "close".
+
+    Its "lock" is a `postgres_lock` (an advisory lock per id), which the client takes by
+    default around get -> run -> save: processes and hosts asking on one id lose no
+    turn. From a DSN the lock has a pool of its own (closed by "close" too); given a
+    pool, the lock shares it and holds at most `max_size - 1` of its connections (one
+    per exchange in flight), so the store always has one: size the pool for the
+    exchanges you run at once, plus one.
     """
     import psycopg
 
@@ -211,6 +220,7 @@ def postgres_store(
             save(id, transcript)
             return False
 
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
     save_logged.save = save  # type: ignore[attr-defined]  # the save it stands for
 
     def delete(id: str) -> None:
@@ -224,8 +234,15 @@ def postgres_store(
         with errors(None), connection() as conn:
             return tuple(r[0] for r in conn.execute(sql["ids"]).fetchall())
 
+    if owned:  # the lock's own pool: a lock holds its connection for a whole exchange
+        lock = paired_lock(lambda: postgres_lock(pool_or_dsn, connect_timeout=timeout))
+    else:
+        held = max(1, (getattr(pool, "max_size", None) or 2) - 1)
+        lock = paired_lock(lambda: postgres_lock(pool, connect_timeout=timeout, max_held=held))
+
     def close() -> None:
-        """Close the pool if the store made it from a DSN (a pool you gave stays yours)."""
+        """Close the pools the store made from a DSN (a pool you gave stays yours)."""
+        lock.close()
         if owned:
             pool.close()
 
@@ -236,5 +253,6 @@ def postgres_store(
         "delete": delete,
         "ids": ids,
         "close": close,
+        "lock": lock,
         "desc": desc,
     }

@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ..core.transcript import freeze_transcript
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
+from .locks import paired_lock, redis_lock
 
 __all__ = ["redis_store"]
 
@@ -56,7 +58,9 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
     Per conversation: a list of JSON messages at `{prefix}m:{id}`, a head hash at
     `{prefix}c:{id}` and the id in the set `{prefix}ids`. Each save is one Lua script:
     it appends only the new messages when the stored transcript is a prefix of the new
-    one, else replaces the list.
+    one, else replaces the list. Its "lock" is a `redis_lock` on the same client (keys
+    `{prefix}lock:{id}`), which the client takes by default around get -> run -> save:
+    processes and hosts asking on one id lose no turn.
     """
     import redis as redis_py
 
@@ -145,4 +149,6 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
             members = client.smembers(ids_key)
         return tuple(sorted(_text(m) for m in members))
 
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": desc}
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
+    lock = paired_lock(lambda: redis_lock(client, prefix=prefix + "lock:"))
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "lock": lock, "desc": desc}

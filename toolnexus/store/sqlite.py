@@ -10,8 +10,10 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..core.transcript import freeze_transcript
 from . import _rows
 from .errors import StoreCorruptError, StoreUnavailableError
+from .locks import file_lock, paired_lock
 
 __all__ = ["sqlite_store"]
 
@@ -73,11 +75,14 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
     """Return a durable store in the SQLite file at `path` (created if missing).
 
     One row per message: a save that extends the stored transcript appends only the
-    new messages; one that rewrites history replaces it, in one transaction. Safe from
-    several threads (a connection per thread) and processes (WAL; writers wait up to
-    `timeout` seconds for each other). Every save is fsynced; `durable=False` skips
-    that (synchronous=NORMAL): much faster, and a power cut may then lose the last
-    saves, though never corrupt the file.
+    new messages; one that rewrites history replaces it, in one transaction. Each save
+    and get is atomic from several threads (a connection per thread) and processes
+    (WAL; writers wait up to `timeout` seconds for each other). Its "lock" is a
+    `file_lock` in the directory `PATH-locks` beside the file, which the client takes
+    by default around get -> run -> save: processes on one host asking on one id lose
+    no turn. Every save is fsynced; `durable=False` skips that (synchronous=NORMAL):
+    much faster, and a power cut may then lose the last saves, though never corrupt
+    the file.
     """
     name = str(path)
     if name == ":memory:" or name.startswith("file::memory:"):
@@ -152,4 +157,8 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
             rows = conn().execute("SELECT id FROM toolnexus_conversations ORDER BY id").fetchall()
         return tuple(r[0] for r in rows)
 
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": desc}
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
+    # Beside the file, and by its real path: every spelling of the path shares the locks.
+    locks = os.path.realpath(name) + "-locks"
+    lock = paired_lock(lambda: file_lock(locks))
+    return {"get": get, "save": save, "delete": delete, "ids": ids, "lock": lock, "desc": desc}
