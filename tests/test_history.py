@@ -253,6 +253,15 @@ def test_case_insensitive_beyond_ascii(any_log):
     assert [e["text"] for e in any_log["query"](contains="ça va")] == ["ÇA VA"]
 
 
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n", "\u3000"])
+def test_a_blank_contains_means_no_filter(any_log, blank):
+    """Fails on the old code for whitespace: it searched for the spaces and found nothing."""
+    any_log["record"](make_entry("c", "nospace", "user", BASE))
+    any_log["record"](make_entry("c", "two words", "ai", BASE + timedelta(minutes=1)))
+    assert [e["text"] for e in any_log["query"](contains=blank)] == ["nospace", "two words"]
+    assert [e["text"] for e in any_log["query"](contains=" w")] == ["two words"]  # not blank
+
+
 def test_limit_keeps_the_newest_oldest_first(any_log):
     for d in (3, 1, 2, 5, 4):
         any_log["record"](make_entry("c", f"day {d}", "user", BASE + timedelta(days=d)))
