@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, note, settings
-from hypothesis.errors import HypothesisException
 from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -258,6 +258,6 @@ def contract_failure_message(e: BaseException) -> str:
     lines = [f"the store breaks the contract ({len(leaves)} failure{'s' * (len(leaves) > 1)}):"]
     for n, leaf in enumerate(leaves, 1):
         lines.append(f"{n}. {type(leaf).__name__}: {leaf}")
-        for note in getattr(leaf, "__notes__", ()):
-            lines.extend("   " + line for line in str(note).splitlines())
+        for text in getattr(leaf, "__notes__", ()):
+            lines.extend("   " + line for line in str(text).splitlines())
     return "\n".join(lines)
