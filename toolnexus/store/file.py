@@ -47,7 +47,7 @@ def file_name_for(id: str) -> str:
     >>> file_name_for("user-42"), file_name_for("a/b"), file_name_for("a_b")
     ('user-42.json', '~YS9i.json', 'a_b.json')
     >>> file_name_for("x" * 300)[:4], len(file_name_for("x" * 300))
-    ('~~a6', 71)
+    ('~~0d', 71)
     """
     if not isinstance(id, str) or id == "":
         raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
