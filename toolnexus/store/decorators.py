@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -212,7 +213,7 @@ def sanitize_ids(store: Mapping) -> dict:
     return out
 
 
-def sanitized_file_store(directory: str) -> dict:
+def sanitized_file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> dict:
     """Return `sanitize_ids(file_store(directory))`: file names safe on every file system.
 
     `file_store` alone is already injective on a case-sensitive file system (safe ids
@@ -221,7 +222,7 @@ def sanitized_file_store(directory: str) -> dict:
     store's, on the sanitized key. Its file names differ from a plain `file_store`'s: do
     not switch an existing directory.
     """
-    return sanitize_ids(file_store(directory))
+    return sanitize_ids(file_store(directory, lock_timeout=lock_timeout))
 
 
 # ---- namespaced --------------------------------------------------------------

@@ -205,7 +205,7 @@ def sweep_temp_files(root: Path) -> int:
 # ---- the store -----------------------------------------------------------------------
 
 
-def file_store(directory: str | os.PathLike) -> dict:
+def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> dict:
     """Return a store keeping one JSON file per conversation under `directory`.
 
     Any non-empty string is an id (see `file_name_for`). Writes go to a temp file in the
@@ -214,7 +214,8 @@ def file_store(directory: str | os.PathLike) -> dict:
     transcript (not UTF-8, not JSON, no "messages", another id's) is a StoreCorruptError
     naming it, never "no history". Its "lock" is a `file_lock` in `directory/.locks`,
     which the client takes by default: processes on one host sharing the directory
-    lose no turn (hosts sharing it over a network file system: use `lock=`).
+    lose no turn (hosts sharing it over a network file system: use `lock=`). A lock not
+    taken within `lock_timeout` seconds raises LockTimeoutError.
     """
     from .locks import file_lock, paired_lock
 
@@ -283,6 +284,6 @@ def file_store(directory: str | os.PathLike) -> dict:
         "save": save,
         "delete": delete,
         "ids": ids,
-        "lock": paired_lock(lambda: file_lock(root / LOCKS)),
+        "lock": paired_lock(lambda: file_lock(root / LOCKS, timeout=lock_timeout)),
         "desc": f"file({str(root)!r})",
     }

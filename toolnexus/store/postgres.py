@@ -100,7 +100,11 @@ def _check_id(id: Any) -> str:
 
 
 def postgres_store(
-    pool_or_dsn: Any, table: str = "toolnexus_messages", *, timeout: float = 10.0
+    pool_or_dsn: Any,
+    table: str = "toolnexus_messages",
+    *,
+    timeout: float = 10.0,
+    lock_timeout: float = 60.0,
 ) -> dict:
     """Return a durable store in PostgreSQL (a psycopg_pool pool or a DSN).
 
@@ -114,7 +118,8 @@ def postgres_store(
     turn. From a DSN the lock has a pool of its own (closed by "close" too); given a
     pool, the lock shares it and holds at most `max_size - 1` of its connections (one
     per exchange in flight), so the store always has one: size the pool for the
-    exchanges you run at once, plus one.
+    exchanges you run at once, plus one. A lock not taken within `lock_timeout` seconds
+    raises LockTimeoutError.
     """
     import psycopg
 
@@ -235,10 +240,16 @@ def postgres_store(
             return tuple(r[0] for r in conn.execute(sql["ids"]).fetchall())
 
     if owned:  # the lock's own pool: a lock holds its connection for a whole exchange
-        lock = paired_lock(lambda: postgres_lock(pool_or_dsn, connect_timeout=timeout))
+        lock = paired_lock(
+            lambda: postgres_lock(pool_or_dsn, timeout=lock_timeout, connect_timeout=timeout)
+        )
     else:
         held = max(1, (getattr(pool, "max_size", None) or 2) - 1)
-        lock = paired_lock(lambda: postgres_lock(pool, connect_timeout=timeout, max_held=held))
+        lock = paired_lock(
+            lambda: postgres_lock(
+                pool, timeout=lock_timeout, connect_timeout=timeout, max_held=held
+            )
+        )
 
     def close() -> None:
         """Close the pools the store made from a DSN (a pool you gave stays yours)."""

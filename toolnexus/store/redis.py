@@ -52,7 +52,9 @@ def _int(value: Any) -> Any:
         return _text(value)  # left as is: decode_rows names it as the bad value
 
 
-def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
+def redis_store(
+    client_or_url: Any, prefix: str = "toolnexus:", *, lock_timeout: float = 60.0
+) -> dict:
     """Return a durable store in Redis (a redis-py client or a redis:// URL).
 
     Per conversation: a list of JSON messages at `{prefix}m:{id}`, a head hash at
@@ -60,7 +62,8 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
     it appends only the new messages when the stored transcript is a prefix of the new
     one, else replaces the list. Its "lock" is a `redis_lock` on the same client (keys
     `{prefix}lock:{id}`), which the client takes by default around get -> run -> save:
-    processes and hosts asking on one id lose no turn.
+    processes and hosts asking on one id lose no turn (a lock not taken within
+    `lock_timeout` seconds raises LockTimeoutError).
     """
     import redis as redis_py
 
@@ -150,5 +153,5 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
         return tuple(sorted(_text(m) for m in members))
 
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    lock = paired_lock(lambda: redis_lock(client, prefix=prefix + "lock:"))
+    lock = paired_lock(lambda: redis_lock(client, prefix=prefix + "lock:", timeout=lock_timeout))
     return {"get": get, "save": save, "delete": delete, "ids": ids, "lock": lock, "desc": desc}

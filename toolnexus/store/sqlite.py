@@ -71,7 +71,13 @@ def _connect(path: str, timeout: float, durable: bool) -> sqlite3.Connection:
     return conn
 
 
-def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: bool = True) -> dict:
+def sqlite_store(
+    path: str | os.PathLike,
+    *,
+    timeout: float = 30.0,
+    durable: bool = True,
+    lock_timeout: float = 60.0,
+) -> dict:
     """Return a durable store in the SQLite file at `path` (created if missing).
 
     One row per message: a save that extends the stored transcript appends only the
@@ -80,9 +86,9 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
     (WAL; writers wait up to `timeout` seconds for each other). Its "lock" is a
     `file_lock` in the directory `PATH-locks` beside the file, which the client takes
     by default around get -> run -> save: processes on one host asking on one id lose
-    no turn. Every save is fsynced; `durable=False` skips that (synchronous=NORMAL):
-    much faster, and a power cut may then lose the last saves, though never corrupt
-    the file.
+    no turn (a lock not taken within `lock_timeout` seconds raises LockTimeoutError).
+    Every save is fsynced; `durable=False` skips that (synchronous=NORMAL): much
+    faster, and a power cut may then lose the last saves, though never corrupt the file.
     """
     name = str(path)
     if name == ":memory:" or name.startswith("file::memory:"):
@@ -160,5 +166,5 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
     # Beside the file, and by its real path: every spelling of the path shares the locks.
     locks = os.path.realpath(name) + "-locks"
-    lock = paired_lock(lambda: file_lock(locks))
+    lock = paired_lock(lambda: file_lock(locks, timeout=lock_timeout))
     return {"get": get, "save": save, "delete": delete, "ids": ids, "lock": lock, "desc": desc}
