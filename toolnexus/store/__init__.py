@@ -1,4 +1,7 @@
-"""Stores: `{"get", "save"}` closures (plus optional "delete", "ids", "desc")."""
+"""Stores: `{"get", "save"}` closures (plus optional "delete", "ids", "lock", "desc").
+
+Every durable store here carries a cross-process "lock" the client takes by default.
+"""
 
 # Public names loaded on first access (backends import their drivers only then).
 _LAZY = {
@@ -11,12 +14,14 @@ _LAZY = {
     "retention": "decorators",
     "sanitize_ids": "decorators",
     "sanitized_file_store": "decorators",
+    "stored_view": "decorators",
     "StoreCorruptError": "errors",
     "StoreUnavailableError": "errors",
     "file_store": "file",
     "LockTimeoutError": "locks",
     "file_lock": "locks",
     "local_lock": "locks",
+    "paired_lock": "locks",
     "postgres_lock": "locks",
     "redis_lock": "locks",
     "in_memory_store": "memory",
@@ -40,7 +45,9 @@ __all__ = [
     "retention",
     "sanitize_ids",
     "sanitized_file_store",
+    "stored_view",
     "local_lock",
+    "paired_lock",
     "sqlite_store",
     "redis_store",
     "postgres_store",
