@@ -167,11 +167,11 @@ def _store_lock_is(store, id: str, underlying, key: str) -> None:
     assert not _held_elsewhere(underlying, key)
 
 
-def test_file_store_locks_with_file_locks_in_its_directory(tmp_path):
+def test_file_store_locks_with_file_locks_beside_its_directory(tmp_path):
     s = file_store(tmp_path / "s")
-    assert not (tmp_path / "s" / ".locks").exists()  # made on first use only
-    _store_lock_is(s, "a/b é", L.file_lock(tmp_path / "s" / ".locks", timeout=0.05), "a/b é")
-    assert s["ids"]() == ()  # the lock directory is not a conversation
+    assert os.listdir(tmp_path) == ["s"]  # the lock directory is made on first use only
+    _store_lock_is(s, "a/b é", L.file_lock(tmp_path / "s-locks", timeout=0.05), "a/b é")
+    assert sorted(os.listdir(tmp_path)) == ["s", "s-locks"] and os.listdir(tmp_path / "s") == []
 
 
 def test_sqlite_store_locks_beside_its_file_whatever_the_path_spelling(tmp_path, monkeypatch):
@@ -240,14 +240,14 @@ def test_in_memory_store_has_no_lock():
 
 def test_namespaced_locks_the_namespaced_id(tmp_path):
     base = file_store(tmp_path / "s")
-    under = L.file_lock(tmp_path / "s" / ".locks", timeout=0.05)
+    under = L.file_lock(tmp_path / "s-locks", timeout=0.05)
     _store_lock_is(namespaced("acme", base), "u/1", under, "acme:u/1")
     with namespaced("acme", base)["lock"]("x"):  # tenants never share a lock
         assert not _held_elsewhere(namespaced("other", base)["lock"], "x")
 
 
 def test_sanitize_ids_locks_the_sanitized_key(tmp_path):
-    under = L.file_lock(tmp_path / "s" / ".locks", timeout=0.05)
+    under = L.file_lock(tmp_path / "s-locks", timeout=0.05)
     _store_lock_is(sanitized_file_store(tmp_path / "s"), "A/é", under, sanitize_id("A/é"))
     _store_lock_is(sanitize_ids(file_store(tmp_path / "s")), "B", under, sanitize_id("B"))
 
@@ -255,8 +255,8 @@ def test_sanitize_ids_locks_the_sanitized_key(tmp_path):
 def test_read_through_takes_the_backing_stores_lock_never_the_caches(tmp_path):
     cache, backing = file_store(tmp_path / "cache"), file_store(tmp_path / "backing")
     s = read_through(cache, backing)
-    _store_lock_is(s, "x", L.file_lock(tmp_path / "backing" / ".locks", timeout=0.05), "x")
-    assert not (tmp_path / "cache" / ".locks").exists()
+    _store_lock_is(s, "x", L.file_lock(tmp_path / "backing-locks", timeout=0.05), "x")
+    assert not (tmp_path / "cache-locks").exists()
 
 
 def test_the_other_decorators_pass_the_lock_through(tmp_path):

@@ -28,7 +28,6 @@ _SUFFIX = ".json"
 _DIGEST = "~~"  # '~~' + SHA-256 hex: never a base64 name, whose alphabet has no '~'
 _MAX_ENCODED = 240  # keeps names (and '.tmp-' + name, name + '.lock') under 255 bytes
 _TEMP = ".tmp-"
-LOCKS = ".locks"  # the directory of the store's paired file locks (dot names are not ids)
 
 
 def _raw(id: str) -> bytes:
@@ -202,6 +201,16 @@ def sweep_temp_files(root: Path) -> int:
     return removed
 
 
+def lock_directory(path: str | os.PathLike) -> Path:
+    """Return where the paired locks of a store at `path` live: `PATH-locks` beside it.
+
+    By its real path, so every spelling of the path (relative, through a symlink)
+    shares the locks; inside it only when it has no parent ('/').
+    """
+    real = Path(os.path.realpath(path))
+    return real.with_name(real.name + "-locks") if real.name else real / ".locks"
+
+
 # ---- the store -----------------------------------------------------------------------
 
 
@@ -212,9 +221,9 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     same directory, are fsynced, renamed over the old file, and the directory fsynced:
     a crash leaves the old transcript or the new one, never half. A file that is not a
     transcript (not UTF-8, not JSON, no "messages", another id's) is a StoreCorruptError
-    naming it, never "no history". Its "lock" is a `file_lock` in `directory/.locks`,
-    which the client takes by default: processes on one host sharing the directory
-    lose no turn (hosts sharing it over a network file system: use `lock=`). A lock not
+    naming it, never "no history". Its "lock" is a `file_lock` in the directory
+    `DIRECTORY-locks` beside it (see `lock_directory`), which the client takes by
+    default: processes on one host sharing the directory lose no turn (hosts sharing it over a network file system: use `lock=`). A lock not
     taken within `lock_timeout` seconds raises LockTimeoutError.
     """
     from .locks import file_lock, paired_lock
@@ -284,6 +293,6 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
         "save": save,
         "delete": delete,
         "ids": ids,
-        "lock": paired_lock(lambda: file_lock(root / LOCKS, timeout=lock_timeout)),
+        "lock": paired_lock(lambda: file_lock(lock_directory(root), timeout=lock_timeout)),
         "desc": f"file({str(root)!r})",
     }

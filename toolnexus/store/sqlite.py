@@ -13,6 +13,7 @@ from pathlib import Path
 from ..core.transcript import freeze_transcript
 from . import _rows
 from .errors import StoreCorruptError, StoreUnavailableError
+from .file import lock_directory
 from .locks import file_lock, paired_lock
 
 __all__ = ["sqlite_store"]
@@ -164,7 +165,5 @@ def sqlite_store(
         return tuple(r[0] for r in rows)
 
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    # Beside the file, and by its real path: every spelling of the path shares the locks.
-    locks = os.path.realpath(name) + "-locks"
-    lock = paired_lock(lambda: file_lock(locks, timeout=lock_timeout))
+    lock = paired_lock(lambda: file_lock(lock_directory(name), timeout=lock_timeout))
     return {"get": get, "save": save, "delete": delete, "ids": ids, "lock": lock, "desc": desc}
