@@ -272,9 +272,9 @@ def test_several_broken_rules_are_one_assertion_error_with_each_example():
     with pytest.raises(AssertionError) as e:
         check_store_contract(make, **{**FIND_FAST, "phases": [Phase.generate, Phase.shrink]})
     text = str(e.value)
-    assert re.match(r"the store breaks the contract \(\d+ failures?\)", text)
+    assert re.search(r"\[\+\d+ more failures?, all below\]", text.splitlines()[0])
     assert "KeyError: 'unicode ids are not kept'" in text
-    assert "AssertionError: broken(): get(" in text  # the list it kept, vandalized
+    assert re.search(r"\n\d\. broken\(\): get\(", text)  # the list it kept, vandalized
     assert text.count("state = StoreContract()") >= 2  # each failure's minimal example
 
 

@@ -223,8 +223,9 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     transcript (not UTF-8, not JSON, no "messages", another id's) is a StoreCorruptError
     naming it, never "no history". Its "lock" is a `file_lock` in the directory
     `DIRECTORY-locks` beside it (see `lock_directory`), which the client takes by
-    default: processes on one host sharing the directory lose no turn (hosts sharing it over a network file system: use `lock=`). A lock not
-    taken within `lock_timeout` seconds raises LockTimeoutError.
+    default: processes on one host sharing the directory lose no turn (hosts sharing it
+    over a network file system: use `lock=`). A lock not taken within `lock_timeout`
+    seconds raises LockTimeoutError.
     """
     from .locks import file_lock, paired_lock
 

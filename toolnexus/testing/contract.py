@@ -243,21 +243,35 @@ def _leaves(e: BaseException) -> list[BaseException]:
     return [e]
 
 
+def _described(e: BaseException) -> str:
+    """An AssertionError's own message (the kit's words); any other error with its type."""
+    return str(e) if isinstance(e, AssertionError) else f"{type(e).__name__}: {e}"
+
+
 def contract_failure_message(e: BaseException) -> str:
     """Return one message for what the kit found: each failure with its minimal example.
+
+    The first line is the first failure (so it reads well alone), then each failure
+    with hypothesis's notes (the minimal example), indented.
 
     >>> err = AssertionError("s: get('a') lost the saved transcript")
     >>> err.add_note("Falsifying example: state.save(...)")
     >>> print(contract_failure_message(ExceptionGroup("two", [err, KeyError("x")])))
-    the store breaks the contract (2 failures):
-    1. AssertionError: s: get('a') lost the saved transcript
+    s: get('a') lost the saved transcript [+1 more failure, all below]
+    1. s: get('a') lost the saved transcript
        Falsifying example: state.save(...)
     2. KeyError: 'x'
     """
     leaves = _leaves(e)
-    lines = [f"the store breaks the contract ({len(leaves)} failure{'s' * (len(leaves) > 1)}):"]
+    head = _described(leaves[0]).splitlines() or [type(leaves[0]).__name__]
+    if len(leaves) == 1:
+        notes = getattr(leaves[0], "__notes__", ())
+        return "\n".join([*head, *("   " + ln for n in notes for ln in str(n).splitlines())])
+    more = len(leaves) - 1
+    lines = [f"{head[0]} [+{more} more failure{'s' * (more > 1)}, all below]"]
     for n, leaf in enumerate(leaves, 1):
-        lines.append(f"{n}. {type(leaf).__name__}: {leaf}")
-        for text in getattr(leaf, "__notes__", ()):
-            lines.extend("   " + line for line in str(text).splitlines())
+        text = _described(leaf).splitlines() or [""]
+        lines += [f"{n}. {text[0]}", *("   " + ln for ln in text[1:])]
+        for extra in getattr(leaf, "__notes__", ()):
+            lines.extend("   " + ln for ln in str(extra).splitlines())
     return "\n".join(lines)
