@@ -38,7 +38,7 @@ class LockTimeoutError(TimeoutError):
 
 
 def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]:
-    """Return an in-process lock per conversation id (the client's default)."""
+    """Return an in-process lock per conversation id (the default for a store with no "lock")."""
     locks: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
     guard = threading.Lock()
 
