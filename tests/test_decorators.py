@@ -399,3 +399,13 @@ def test_encrypted_refuses_plaintext_and_bad_keys():
     with pytest.raises(ValueError, match="Fernet key") as e:
         encrypted("not-a-key-s3cret", in_memory_store())
     assert "s3cret" not in str(e.value)
+
+
+@pytest.mark.parametrize("plain", [b'{"version": 1}', b'{"version": 1, "messages": null}'])
+def test_encrypted_data_without_messages_is_corrupt_never_empty(plain):
+    """Fails on the old code: it decrypted to an empty transcript."""
+    key, backing = Fernet.generate_key(), {}
+    token = Fernet(key).encrypt(plain).decode("ascii")
+    in_memory_store(backing)["save"]("x", [{"role": "toolnexus.encrypted", "content": token}])
+    with pytest.raises(StoreCorruptError, match="not a transcript"):
+        encrypted(key, in_memory_store(backing))["get"]("x")

@@ -6,8 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolnexus.core import transcript as tx
 from toolnexus.store import StoreCorruptError, file_store
-from toolnexus.store.file import file_name_for, id_for_file_name
+from toolnexus.store import locks as L
+from toolnexus.store.file import _document, file_name_for, id_for_file_name, parse_document
+from toolnexus.testing import conversation_ids, transcripts
 
 T = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 
@@ -226,3 +229,29 @@ def test_the_directory_is_fsynced_after_the_rename(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", spy)
     s["save"]("u", T)
     assert synced == ["file", "dir"]
+
+
+@given(conversation_ids(), transcripts(max_turns=2))
+def test_documents_round_trip_with_and_without_the_id(id, transcript):
+    frozen = tx.freeze_transcript(transcript)
+    for inside in (id, None):
+        assert parse_document(_document(inside, frozen).encode("utf-8")) == (frozen, inside)
+
+
+def test_paired_locks_are_made_on_first_use_and_closed_with_their_owner(tmp_path):
+    made = []
+
+    def make():
+        lock = L.file_lock(tmp_path / "locks", timeout=0.05)
+        lock.close = lambda: made.append("closed")
+        made.append("made")
+        return lock
+
+    paired = L.paired_lock(make)
+    assert made == [] and not (tmp_path / "locks").exists()
+    with paired("a"), pytest.raises(L.LockTimeoutError), paired("a"):
+        pass
+    with paired("b"):
+        pass
+    paired.close()
+    assert made == ["made", "closed"]
