@@ -268,3 +268,12 @@ def test_the_other_decorators_pass_the_lock_through(tmp_path):
         encrypted(Fernet.generate_key()),
     ):
         assert deco(base)["lock"] is base["lock"]
+
+
+def test_a_lock_directory_that_cannot_be_made_is_a_clear_error(tmp_path):
+    from toolnexus.store import StoreUnavailableError
+
+    s = file_store(tmp_path / "s")
+    (tmp_path / "s-locks").write_text("a file where the lock directory goes")
+    with pytest.raises(StoreUnavailableError, match="s-locks.*lock="), s["lock"]("x"):
+        pass

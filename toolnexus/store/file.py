@@ -8,13 +8,13 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pyrsistent import PVector, thaw
 
 from ..core import transcript as tx
-from .errors import StoreCorruptError
+from .errors import StoreCorruptError, StoreUnavailableError
 
 try:  # POSIX: per-id temp files are flocked (see _open_temp); elsewhere, random temp names
     import fcntl
@@ -211,6 +211,20 @@ def lock_directory(path: str | os.PathLike) -> Path:
     return real.with_name(real.name + "-locks") if real.name else real / ".locks"
 
 
+def file_lock_beside(path: str | os.PathLike, timeout: float) -> Callable:
+    """Return the `file_lock` in `lock_directory(path)`; a clear error if it cannot be made."""
+    from .locks import file_lock
+
+    where = lock_directory(path)
+    try:
+        return file_lock(where, timeout=timeout)
+    except OSError as e:
+        raise StoreUnavailableError(
+            f"cannot create the lock directory {str(where)!r} beside {str(path)!r} ({e}): "
+            "make its parent writable, or pass the client a lock= of your own"
+        ) from None
+
+
 # ---- the store -----------------------------------------------------------------------
 
 
@@ -227,7 +241,7 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     over a network file system: use `lock=`). A lock not taken within `lock_timeout`
     seconds raises LockTimeoutError.
     """
-    from .locks import file_lock, paired_lock
+    from .locks import paired_lock
 
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
@@ -294,6 +308,6 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
         "save": save,
         "delete": delete,
         "ids": ids,
-        "lock": paired_lock(lambda: file_lock(lock_directory(root), timeout=lock_timeout)),
+        "lock": paired_lock(lambda: file_lock_beside(root, lock_timeout)),
         "desc": f"file({str(root)!r})",
     }

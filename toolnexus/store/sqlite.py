@@ -13,8 +13,8 @@ from pathlib import Path
 from ..core.transcript import freeze_transcript
 from . import _rows
 from .errors import StoreCorruptError, StoreUnavailableError
-from .file import lock_directory
-from .locks import file_lock, paired_lock
+from .file import file_lock_beside
+from .locks import paired_lock
 
 __all__ = ["sqlite_store"]
 
@@ -165,5 +165,5 @@ def sqlite_store(
         return tuple(r[0] for r in rows)
 
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    lock = paired_lock(lambda: file_lock(lock_directory(name), timeout=lock_timeout))
+    lock = paired_lock(lambda: file_lock_beside(name, lock_timeout))
     return {"get": get, "save": save, "delete": delete, "ids": ids, "lock": lock, "desc": desc}
