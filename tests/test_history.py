@@ -262,6 +262,13 @@ def test_a_blank_contains_means_no_filter(any_log, blank):
     assert [e["text"] for e in any_log["query"](contains=" w")] == ["two words"]  # not blank
 
 
+@given(st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\u00a0\u2003\u3000xÉ"), max_size=6))
+def test_a_query_filters_on_text_exactly_when_contains_is_not_blank(text):
+    folded = check_query(contains=text)["contains"]
+    assert (folded is None) == (text.strip() == "")
+    assert folded is None or folded == fold(text)  # a needle is kept as given, spaces too
+
+
 def test_limit_keeps_the_newest_oldest_first(any_log):
     for d in (3, 1, 2, 5, 4):
         any_log["record"](make_entry("c", f"day {d}", "user", BASE + timedelta(days=d)))
