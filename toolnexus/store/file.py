@@ -212,9 +212,14 @@ def lock_directory(path: str | os.PathLike) -> Path:
 
 
 def file_lock_beside(path: str | os.PathLike, timeout: float) -> Callable:
-    """Return the `file_lock` in `lock_directory(path)`; a clear error if it cannot be made."""
-    from .locks import file_lock
+    """Return the `file_lock` in `lock_directory(path)`; a clear error if it cannot be made.
 
+    Where there is no flock (Windows) it is the in-process lock: pass `lock=` there.
+    """
+    from .locks import file_lock, local_lock
+
+    if fcntl is None:  # pragma: no cover - Windows
+        return local_lock(timeout)
     where = lock_directory(path)
     try:
         return file_lock(where, timeout=timeout)
