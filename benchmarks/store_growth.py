@@ -8,10 +8,13 @@ from the flags, else TOOLNEXUS_TEST_REDIS_URL / TOOLNEXUS_TEST_POSTGRES_DSN, els
 localhost) and each history length (10, 100, 1,000, 5,000 messages):
   save   one save that appends one turn (user + assistant) to a stored transcript of
          that length, as `run` does it: the store read the transcript (get), the loop
-         extended that value, the store saves it (median of several)
+         extended that value, the store saves it under the store's own cross-process
+         "lock", taken and released around the save (median of several)
   cold   the same save from a new store object that never read this conversation
          (it must hash the stored prefix to know it can append: CPU, no reads)
   get    one get of the whole transcript
+  lock   the protection alone: the store's "lock" taken and released once (what each
+         save above includes; memory has none, so the client's in-process lock)
 Prints the milliseconds, and the ratio save(1,000) / save(10): about 1 when the cost
 of a save does not depend on history length (the target for sqlite, redis, postgres
 is at most 2); the file store rewrites its whole file, so it grows.
@@ -33,7 +36,7 @@ from pyrsistent import freeze
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolnexus.store import file_store, in_memory_store, sqlite_store  # noqa: E402
+from toolnexus.store import file_store, in_memory_store, local_lock, sqlite_store  # noqa: E402
 
 SIZES, QUICK_SIZES = (10, 100, 1_000, 5_000), (10, 1_000)
 
@@ -57,16 +60,35 @@ def _timed(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def _lock_of(store: dict) -> Callable:
+    """Return the lock the client takes for this store: its own, else the in-process one."""
+    return store.get("lock") or local_lock()
+
+
+def _locked_save(store: dict, lock: Callable, id: str, t) -> None:
+    with lock(id):
+        store["save"](id, t)
+
+
+def _take_and_release(lock: Callable, id: str) -> None:
+    with lock(id):
+        pass
+
+
 def measure(make: Callable[[], dict], n: int, repeats: int) -> dict:
-    """Return median ms of {save, cold, get} for a conversation of `n` messages."""
+    """Return median ms of {save, cold, get, lock} for a conversation of `n` messages."""
     store, id = make(), f"bench-{n}-{uuid.uuid4().hex[:8]}"
+    lock = _lock_of(store)
     store["save"](id, history(n))
     t = store["get"](id)
-    saves, colds, gets = [], [], []
+    with lock(id):  # the first take makes the lock (files, pool, scripts): not measured
+        pass
+    saves, colds, gets, locks = [], [], [], []
     for r in range(repeats):
         t = t.extend(freeze(turn(n + r)))
-        saves.append(_timed(lambda t=t: store["save"](id, t)))
+        saves.append(_timed(lambda t=t: _locked_save(store, lock, id, t)))
         gets.append(_timed(lambda: store["get"](id)))
+        locks.append(_timed(lambda: _take_and_release(lock, id)))
     for r in range(max(1, repeats // 3)):
         cold = make()
         cold["get"]("bench-warm-up")  # connections made, but this id never read
@@ -79,7 +101,8 @@ def measure(make: Callable[[], dict], n: int, repeats: int) -> dict:
     close = store.get("close")
     if callable(close):
         close()
-    return {k: statistics.median(v) for k, v in (("save", saves), ("cold", colds), ("get", gets))}
+    series = (("save", saves), ("cold", colds), ("get", gets), ("lock", locks))
+    return {k: statistics.median(v) for k, v in series}
 
 
 def _redis(url: str | None) -> tuple[Callable[[], dict], Callable[[], None]] | None:
@@ -176,8 +199,15 @@ def main(argv: list[str] | None = None) -> dict:
     for title, key in (("save", "save"), ("cold save", "cold"), ("get", "get")):
         lines += _table(title, ms, sizes, key) + [""]
     lines.append("save(1,000) / save(10): " + ", ".join(f"{k} {v:.2f}" for k, v in ratio.items()))
+    # The lock does not depend on history length: one figure per store (over all sizes).
+    lock_ms = {name: statistics.median(ms[name][n]["lock"] for n in sizes) for name in ms}
+    lines.append(
+        "lock take+release per save (ms): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in lock_ms.items())
+        + " (memory: the client's in-process lock)"
+    )
     print("\n".join(lines))
-    return {"ms": ms, "ratio": ratio, "sizes": sizes}
+    return {"ms": ms, "ratio": ratio, "lock_ms": lock_ms, "sizes": sizes}
 
 
 if __name__ == "__main__":

@@ -1,14 +1,18 @@
 """A process that asks N times on one conversation id (imported by spawned children: keep it light).
 
 Specs are tuples, so they cross the process boundary by pickling:
-store ("sqlite", path) | ("redis", url, prefix) | ("postgres", dsn, table);
-lock ("file", directory) | ("redis", url, prefix) | ("postgres", dsn) | None (no lock).
+store ("sqlite", path) | ("file", dir) | ("sanitized_file", dir) | ("redis", url, prefix)
+| ("postgres", dsn, table) | ("namespaced_sqlite", path);
+lock ("file", directory) | ("redis", url, prefix) | ("postgres", dsn) | None (no lock)
+| DEFAULT (no `lock=` option: the client takes the store's own "lock").
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+
+DEFAULT = "default"
 
 
 def make_store(spec: tuple) -> dict:
@@ -18,6 +22,18 @@ def make_store(spec: tuple) -> dict:
         from toolnexus.store.sqlite import sqlite_store
 
         return sqlite_store(args[0])
+    if kind == "namespaced_sqlite":
+        from toolnexus.store import capped_store, namespaced, sqlite_store
+
+        return capped_store(1000, namespaced("tenant", sqlite_store(args[0])))
+    if kind == "file":
+        from toolnexus.store.file import file_store
+
+        return file_store(args[0])
+    if kind == "sanitized_file":
+        from toolnexus.store.decorators import sanitized_file_store
+
+        return sanitized_file_store(args[0])
     if kind == "redis":
         from toolnexus.store.redis import redis_store
 
@@ -49,8 +65,9 @@ def ask_many(store_spec, lock_spec, conv_id, worker, n, delay, barrier) -> None:
         time.sleep(delay)  # widens the window between get and save
         return {"content": "echo: " + request["messages"][-1]["content"]}
 
+    options = {} if lock_spec == DEFAULT else {"lock": make_lock(lock_spec)}
     client = create_in_process_client(
-        model="echo", generate=generate, store=make_store(store_spec), lock=make_lock(lock_spec)
+        model="echo", generate=generate, store=make_store(store_spec), **options
     )
     barrier.wait(timeout=60)  # all processes start asking together
     for i in range(n):

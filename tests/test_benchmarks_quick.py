@@ -37,7 +37,10 @@ def test_store_growth_quick(capsys):
     assert {"memory", "file", "sqlite"} <= set(report["ratio"])
     assert all(r > 0 for r in report["ratio"].values())
     assert all(m[1_000]["save"] > 0 and m[1_000]["get"] > 0 for m in report["ms"].values())
-    assert "save(1,000) / save(10)" in capsys.readouterr().out
+    assert set(report["lock_ms"]) == set(report["ratio"])  # the protection's own cost
+    assert all(ms > 0 for ms in report["lock_ms"].values())
+    out = capsys.readouterr().out
+    assert "save(1,000) / save(10)" in out and "lock take+release per save" in out
 
 
 def test_service_load_quick(capsys):

@@ -154,20 +154,24 @@ def test_ctrl_c_stops_the_answer_not_the_session(tmp_path):
 
 
 def test_auto_lock_beside_a_sqlite_store_excludes_another_process(tmp_path):
-    """--lock auto on a SQLite store is a file lock another process really has to wait for."""
+    """--lock auto on a SQLite store is the store's own file lock, which another process
+    really has to wait for."""
     from toolnexus.commands.places import lock_for, open_store
+    from toolnexus.store.file import lock_directory
 
     spec = f"sqlite:{tmp_path / 'chat.db'}"
-    lock = lock_for("auto", spec, open_store(spec))
+    store = open_store(spec)
+    assert lock_for("auto", spec, store) is None  # the client takes the store's own lock
+    where = lock_directory(tmp_path / "chat.db")
     probe = (
         "import sys\nfrom toolnexus.store import file_lock, LockTimeoutError\n"
         "try:\n    with file_lock(sys.argv[1], timeout=0.2)('c'):\n        print('taken')\n"
         "except LockTimeoutError:\n    print('waited')\n"
     )
-    with lock("c"):
-        held = subprocess.run([sys.executable, "-c", probe, tmp_path / ".chat.db.locks"],
+    with store["lock"]("c"):
+        held = subprocess.run([sys.executable, "-c", probe, where],
                               capture_output=True, text=True, timeout=60)  # fmt: skip
-    free = subprocess.run([sys.executable, "-c", probe, tmp_path / ".chat.db.locks"],
+    free = subprocess.run([sys.executable, "-c", probe, where],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert (held.stdout, free.stdout) == ("waited\n", "taken\n"), held.stderr + free.stderr
 

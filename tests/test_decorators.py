@@ -25,8 +25,9 @@ from toolnexus.store import (
     retention,
     sanitize_ids,
     sanitized_file_store,
+    sqlite_store,
 )
-from toolnexus.store.decorators import SAVED_AT, sanitize_id
+from toolnexus.store.decorators import SAVED_AT, sanitize_id, stored_view
 from toolnexus.testing import conversation_ids, transcripts
 from toolnexus.testing.strategies import COLLIDING_IDS, HOSTILE_IDS
 
@@ -249,6 +250,48 @@ def test_read_through_leaves_no_stale_copy_when_the_remote_save_fails():
     assert len(broken["get"]("a")) == 1  # what the remote really holds
 
 
+def test_read_through_returns_what_the_capped_store_behind_it_returns(tmp_path):
+    """Fails on the old code: a warm cache returned all 6 messages, a cold one 2."""
+    backing = capped_store(2, sqlite_store(tmp_path / "c.db"))
+    s = read_through(in_memory_store(), backing)
+    s["save"]("a", msgs(6))
+    assert s["get"]("a") == backing["get"]("a") == tx.freeze_transcript(msgs(6)[-2:])
+    cold = read_through(in_memory_store(), backing)
+    assert cold["get"]("a") == s["get"]("a")
+
+
+def test_read_through_reads_back_what_an_undeclared_transform_stored():
+    """A user's decorator that changes what is saved, without declaring a stored view:
+    read_through reads the store back after each save instead of guessing."""
+    inner = in_memory_store()
+
+    def shouting(store):
+        return {
+            **store,
+            "save": lambda id, t: store["save"](
+                id, [{**m, "content": str(m["content"]).upper()} for m in t]
+            ),
+        }
+
+    loud = shouting(inner)
+    assert stored_view(loud) is None  # the replaced save dropped the inner declaration
+    s = read_through(in_memory_store(), loud)
+    s["save"]("a", [{"role": "user", "content": "hi"}])
+    assert s["get"]("a") == inner["get"]("a") and s["get"]("a")[0]["content"] == "HI"
+
+
+def test_stored_views_compose_and_are_dropped_where_unknown(tmp_path):
+    t = msgs(5)
+    key = Fernet.generate_key()
+    base = sanitized_file_store(tmp_path)
+    composed = toolz.pipe(base, encrypted(key), namespaced("acme"), capped_store(3), observed)
+    assert stored_view(composed)(t) == tx.freeze_transcript(t[-3:])
+    composed["save"]("x", t)
+    assert composed["get"]("x") == stored_view(composed)(t)
+    assert stored_view(retention(60, base)) is None  # what it returns depends on the clock
+    assert stored_view({"get": lambda id: None, "save": lambda id, t: None}) is None
+
+
 def test_read_through_needs_a_cache_that_can_delete():
     with pytest.raises(ValueError, match="needs 'delete'"):
         read_through({"get": lambda id: None, "save": lambda id, t: None}, in_memory_store())
@@ -356,3 +399,13 @@ def test_encrypted_refuses_plaintext_and_bad_keys():
     with pytest.raises(ValueError, match="Fernet key") as e:
         encrypted("not-a-key-s3cret", in_memory_store())
     assert "s3cret" not in str(e.value)
+
+
+@pytest.mark.parametrize("plain", [b'{"version": 1}', b'{"version": 1, "messages": null}'])
+def test_encrypted_data_without_messages_is_corrupt_never_empty(plain):
+    """Fails on the old code: it decrypted to an empty transcript."""
+    key, backing = Fernet.generate_key(), {}
+    token = Fernet(key).encrypt(plain).decode("ascii")
+    in_memory_store(backing)["save"]("x", [{"role": "toolnexus.encrypted", "content": token}])
+    with pytest.raises(StoreCorruptError, match="not a transcript"):
+        encrypted(key, in_memory_store(backing))["get"]("x")

@@ -253,6 +253,22 @@ def test_case_insensitive_beyond_ascii(any_log):
     assert [e["text"] for e in any_log["query"](contains="ça va")] == ["ÇA VA"]
 
 
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n", "\u3000"])
+def test_a_blank_contains_means_no_filter(any_log, blank):
+    """Fails on the old code for whitespace: it searched for the spaces and found nothing."""
+    any_log["record"](make_entry("c", "nospace", "user", BASE))
+    any_log["record"](make_entry("c", "two words", "ai", BASE + timedelta(minutes=1)))
+    assert [e["text"] for e in any_log["query"](contains=blank)] == ["nospace", "two words"]
+    assert [e["text"] for e in any_log["query"](contains=" w")] == ["two words"]  # not blank
+
+
+@given(st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\u00a0\u2003\u3000xÉ"), max_size=6))
+def test_a_query_filters_on_text_exactly_when_contains_is_not_blank(text):
+    folded = check_query(contains=text)["contains"]
+    assert (folded is None) == (text.strip() == "")
+    assert folded is None or folded == fold(text)  # a needle is kept as given, spaces too
+
+
 def test_limit_keeps_the_newest_oldest_first(any_log):
     for d in (3, 1, 2, 5, 4):
         any_log["record"](make_entry("c", f"day {d}", "user", BASE + timedelta(days=d)))
@@ -316,7 +332,10 @@ def test_select_limit_is_a_suffix_of_the_unlimited_answer(es, limit, contains):
     assert len(limited) == min(limit, len(everything))
     assert limited == (everything[-limit:] if limit else ())
     assert [e["timestamp"] for e in everything] == sorted(e["timestamp"] for e in everything)
-    assert all(fold(contains or "") in fold(e["text"]) for e in everything)
+    needle = "" if contains is None or contains.isspace() else contains  # blank: no filter
+    assert all(fold(needle) in fold(e["text"]) for e in everything)
+    if not needle:
+        assert len(everything) == len(es)
 
 
 @given(st.dates(), st.times())

@@ -179,6 +179,9 @@ class _Traced:
 
     def __init__(self, pool):
         self.pool, self.conninfo, self.sent = pool, pool.conninfo, []
+        # The store's paired lock borrows untraced connections (its statements are not the
+        # store's round trips).
+        self.getconn, self.putconn, self.max_size = pool.getconn, pool.putconn, pool.max_size
 
     @contextmanager
     def connection(self):

@@ -10,6 +10,7 @@ import pytest
 import toolz
 from cryptography.fernet import Fernet
 from hypothesis import Phase
+from pyrsistent import freeze
 
 from toolnexus.core import transcript as tx
 from toolnexus.store import (
@@ -23,13 +24,10 @@ from toolnexus.store import (
     retention,
     sanitize_ids,
     sanitized_file_store,
+    sqlite_store,
 )
 from toolnexus.testing import check_store_contract, conversation_ids, store_contract_machine
 
-# file_store refuses ids over 180 UTF-8 bytes (a clear ValueError: its base64 file name
-# would pass the 255-byte name limit), so it runs on the ids within that limit;
-# sanitized_file_store takes every id.
-FILE_IDS = conversation_ids().filter(lambda i: len(i.encode("utf-8")) <= 180)
 # The decorators are thin: fewer examples each keeps the suite fast.
 FEW = {"max_examples": 12}
 
@@ -40,7 +38,13 @@ def test_in_memory_store():
 
 
 def test_file_store(tmp_path):
-    check_store_contract(lambda: file_store(tmp_path), ids=FILE_IDS)
+    """Every id, long ones too (the old code refused ids over 180 UTF-8 bytes)."""
+    check_store_contract(lambda: file_store(tmp_path))
+
+
+def test_file_store_with_long_ids_only(tmp_path):
+    long_ids = conversation_ids().map(lambda i: i * (400 // len(i) + 1))
+    check_store_contract(lambda: file_store(tmp_path), ids=long_ids, **FEW)
 
 
 def test_sanitized_file_store(tmp_path):
@@ -102,6 +106,51 @@ def test_read_through_with_a_persistent_cache(tmp_path):
     cache: dict = {}
     check_store_contract(
         lambda: read_through(in_memory_store(cache), sanitized_file_store(tmp_path)), **FEW
+    )
+
+
+# read_through returns what the store behind it returns: a persistent cache (warm across
+# restarts) over the compositions we ship, each checked against its own model.
+
+
+def test_read_through_over_a_capped_store(tmp_path):
+    """Fails on the old code: the warm cache held the untrimmed transcript."""
+    cache: dict = {}
+    check_store_contract(
+        lambda: read_through(in_memory_store(cache), capped_store(2, sqlite_store(tmp_path / "c"))),
+        model=lambda t: tx.trim(t, 2),
+        **FEW,
+    )
+
+
+def test_read_through_over_a_full_composition(tmp_path):
+    key, cache = Fernet.generate_key(), {}
+    check_store_contract(
+        lambda: read_through(
+            in_memory_store(cache),
+            toolz.pipe(
+                sanitized_file_store(tmp_path), encrypted(key), namespaced("acme"), capped_store(3)
+            ),
+        ),
+        model=lambda t: tx.trim(t, 3),
+        **FEW,
+    )
+
+
+def test_read_through_over_retention_and_a_transform_it_must_read_back(tmp_path):
+    def titled(store):  # a user's decorator that declares nothing: read back after save
+        def save(id, t):
+            store["save"](id, [*t, {"role": "user", "content": "(saved)"}])
+
+        return {**store, "save": save}
+
+    cache: dict = {}
+    check_store_contract(
+        lambda: read_through(
+            in_memory_store(cache), titled(retention(3600, sanitized_file_store(tmp_path)))
+        ),
+        model=lambda t: t.append(freeze({"role": "user", "content": "(saved)"})),
+        **FEW,
     )
 
 
@@ -200,3 +249,39 @@ def test_the_kit_catches_a_store_that_modifies_its_input():
 def test_the_kit_catches_a_capped_store_checked_without_its_model():
     backing: dict = {}
     _fails(lambda: capped_store(1, in_memory_store(backing)), "capped")
+
+
+def test_several_broken_rules_are_one_assertion_error_with_each_example():
+    """Fails on the old code: hypothesis's ExceptionGroup went through as is."""
+
+    def make():
+        backing: dict = {}
+
+        def get(id):
+            if not id.isascii():
+                raise KeyError("unicode ids are not kept")
+            return backing.get(id)
+
+        return {
+            "get": get,
+            "save": backing.__setitem__,  # keeps the caller's list: vandalized later
+            "delete": lambda id: backing.pop(id, None),
+            "desc": "broken()",
+        }
+
+    with pytest.raises(AssertionError) as e:
+        check_store_contract(make, **{**FIND_FAST, "phases": [Phase.generate, Phase.shrink]})
+    text = str(e.value)
+    assert re.search(r"\[\+\d+ more failures?, all below\]", text.splitlines()[0])
+    assert "KeyError: 'unicode ids are not kept'" in text
+    assert re.search(r"\n\d\. broken\(\): get\(", text)  # the list it kept, vandalized
+    assert text.count("state = StoreContract()") >= 2  # each failure's minimal example
+
+
+def test_a_store_that_raises_is_an_assertion_error_with_the_example():
+    def make():
+        return {"get": lambda id: None, "save": lambda id, t: 1 / 0, "desc": "broken()"}
+
+    with pytest.raises(AssertionError, match=r"ZeroDivisionError") as e:
+        check_store_contract(make, **FIND_FAST)
+    assert "state.save(" in str(e.value) and isinstance(e.value.__cause__, ZeroDivisionError)

@@ -142,9 +142,11 @@ def check_query(
 ) -> PMap:
     """Return the validated query {contains (folded), since, until (UTC), limit, conversation_id}.
 
+    A blank `contains` ("", "   ") means no text filter, like None.
+
     >>> q = check_query(contains="ÉTÉ", limit=3)
-    >>> q["contains"], q["limit"]
-    ('été', 3)
+    >>> q["contains"], q["limit"], check_query(contains="   ")["contains"]
+    ('été', 3, None)
     """
     if contains is not None and not isinstance(contains, str):
         raise TypeError(f"contains must be a string, got {type(contains).__name__}")
@@ -154,7 +156,7 @@ def check_query(
         raise TypeError(f"conversation_id must be a string, got {type(conversation_id).__name__}")
     return pmap(
         {
-            "contains": fold(contains) if contains else None,
+            "contains": fold(contains) if contains and not contains.isspace() else None,
             "since": None if since is None else instant(since, "since"),
             "until": None if until is None else instant(until, "until", end=True),
             "limit": limit,

@@ -1,4 +1,7 @@
-"""Stores: `{"get", "save"}` closures (plus optional "delete", "ids", "desc")."""
+"""Stores: `{"get", "save"}` closures (plus optional "delete", "ids", "lock", "desc").
+
+Every durable store here carries a cross-process "lock" the client takes by default.
+"""
 
 # Public names loaded on first access (backends import their drivers only then).
 _LAZY = {
@@ -12,6 +15,7 @@ _LAZY = {
     "sanitize_ids": "decorators",
     "sanitized_file_store": "decorators",
     "check_store": "check",
+    "stored_view": "decorators",
     "StoreCorruptError": "errors",
     "StoreUnavailableError": "errors",
     "file_store": "file",
@@ -21,6 +25,7 @@ _LAZY = {
     "LockTimeoutError": "locks",
     "file_lock": "locks",
     "local_lock": "locks",
+    "paired_lock": "locks",
     "postgres_lock": "locks",
     "redis_lock": "locks",
     "in_memory_store": "memory",
@@ -45,7 +50,9 @@ __all__ = [
     "retention",
     "sanitize_ids",
     "sanitized_file_store",
+    "stored_view",
     "local_lock",
+    "paired_lock",
     "sqlite_store",
     "redis_store",
     "postgres_store",

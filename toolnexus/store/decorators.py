@@ -3,8 +3,10 @@
     capped_store(40)                 a decorator;  capped_store(40, s)  a store
     toolz.pipe(sqlite_store("chat.db"), encrypted(key), capped_store(40))
 
-Every decorator passes the store's other keys through ("delete", "ids", your own),
-wrapping those that take an id when it changes ids, and sets a readable "desc".
+Every decorator passes the store's other keys through ("delete", "ids", "lock", your
+own), wrapping those that take an id when it changes ids (so `namespaced` locks the
+namespaced id), and sets a readable "desc". A save may declare what `get` returns right
+after it (its `stored_view` attribute, see `stored_view`); decorators keep that true.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +26,7 @@ from toolz import curry
 from .._extras import needs_extra
 from ..core import transcript as tx
 from .errors import StoreCorruptError
-from .file import file_store
+from .file import file_store, parse_document
 
 __all__ = [
     "DecryptionError",
@@ -36,6 +39,7 @@ __all__ = [
     "sanitize_id",
     "sanitize_ids",
     "sanitized_file_store",
+    "stored_view",
 ]
 
 
@@ -55,6 +59,29 @@ def _check_store(store: Any, who: str) -> None:
             f"{who}: expected a store (a mapping with callable 'get' and 'save'),"
             f" got {type(store).__name__}"
         )
+
+
+def stored_view(store: Mapping) -> Callable[[Sequence[Mapping]], Any] | None:
+    """Return fn(transcript) -> what `store["get"]` returns right after `store["save"]` of it.
+
+    Only when the store's save declares it (a `stored_view` attribute of that very
+    function, so a decorator that replaces "save" without declaring one drops it); else
+    None, and only reading back tells. `read_through` uses it to fill its cache.
+
+    >>> from toolnexus.store import in_memory_store
+    >>> view = stored_view(capped_store(1, in_memory_store()))
+    >>> [m["content"] for m in view([{"role": "user", "content": c} for c in "ab"])]
+    ['b']
+    """
+    view = getattr(store["save"], "stored_view", None)
+    return view if callable(view) else None
+
+
+def _declared(save: Callable, view: Callable | None) -> Callable:
+    """Return `save`, declaring `view` as its stored view (when there is one)."""
+    if view is not None:
+        save.stored_view = view  # type: ignore[attr-defined]
+    return save
 
 
 # ---- capped ----------------------------------------------------------------
@@ -77,12 +104,13 @@ def capped_store(n: int, store: Mapping) -> dict:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"capped_store: n must be an integer >= 1, got {n!r}")
     _check_store(store, "capped_store")
-    inner_save = store["save"]
+    inner_save, inner_view = store["save"], stored_view(store)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         inner_save(id, tx.trim(transcript, n))
 
-    return {**store, "save": save, "desc": f"capped({n}, {_desc(store)})"}
+    view = None if inner_view is None else (lambda t: inner_view(tx.trim(t, n)))
+    return {**store, "save": _declared(save, view), "desc": f"capped({n}, {_desc(store)})"}
 
 
 # ---- sanitized ids -----------------------------------------------------------
@@ -158,7 +186,9 @@ def sanitize_ids(store: Mapping) -> dict:
             store["save"](side, [{"role": "toolnexus.id", "content": id}])
         store["save"](key, transcript)
 
-    out.update(get=get, save=save)
+    out.update(get=get, save=_declared(save, stored_view(store)))
+    if callable(store.get("lock")):
+        out["lock"] = lambda id: store["lock"](sanitize_id(id))  # the key's lock
     if "delete" in store:
 
         def delete(id: str) -> None:
@@ -184,15 +214,16 @@ def sanitize_ids(store: Mapping) -> dict:
     return out
 
 
-def sanitized_file_store(directory: str) -> dict:
+def sanitized_file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> dict:
     """Return `sanitize_ids(file_store(directory))`: file names safe on every file system.
 
     `file_store` alone is already injective on a case-sensitive file system (safe ids
-    verbatim, others base64). This adds: lowercase-only names (so 'A' and 'a' stay apart
-    on macOS and Windows), no device names, and ids of any length (long ones hashed).
-    Its file names differ from a plain `file_store`'s: do not switch an existing directory.
+    verbatim, others base64, long ones hashed). This adds lowercase-only names (so 'A'
+    and 'a' stay apart on macOS and Windows) and no device names. Its "lock" is the file
+    store's, on the sanitized key. Its file names differ from a plain `file_store`'s: do
+    not switch an existing directory.
     """
-    return sanitize_ids(file_store(directory))
+    return sanitize_ids(file_store(directory, lock_timeout=lock_timeout))
 
 
 # ---- namespaced --------------------------------------------------------------
@@ -221,9 +252,11 @@ def namespaced(prefix: str, store: Mapping) -> dict:
     out = {
         **store,
         "get": lambda id: store["get"](head + id),
-        "save": lambda id, transcript: store["save"](head + id, transcript),
+        "save": _declared(lambda id, t: store["save"](head + id, t), stored_view(store)),
         "desc": f"namespaced({prefix!r}, {_desc(store)})",
     }
+    if callable(store.get("lock")):
+        out["lock"] = lambda id: store["lock"](head + id)  # the backend id's lock
     if "delete" in store:
         out["delete"] = lambda id: store["delete"](head + id)
     if "ids" in store:
@@ -269,7 +302,7 @@ def observed(
             store["save"](id, transcript)
             on_save(id, transcript)
 
-        out["save"] = save
+        out["save"] = _declared(save, stored_view(store))
     if on_delete is not None and "delete" in store:
 
         def delete(id: str) -> None:
@@ -287,10 +320,13 @@ def observed(
 def read_through(cache: Mapping, store: Mapping) -> dict:
     """Return `store` behind a cache store: reads try the cache first, then fill it.
 
-    A save invalidates the cached copy, writes the store, then refreshes the cache; a
-    delete removes both. The cache needs "delete". It is only as fresh as this process
-    knows: use it when one process writes a given conversation (sticky sessions), since
-    another process's save does not reach this cache.
+    A save invalidates the cached copy, writes the store, then caches what the store
+    now returns (its `stored_view` of the transcript, e.g. trimmed by `capped_store`;
+    else read back), so a warm cache returns exactly what a cold one would. A delete
+    removes both. The cache needs "delete". Its "lock" is the store's (never the
+    cache's). It is only as fresh as this process knows: use it when one process writes
+    a given conversation (sticky sessions), since another process's save does not reach
+    this cache.
     """
     _check_store(cache, "read_through (cache)")
     _check_store(store, "read_through")
@@ -306,15 +342,19 @@ def read_through(cache: Mapping, store: Mapping) -> dict:
             cache["save"](id, found)
         return found
 
+    view = stored_view(store)
+
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         cache["delete"](id)  # first: a failed save must not leave a stale copy readable
         store["save"](id, transcript)
-        cache["save"](id, transcript)
+        now = view(transcript) if view is not None else store["get"](id)
+        if now is not None:
+            cache["save"](id, now)
 
     out = {
         **store,
         "get": get,
-        "save": save,
+        "save": _declared(save, view),
         "desc": f"read_through({_desc(cache)}, {_desc(store)})",
     }
     if "delete" in store:
@@ -392,6 +432,7 @@ def retention(
             stamp(id)
         return found
 
+    # Its save declares no stored view: what get returns depends on the clock.
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         stamp(id)  # first: a failed save then only extends the old transcript's life
         store["save"](id, transcript)
@@ -469,7 +510,7 @@ def encrypted(key: Any, store: Mapping) -> dict:
                 " was altered"
             ) from None
         try:
-            return tx.loads(plain)
+            return parse_document(plain)[0]
         except tx.TranscriptFormatError as e:
             msg = f"conversation {id!r}: decrypted data is not a transcript: {e}"
             raise StoreCorruptError(msg) from None
@@ -478,4 +519,7 @@ def encrypted(key: Any, store: Mapping) -> dict:
         token = box.encrypt(tx.dumps(tx.freeze_transcript(transcript)).encode("utf-8"))
         store["save"](id, [{"role": ENCRYPTED_ROLE, "content": token.decode("ascii")}])
 
-    return {**store, "get": get, "save": save, "desc": f"encrypted({_desc(store)})"}
+    # A store that keeps its one-message ciphertext as given gives back the plain value.
+    view = tx.freeze_transcript if stored_view(store) is not None else None
+    out = {**store, "get": get, "save": _declared(save, view)}
+    return {**out, "desc": f"encrypted({_desc(store)})"}

@@ -3,6 +3,10 @@
 `local_lock` serves one process; `file_lock` several processes on one host;
 `redis_lock` and `postgres_lock` many processes on many hosts. A lock not taken
 within its timeout raises LockTimeoutError: a run never goes on without its lock.
+
+Every shipped durable store carries the cross-process lock that suits it under its
+"lock" key (`paired_lock` makes it on first use), and the client takes that lock by
+default, so processes racing on one conversation id lose no turn without any option.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ from typing import Any
 
 from .._extras import needs_extra
 
-__all__ = ["local_lock", "file_lock", "redis_lock", "postgres_lock", "LockTimeoutError"]
+__all__ = [
+    "local_lock",
+    "file_lock",
+    "redis_lock",
+    "postgres_lock",
+    "paired_lock",
+    "LockTimeoutError",
+]
 
 
 class LockTimeoutError(TimeoutError):
@@ -29,7 +40,7 @@ class LockTimeoutError(TimeoutError):
 
 
 def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]:
-    """Return an in-process lock per conversation id (the client's default)."""
+    """Return an in-process lock per conversation id (the default for a store with no "lock")."""
     locks: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
     guard = threading.Lock()
 
@@ -48,6 +59,32 @@ def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]
             lock.release()
 
     return hold
+
+
+def paired_lock(make: Callable[[], Callable]) -> Callable[[str], AbstractContextManager]:
+    """Return a lock made by `make()` on its first use: the "lock" a store pairs itself with.
+
+    Made lazily, so a store that is never locked creates no lock files, pools or
+    threads. `close()` closes the made lock if it has a "close" (a pool it owns).
+    """
+    made: list = []
+    guard = threading.Lock()
+
+    def lock(id: str) -> AbstractContextManager:
+        if not made:
+            with guard:
+                if not made:
+                    made.append(make())
+        return made[0](id)
+
+    def close() -> None:
+        with guard:
+            inner = made.pop() if made else None
+        if callable(getattr(inner, "close", None)):
+            inner.close()
+
+    lock.close = close  # type: ignore[attr-defined]
+    return lock
 
 
 # ---- cross-process locks ---------------------------------------------------
@@ -90,13 +127,7 @@ def _poll(try_once: Callable[[], bool], seconds: float, what: str) -> None:
 def _lock_file_name(id: str) -> str:
     from .file import file_name_for
 
-    try:
-        return file_name_for(id) + ".lock"
-    except ValueError:
-        if not isinstance(id, str) or not id:
-            raise
-        # Too long for a readable name: a hash ('~~' never starts a file_name_for name).
-        return "~~" + hashlib.sha256(id.encode("utf-8", "surrogatepass")).hexdigest() + ".lock"
+    return file_name_for(id) + ".lock"  # injective, never a path, under 255 bytes
 
 
 def file_lock(directory: str | os.PathLike, timeout: float = 60.0) -> Callable:
@@ -250,7 +281,11 @@ def _advisory_key(id: str) -> int:
 
 
 def postgres_lock(
-    pool_or_dsn: Any, *, timeout: float = 60.0, connect_timeout: float = 10.0
+    pool_or_dsn: Any,
+    *,
+    timeout: float = 60.0,
+    connect_timeout: float = 10.0,
+    max_held: int | None = None,
 ) -> Callable:
     """Return a lock per conversation as a PostgreSQL advisory lock, for many processes and hosts.
 
@@ -258,12 +293,17 @@ def postgres_lock(
     a connection more than the locks held at once); the server frees the lock if that
     session dies. Waits use `lock_timeout`, so no polling. Getting a connection waits at
     most `connect_timeout`, whatever `timeout` is (a server that is down fails after
-    `connect_timeout`; a short lock timeout still allows a slow connect).
+    `connect_timeout`; a short lock timeout still allows a slow connect). With
+    `max_held`, at most that many locks of this value are held at once (the others wait,
+    within `timeout`): a pool shared with a store then always keeps a connection for it.
     """
     with needs_extra("postgres_lock"):
         import psycopg
 
     from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
+
+    if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
+        raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")
 
     pool, address, owned = pg_pool(pool_or_dsn, timeout=connect_timeout, max_size=64)
     what = f"postgres_lock({address!r})"
@@ -282,7 +322,29 @@ def postgres_lock(
                 raise pg_unavailable(pool, e, what) from None
             raise
 
+    slots = threading.BoundedSemaphore(max_held) if max_held else None
+
     def take(id: str, seconds: float) -> Callable[[], None]:
+        if slots is None:
+            return take_slot(id, seconds)
+        start = time.monotonic()
+        if not slots.acquire(timeout=seconds):
+            raise LockTimeoutError(f"{what} for {id!r:.120} not taken within {seconds:.3g}s")
+        try:
+            release = take_slot(id, max(0.0, seconds - (time.monotonic() - start)))
+        except BaseException:
+            slots.release()
+            raise
+
+        def release_slot() -> None:
+            try:
+                release()
+            finally:
+                slots.release()
+
+        return release_slot
+
+    def take_slot(id: str, seconds: float) -> Callable[[], None]:
         key = _advisory_key(id)
         conn = connect(seconds)
         autocommit = conn.autocommit

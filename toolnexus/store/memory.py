@@ -13,6 +13,8 @@ __all__ = ["in_memory_store"]
 def in_memory_store(state: MutableMapping | None = None) -> dict:
     """Return a store backed by `state` (a dict you may keep for REPL inspection).
 
+    It has no "lock": one process holds it, and the client's in-process lock suffices.
+
     >>> s = in_memory_store()
     >>> s["get"]("nobody") is None
     True
@@ -30,6 +32,8 @@ def in_memory_store(state: MutableMapping | None = None) -> dict:
         frozen = freeze_transcript(transcript)
         with lock:
             backing[id] = frozen
+
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
 
     def delete(id: str) -> None:
         with lock:

@@ -11,8 +11,10 @@ from functools import partial
 from typing import Any
 
 from .._extras import needs_extra
+from ..core.transcript import freeze_transcript
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
+from .locks import paired_lock, postgres_lock
 
 __all__ = ["postgres_store"]
 
@@ -99,7 +101,11 @@ def _check_id(id: Any) -> str:
 
 
 def postgres_store(
-    pool_or_dsn: Any, table: str = "toolnexus_messages", *, timeout: float = 10.0
+    pool_or_dsn: Any,
+    table: str = "toolnexus_messages",
+    *,
+    timeout: float = 10.0,
+    lock_timeout: float = 60.0,
 ) -> dict:
     """Return a durable store in PostgreSQL (a psycopg_pool pool or a DSN).
 
@@ -107,6 +113,14 @@ def postgres_store(
     if missing. Each save is one transaction: it appends only the new messages when
     the stored transcript is a prefix of the new one, else replaces them. A pool made
     from a DSN opens on first use and is closed by the store's "close".
+
+    Its "lock" is a `postgres_lock` (an advisory lock per id), which the client takes by
+    default around get -> run -> save: processes and hosts asking on one id lose no
+    turn. From a DSN the lock has a pool of its own (closed by "close" too); given a
+    pool, the lock shares it and holds at most `max_size - 1` of its connections (one
+    per exchange in flight), so the store always has one: size the pool for the
+    exchanges you run at once, plus one. A lock not taken within `lock_timeout` seconds
+    raises LockTimeoutError.
     """
     with needs_extra("postgres_store"):
         import psycopg
@@ -213,6 +227,7 @@ def postgres_store(
             save(id, transcript)
             return False
 
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
     save_logged.save = save  # type: ignore[attr-defined]  # the save it stands for
 
     def delete(id: str) -> None:
@@ -226,8 +241,25 @@ def postgres_store(
         with errors(None), connection() as conn:
             return tuple(r[0] for r in conn.execute(sql["ids"]).fetchall())
 
+    size = getattr(pool, "max_size", None) or 2
+    if owned or (size < 2 and getattr(pool, "conninfo", None)):
+        # The lock's own connections: it holds one for a whole exchange, and a pool of
+        # one connection could not serve both the lock and the store.
+        target = pool_or_dsn if owned else pool.conninfo
+        lock = paired_lock(
+            lambda: postgres_lock(target, timeout=lock_timeout, connect_timeout=timeout)
+        )
+    else:
+        held = max(1, (getattr(pool, "max_size", None) or 2) - 1)
+        lock = paired_lock(
+            lambda: postgres_lock(
+                pool, timeout=lock_timeout, connect_timeout=timeout, max_held=held
+            )
+        )
+
     def close() -> None:
-        """Close the pool if the store made it from a DSN (a pool you gave stays yours)."""
+        """Close the pools the store made from a DSN (a pool you gave stays yours)."""
+        lock.close()
         if owned:
             pool.close()
 
@@ -249,6 +281,7 @@ def postgres_store(
         "ids": ids,
         "fork": fork,
         "close": close,
+        "lock": lock,
         "desc": desc,
     }
 

@@ -7,8 +7,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._extras import needs_extra
+from ..core.transcript import freeze_transcript
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
+from .locks import paired_lock, redis_lock
 
 __all__ = ["redis_store"]
 
@@ -51,13 +53,18 @@ def _int(value: Any) -> Any:
         return _text(value)  # left as is: decode_rows names it as the bad value
 
 
-def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
+def redis_store(
+    client_or_url: Any, prefix: str = "toolnexus:", *, lock_timeout: float = 60.0
+) -> dict:
     """Return a durable store in Redis (a redis-py client or a redis:// URL).
 
     Per conversation: a list of JSON messages at `{prefix}m:{id}`, a head hash at
     `{prefix}c:{id}` and the id in the set `{prefix}ids`. Each save is one Lua script:
     it appends only the new messages when the stored transcript is a prefix of the new
-    one, else replaces the list.
+    one, else replaces the list. Its "lock" is a `redis_lock` on the same client (keys
+    `{prefix}lock:{id}`), which the client takes by default around get -> run -> save:
+    processes and hosts asking on one id lose no turn (a lock not taken within
+    `lock_timeout` seconds raises LockTimeoutError).
     """
     with needs_extra("redis_store"):
         import redis as redis_py
@@ -156,7 +163,17 @@ def redis_store(client_or_url: Any, prefix: str = "toolnexus:") -> dict:
             return _fork(client, copy, keys, ids_key, desc, src, dst, at, check)
 
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "fork": fork, "desc": desc}
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
+    lock = paired_lock(lambda: redis_lock(client, prefix=prefix + "lock:", timeout=lock_timeout))
+    return {
+        "get": get,
+        "save": save,
+        "delete": delete,
+        "ids": ids,
+        "fork": fork,
+        "lock": lock,
+        "desc": desc,
+    }
 
 
 # KEYS: src head, src list, dst head, dst list, ids set. ARGV: src's expected version,

@@ -10,8 +10,11 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..core.transcript import freeze_transcript
 from . import _rows
 from .errors import StoreCorruptError, StoreUnavailableError
+from .file import file_lock_beside
+from .locks import paired_lock
 
 __all__ = ["sqlite_store"]
 
@@ -69,15 +72,24 @@ def _connect(path: str, timeout: float, durable: bool) -> sqlite3.Connection:
     return conn
 
 
-def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: bool = True) -> dict:
+def sqlite_store(
+    path: str | os.PathLike,
+    *,
+    timeout: float = 30.0,
+    durable: bool = True,
+    lock_timeout: float = 60.0,
+) -> dict:
     """Return a durable store in the SQLite file at `path` (created if missing).
 
     One row per message: a save that extends the stored transcript appends only the
-    new messages; one that rewrites history replaces it, in one transaction. Safe from
-    several threads (a connection per thread) and processes (WAL; writers wait up to
-    `timeout` seconds for each other). Every save is fsynced; `durable=False` skips
-    that (synchronous=NORMAL): much faster, and a power cut may then lose the last
-    saves, though never corrupt the file.
+    new messages; one that rewrites history replaces it, in one transaction. Each save
+    and get is atomic from several threads (a connection per thread) and processes
+    (WAL; writers wait up to `timeout` seconds for each other). Its "lock" is a
+    `file_lock` in the directory `PATH-locks` beside the file, which the client takes
+    by default around get -> run -> save: processes on one host asking on one id lose
+    no turn (a lock not taken within `lock_timeout` seconds raises LockTimeoutError).
+    Every save is fsynced; `durable=False` skips that (synchronous=NORMAL): much
+    faster, and a power cut may then lose the last saves, though never corrupt the file.
     """
     name = str(path)
     if name == ":memory:" or name.startswith("file::memory:"):
@@ -159,7 +171,17 @@ def sqlite_store(path: str | os.PathLike, *, timeout: float = 30.0, durable: boo
             return _fork(c, desc, src, dst, at, check)
 
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "fork": fork, "desc": desc}
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
+    lock = paired_lock(lambda: file_lock_beside(name, lock_timeout))
+    return {
+        "get": get,
+        "save": save,
+        "delete": delete,
+        "ids": ids,
+        "fork": fork,
+        "lock": lock,
+        "desc": desc,
+    }
 
 
 def _fork(c: sqlite3.Connection, desc: str, src: str, dst: str, at, check) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -28,7 +29,12 @@ from pyrsistent import PVector, freeze
 from .strategies import conversation_ids, id_pools
 from .strategies import transcripts as transcript_strategy
 
-__all__ = ["check_store_contract", "store_contract_machine", "DEFAULT_SETTINGS"]
+__all__ = [
+    "check_store_contract",
+    "contract_failure_message",
+    "store_contract_machine",
+    "DEFAULT_SETTINGS",
+]
 
 # Modest by default (stores do real I/O); callers pass more through **settings.
 DEFAULT_SETTINGS = {
@@ -267,6 +273,9 @@ def check_store_contract(
 ) -> None:
     """Check that `make_store()` honours the store contract; raise AssertionError if not.
 
+    However many rules the store breaks, and whatever it raises, the failure is one
+    AssertionError listing each failure with hypothesis's minimal example.
+
     Runs random get/save/delete/restart/ids sequences against a dict model and checks:
     an unknown id reads None; get returns exactly the last saved transcript (value-equal),
     and mutating what was passed to save or returned by get later changes nothing stored;
@@ -280,6 +289,53 @@ def check_store_contract(
     arguments are hypothesis settings (max_examples, stateful_step_count, ...).
     """
     machine = store_contract_machine(make_store, model=model, ids=ids, transcripts=transcripts)
-    run_state_machine_as_test(
-        machine, settings=settings(**{**DEFAULT_SETTINGS, **hypothesis_settings})
-    )
+    try:
+        run_state_machine_as_test(
+            machine, settings=settings(**{**DEFAULT_SETTINGS, **hypothesis_settings})
+        )
+    except Exception as e:
+        # Hypothesis raises an ExceptionGroup when it finds several distinct failures, and
+        # a store's own exception as is: the kit's answer is always one AssertionError.
+        if isinstance(e, HypothesisException) and not isinstance(e, BaseExceptionGroup):
+            raise  # the kit's own misuse (bad settings, a health check), not the store's
+        raise AssertionError(contract_failure_message(e)) from e
+
+
+def _leaves(e: BaseException) -> list[BaseException]:
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for inner in e.exceptions for leaf in _leaves(inner)]
+    return [e]
+
+
+def _described(e: BaseException) -> str:
+    """An AssertionError's own message (the kit's words); any other error with its type."""
+    return str(e) if isinstance(e, AssertionError) else f"{type(e).__name__}: {e}"
+
+
+def contract_failure_message(e: BaseException) -> str:
+    """Return one message for what the kit found: each failure with its minimal example.
+
+    The first line is the first failure (so it reads well alone), then each failure
+    with hypothesis's notes (the minimal example), indented.
+
+    >>> err = AssertionError("s: get('a') lost the saved transcript")
+    >>> err.add_note("Falsifying example: state.save(...)")
+    >>> print(contract_failure_message(ExceptionGroup("two", [err, KeyError("x")])))
+    s: get('a') lost the saved transcript [+1 more failure, all below]
+    1. s: get('a') lost the saved transcript
+       Falsifying example: state.save(...)
+    2. KeyError: 'x'
+    """
+    leaves = _leaves(e)
+    head = _described(leaves[0]).splitlines() or [type(leaves[0]).__name__]
+    if len(leaves) == 1:
+        notes = getattr(leaves[0], "__notes__", ())
+        return "\n".join([*head, *("   " + ln for n in notes for ln in str(n).splitlines())])
+    more = len(leaves) - 1
+    lines = [f"{head[0]} [+{more} more failure{'s' * (more > 1)}, all below]"]
+    for n, leaf in enumerate(leaves, 1):
+        text = _described(leaf).splitlines() or [""]
+        lines += [f"{n}. {text[0]}", *("   " + ln for ln in text[1:])]
+        for extra in getattr(leaf, "__notes__", ()):
+            lines.extend("   " + ln for ln in str(extra).splitlines())
+    return "\n".join(lines)
