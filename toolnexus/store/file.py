@@ -77,7 +77,7 @@ def file_store(directory: str | os.PathLike) -> dict:
     def get(id: str):
         path = root / file_name_for(id)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes()  # decoded by loads: bad UTF-8 is corrupt, not a crash
         except FileNotFoundError:
             return None
         try:
