@@ -51,8 +51,12 @@ from toolnexus.testing.fake_provider import (
 ALLOWED = (ProviderError, RunTimeoutError, RunCancelledError)
 KEY = "sk-fuzz-Zq8+Wm3/Rt5Yx7Pv2Lk9Hs4Jd6"
 DRIVERS = ["run", "stream", "arun", "astream"]
-fuzz = settings(suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow])  # fmt: skip
+# Each example is a real HTTP exchange (an event loop for the async twins): a quarter of
+# the profile's examples (15 in "ci", 75 in "dev") keeps the suite fast.
+fuzz = settings(
+    max_examples=max(10, settings.default.max_examples // 4),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
           allow_infinity=False) | st.text(max_size=12)  # fmt: skip
