@@ -24,7 +24,7 @@ def plain(text: str) -> str:
     """What a reader could recover from a text: escapes decoded, line breaks joined."""
     text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), text)
     text = text.replace("\\/", "/").replace("\\n", "").replace("\n", "")
-    return urllib.parse.unquote(text)
+    return urllib.parse.unquote(text).replace("\n", "")
 
 
 def fragments(secret: str) -> set[str]:
@@ -48,6 +48,7 @@ def forms(secret: str, cut: int) -> dict[str, str]:
         "split": secret[:cut] + "\n" + secret[cut:],
         "split crlf indent": secret[:cut] + "\r\n    " + secret[cut:],
         "split escaped": secret[:cut] + "\\n" + secret[cut:],
+        "split url-encoded": secret[:cut] + "%0A" + secret[cut:],
     }
 
 

@@ -105,12 +105,16 @@ def _decoded(text: str) -> tuple[str, list[int], list[int], list[int]]:
 
 def _unescape(token: str) -> str:
     if token[0] == "%":
-        return chr(int(token[1:], 16))
+        return _joined(chr(int(token[1:], 16)))
     if token[:2] == "\\u":
-        return chr(int(token[2:], 16))
+        return _joined(chr(int(token[2:], 16)))
     if token[0] == "\\" and token[1] in '\\"/':
         return token[1]
     return ""  # a line break: dropped, so a secret split over two lines joins up
+
+
+def _joined(char: str) -> str:
+    return "" if char in "\r\n" else char  # an escaped line break joins lines too
 
 
 def _to_text(v: int, end: bool, vstart: list, ostart: list, olen: list) -> int:
