@@ -16,17 +16,13 @@ with `retries=2` there are at most 3 tries and a retry is allowed while attempt 
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import math
-import random
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
 from pyrsistent import PMap, pmap
 
 __all__ = [
@@ -123,19 +119,22 @@ def retry_after(headers: Any, now: float | None = None) -> float | None:
 
 
 def backoff_ms(
-    attempt: int, base_ms: float, rng: Rng = random.random, max_ms: float = MAX_BACKOFF_MS
+    attempt: int, base_ms: float, rng: Rng | None = None, max_ms: float = MAX_BACKOFF_MS
 ) -> float:
     """Return the backoff before retrying after failed try `attempt`: exponential, jittered.
 
     The ceiling doubles per attempt (base, 2*base, 4*base, ... capped at `max_ms`) and the
     delay is drawn in [ceiling/2, ceiling]: half fixed so retries stay spaced, half random
-    so many clients do not retry in lockstep. `rng` returns a float in [0, 1).
+    so many clients do not retry in lockstep. `rng` returns a float in [0, 1); a driver
+    passes its own (the default draws from the stdlib's `random`, imported only then).
 
     >>> backoff_ms(1, 500, rng=lambda: 0.0), backoff_ms(3, 500, rng=lambda: 1.0)
     (250.0, 2000.0)
     """
     exponent = min(max(int(attempt), 1) - 1, 60)  # 2**60 * any base is past any cap
     ceiling = min(_clamp(base_ms, 0.0, math.inf) * 2.0**exponent, _clamp(max_ms, 0.0, math.inf))
+    if rng is None:
+        from random import random as rng  # the default jitter source, kept off the import
     jitter = _clamp(rng(), 0.0, 1.0)
     return ceiling / 2 + jitter * ceiling / 2
 
@@ -158,30 +157,40 @@ def _chain(error: BaseException | None) -> list[BaseException]:
     return [error] if inner is None else [error, inner]
 
 
+# Exception types by (top-level module, class name), matched anywhere in an error's MRO:
+# the core classifies errors without importing the HTTP stack or asyncio.
+_NETWORK = frozenset(
+    (module, name)
+    for module in ("httpx", "httpcore")
+    for name in ("NetworkError", "RemoteProtocolError")
+)
+_CANCELLED = frozenset({("asyncio", "CancelledError"), ("concurrent", "CancelledError")})
+
+
+def _is_a(error: BaseException, kinds: frozenset) -> bool:
+    return any((c.__module__.partition(".")[0], c.__name__) in kinds for c in type(error).__mro__)
+
+
 def is_network_error(error: BaseException | None) -> bool:
     """Return whether an error is a network failure worth retrying (not a timeout).
 
-    Connect/read/write errors and a server closing the connection count; timeouts do
-    not (a deadline abort is never retried), nor do local protocol or setup mistakes.
-    """
-    import httpcore  # the default transport's own errors (see transport.py)
+    Connect/read/write errors and a server closing the connection count (httpx's and
+    httpcore's, and ConnectionError); timeouts do not (a deadline abort is never
+    retried), nor do local protocol or setup mistakes.
 
-    network = (
-        httpx.NetworkError,
-        httpx.RemoteProtocolError,
-        httpcore.NetworkError,
-        httpcore.RemoteProtocolError,
-        ConnectionError,
-    )
-    return any(isinstance(e, network) for e in _chain(error))
+    >>> is_network_error(ConnectionResetError()), is_network_error(TimeoutError())
+    (True, False)
+    """
+    return any(isinstance(e, ConnectionError) or _is_a(e, _NETWORK) for e in _chain(error))
 
 
 def is_abort(error: BaseException | None) -> bool:
     """Return whether an error is a deadline or cancellation abort (never retried)."""
     from .errors import RunCancelledError  # the drivers' token-cancel error
 
-    aborts = (TimeoutError, asyncio.CancelledError, concurrent.futures.CancelledError)
-    return isinstance(error, (*aborts, RunCancelledError))
+    if error is None:
+        return False
+    return isinstance(error, (TimeoutError, RunCancelledError)) or _is_a(error, _CANCELLED)
 
 
 def _status(error: BaseException | None) -> int | None:
@@ -244,7 +253,7 @@ def delay_for(
     attempt: int,
     base_ms: float,
     headers: Any = None,
-    rng: Rng = random.random,
+    rng: Rng | None = None,
     max_ms: float = MAX_BACKOFF_MS,
     now: float | None = None,
 ) -> float:
@@ -279,7 +288,7 @@ def plan(
     retries: int,
     base_ms: float,
     on_error: Callable | None = None,
-    rng: Rng = random.random,
+    rng: Rng | None = None,
     max_wait_s: float | None = MAX_WAIT_S,
     remaining_s: float | None = None,
     now: float | None = None,
