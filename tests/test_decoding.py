@@ -13,7 +13,7 @@ from pyrsistent import freeze, pvector
 from toolnexus.core import calls
 from toolnexus.core.errors import ProviderError
 from toolnexus.core.wire import anthropic, openai, sse
-from toolnexus.core.wire.common import EMPTY_ANSWER
+from toolnexus.core.wire.common import EMPTY_ANSWER, encode_body, is_empty_answer
 from toolnexus.core.wire.jsonload import JSONLimitError, load, nesting_exceeds
 from toolnexus.testing import anthropic_response, openai_response
 
@@ -144,7 +144,7 @@ def test_a_response_with_any_part_replaced_is_a_turn_or_a_provider_error(style, 
         return
     assert isinstance(turn["text"], str)
     assert all(isinstance(c["name"], str) and isinstance(c["id"], str) for c in turn["tool_calls"])
-    json.dumps(CODECS[style].body("m", [turn["message"]], [], "", {}), default=list)
+    encode_body(CODECS[style].body("m", [turn["message"]], [], "", {}))
 
 
 @pytest.mark.parametrize("style", ["openai", "anthropic"])
@@ -206,3 +206,19 @@ def test_empty_text_blocks_are_dropped_and_untouched_histories_are_not_copied():
     clean = pvector([freeze({"role": "user", "content": "hi"})])
     assert anthropic.body("m", clean, [], "", {})["messages"] is clean
     assert openai.body("m", clean, [], "", {})["messages"] is clean
+
+
+messages = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system"])},
+    optional={"content": json_values, "tool_calls": json_values},
+)
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@given(st.lists(messages, max_size=6))
+def test_body_takes_any_stored_history_and_never_sends_an_empty_answer(style, history):
+    """A store may hold any messages with a string role: body() never raises on them
+    (it raised KeyError on an anthropic assistant message without content)."""
+    sent = CODECS[style].body("m", pvector(freeze(m) for m in history), [], "", {})
+    assert not any(is_empty_answer(m) for m in sent["messages"])
+    encode_body(sent)

@@ -102,7 +102,7 @@ def _replayable(messages: Sequence) -> Sequence:
         m = out[i]
         if is_empty_answer(m):
             del out[i]
-        else:
+        elif isinstance(m.get("content"), (list, tuple, PVector)):
             blocks = [b for b in m["content"] if not is_empty_text_block(b)]
             out[i] = pmap(m).set("content", pvector(blocks)) if blocks else m
     return out

@@ -243,10 +243,9 @@ def is_empty_answer(message: Mapping) -> bool:
     content = message.get("content")
     if isinstance(content, str) or content is None:
         return not content
-    try:
+    if isinstance(content, (list, tuple, PVector)):
         return all(is_empty_text_block(b) for b in content)
-    except TypeError:  # not a sequence: not ours to judge
-        return False
+    return False  # some other shape: not ours to judge
 
 
 def is_empty_text_block(block: Any) -> bool:

@@ -93,7 +93,7 @@ def _replayable(messages: Sequence) -> Sequence:
         m = out[i]
         if is_empty_answer(m):
             del out[i]
-        else:
+        elif isinstance(m.get("content"), (list, tuple, PVector)):
             parts = [p for p in m["content"] if not is_empty_text_block(p)]
             out[i] = pmap(m).set("content", pvector(parts)) if parts else m
     return out
