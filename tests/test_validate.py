@@ -122,3 +122,9 @@ def test_a_raising_tool_keeps_its_traceback(exc):
     r = tool("t", "d", None, fn)["execute"]({})
     assert r["is_error"] and r["output"] == f"{type(exc).__name__}: {exc}"
     assert "Traceback" in r["metadata"]["traceback"] and "in fn" in r["metadata"]["traceback"]
+
+
+def test_nullable_accepts_null_as_openapi_means():
+    schema = {"type": "object", "properties": {"x": {"type": "string", "nullable": True}}}
+    assert check(schema, {"x": None}) is None and check(schema, {"x": "a"}) is None
+    assert check(schema, {"x": 1}) == "x: expected string, got integer 1"
