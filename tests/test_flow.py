@@ -54,6 +54,7 @@ def config(store, lock, **over):
     cfg = {
         "dialect": "openai", "model": "m", "system": lambda tk: "", "params": pmap(),
         "hooks": {}, "max_turns": 10, "retries": 2, "retry_base_ms": 100, "rng": lambda: 0.5,
+        "max_wait_s": 60,
         "on_error": None, "wait_for": None, "transform": None, "events": False,
         "encode": False, "hold_lock": True, "lock": lock, "get": store.get,
         "on_unsupported_part": "error", "max_part_bytes": None,
@@ -84,6 +85,10 @@ def drive(gen, turns, hook=None, effects=None):
                 value = 0.0
             elif kind == "now":
                 value = NOW
+            elif kind == "wallclock":
+                value = 0.0
+            elif kind == "remaining":
+                value = None
             elif kind == "io":
                 value, failed = [], False
                 for op in effect[1]:

@@ -69,7 +69,11 @@ def test_parse_arguments_is_total(raw):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=10,
 )
@@ -123,7 +127,8 @@ def test_the_flow_runs_without_io_and_matches_the_steps(dialect, script):
     turns = iter([decoded(dialect, r, i) for i, r in enumerate(script)])
     cfg = {
         "model": "m", "system": lambda tk: "", "params": {}, "hooks": {}, "max_turns": 10,
-        "retries": 0, "retry_base_ms": 1, "on_error": None, "wait_for": None, "rng": None,
+        "retries": 0, "retry_base_ms": 1, "max_wait_s": 60,
+        "on_error": None, "wait_for": None, "rng": None,
         "transform": None, "events": True, "encode": False,
     }  # fmt: skip
     state = loop.start(dialect, [], "go")

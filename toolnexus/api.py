@@ -84,6 +84,7 @@ def _flow_config(client: Client, streaming: bool, emit: Callable) -> dict:
         "max_turns": client.max_turns,
         "retries": client.retries,
         "retry_base_ms": client.retry_base_ms,
+        "max_wait_s": client.max_retry_wait_ms / 1000,
         "rng": sync.rng,
         "on_error": client.on_error,
         "wait_for": client.wait_for,

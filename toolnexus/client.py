@@ -87,6 +87,7 @@ class Client(PRecord):
     hooks = field()
     retries = field()
     retry_base_ms = field()
+    max_retry_wait_ms = field()
     timeout_ms = field()
     read_timeout_ms = field()
     on_error = field()
@@ -166,7 +167,7 @@ def _check(o: Mapping) -> None:
         raise ValueError("model is required (a non-empty string)")
     _check_number("max_turns", o["max_turns"], 1, integer=True)
     _check_number("retries", o["retries"], 0, integer=True)
-    for name in ("retry_base_ms", "timeout_ms", "read_timeout_ms"):
+    for name in ("retry_base_ms", "max_retry_wait_ms", "timeout_ms", "read_timeout_ms"):
         _check_number(name, o[name], 0)
     if o["max_turns"] is None or o["retries"] is None:
         raise ValueError("max_turns and retries must be integers")
@@ -231,7 +232,7 @@ def conversation_lock(client: Client) -> Callable:
 
 def _defaults(options: Mapping) -> dict:
     o = {k: None for k in Client._precord_fields if k not in _DERIVED}
-    o.update(style="openai", max_turns=10, retries=2, retry_base_ms=500,
+    o.update(style="openai", max_turns=10, retries=2, retry_base_ms=500, max_retry_wait_ms=60_000,
              read_timeout_ms=120_000, strict_log=False, lookup_tool=True,
              tool_executor="threads", on_unsupported_part="error")  # fmt: skip
     unknown = set(options) - set(o)
@@ -289,6 +290,7 @@ def create_client(
     hooks: Mapping[str, Callable] | None = None,
     retries: int = 2,
     retry_base_ms: float = 500,
+    max_retry_wait_ms: float = 60_000,
     timeout_ms: float | None = None,
     read_timeout_ms: float = 120_000,
     on_error: Callable[[Mapping], Any] | None = None,
@@ -314,7 +316,9 @@ def create_client(
     held over an exchange (default: the store's own "lock", else an in-process lock).
     hooks: some of before_llm, after_llm, before_tool, after_tool (sync or async).
     retries (2), retry_base_ms (500): retry 429/5xx/network failures with backoff;
-    on_error(info) -> "retry" | "fail" | None overrides. timeout_ms: the run's deadline;
+    on_error(info) -> "retry" | "fail" | None overrides; a Retry-After (seconds or an
+    HTTP-date) longer than max_retry_wait_ms (60 s) or the deadline fails at once, with
+    `retry_after` on the ProviderError. timeout_ms: the run's deadline;
     read_timeout_ms: the longest wait between bytes of an answer (120 s). on_metric(event):
     every metric. wait_for(request): answers a tool's pending request. request_params:
     extra body fields; body_transform(body) -> body: a last rewrite. transport: an httpx

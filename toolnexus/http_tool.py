@@ -3,7 +3,8 @@
 The request a call makes is a pure function of the declaration and the arguments
 (`plan_request`); the tool's execute only expands `${ENV}` headers, sends, and maps
 the response to a result. Expanded header values never reach a log, an error or a
-result: they are masked wherever response text is handed back.
+result: they are scrubbed (`core.secrets`: also fragments, URL/JSON-escaped forms and
+values split over lines) wherever response text is handed back.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import quote
 from pyrsistent import PMap, freeze, thaw
 
 from .core.errors import excerpt
+from .core.secrets import scrubber
 from .core.tool import tool, tool_result
 
 __all__ = ["http_tool", "plan_request", "expand_env", "placeholders"]
@@ -113,13 +115,6 @@ def _headers(headers: Mapping[str, str]) -> tuple[dict, tuple[str, ...]]:
     return out, tuple(secrets)
 
 
-def _mask(text: str, secrets: tuple[str, ...]) -> str:
-    for s in secrets:
-        if s:
-            text = text.replace(s, "***")
-    return text
-
-
 def _check(name: str, method: str, url: str, body: str, headers: Any, query: Any) -> None:
     if method not in METHODS:
         raise ValueError(
@@ -178,6 +173,7 @@ def http_tool(
             return tool_result(str(e), True)
         try:
             sent_headers, secrets = _headers(static)
+            scrub = scrubber(secrets)  # every form: fragments, URL/JSON escapes, split lines
         except KeyError as e:
             return tool_result(
                 f"environment variable {e.args[0]} is not set (header of {name})", True
@@ -192,12 +188,12 @@ def http_tool(
                 data=thaw(plan.get("data")),
             )
         except Exception as e:  # a failure to send is a result; masked in case it quotes a header
-            reason = _mask(f"{type(e).__name__}: {e}", secrets)
+            reason = scrub(f"{type(e).__name__}: {e}")
             return tool_result(f"{plan['method']} {plan['url']} failed: {reason}", True)
         meta = {"status": resp.status_code}
         if not 200 <= resp.status_code < 300:
-            text = excerpt(resp.text, secrets, ERROR_BODY_CHARS)
+            text = excerpt(resp.text, scrub, ERROR_BODY_CHARS)
             return tool_result(f"HTTP {resp.status_code}: {text}", True, meta)
-        return tool_result(_mask(resp.text, secrets), metadata=meta)
+        return tool_result(scrub(resp.text), metadata=meta)
 
     return tool(name, description, input_schema, execute, source="http")

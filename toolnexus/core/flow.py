@@ -7,6 +7,8 @@ handlers for these kinds; none holds exchange logic:
 
   ("clock",)              -> a monotonic time in seconds
   ("now",)                -> the current UTC datetime (log stamps)
+  ("wallclock",)          -> the epoch seconds (an HTTP-date Retry-After)
+  ("remaining",)          -> the seconds left before the run's deadline, or None
   ("io", ops)             -> one outcome per op: ("ok", value) | ("error", exc) | ("skipped",)
                              ops is a tuple of Op(fn, args, always), run in order, in one
                              hand-off (a worker thread under asyncio); after an error only
@@ -38,7 +40,7 @@ from pyrsistent import PMap, pmap
 
 from . import steps
 from .errors import ProviderError
-from .retry import decide, delay_for, error_info
+from .retry import decide, error_info, plan
 from .tool import tool_result
 from .transcript import freeze_transcript, repair
 from .wire import DIALECTS
@@ -103,7 +105,12 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
             choice = (yield ("hook", cfg["on_error"], info)) if cfg["on_error"] else None
             if decide(info, cfg["retries"], lambda _, c=choice: c) == "fail":
                 raise
-            yield ("sleep", delay_for(attempt, cfg["retry_base_ms"], e.headers, cfg["rng"]))
+            remaining = yield ("remaining",)
+            now = yield ("wallclock",)
+            wait = plan(e, attempt, retries=cfg["retries"], base_ms=cfg["retry_base_ms"],
+                        on_error=lambda _, c=choice: c, rng=cfg["rng"],
+                        max_wait_s=cfg["max_wait_s"], remaining_s=remaining, now=now)  # fmt: skip
+            yield ("sleep", wait)
             continue
         t1 = yield ("clock",)
         yield ("metric", {"event": "llm", "model": cfg["model"], "status": "ok",

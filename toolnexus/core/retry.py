@@ -1,9 +1,14 @@
 """Retries as pure decisions: Retry-After, backoff with jitter, retry or fail.
 
-The decisions never sleep and never raise on odd input: `plan(error, attempt, ...)`
-returns the seconds to wait before the next attempt, or None to give up. The loop
-(`loop.run_flow`) asks it after each failed model call and yields a "sleep" effect,
-which each driver performs within the run's deadline and cancellation token.
+The decisions never sleep, never read a clock and never raise on odd input:
+`plan(error, attempt, ...)` returns the seconds to wait before the next attempt, or
+None to give up. The loop (`flow.run_flow`) asks it after each failed model call and
+yields a "sleep" effect, which each driver performs within the run's deadline and
+cancellation token. A wait longer than `max_wait_s`, or than the run's time left, is
+never planned: `plan` raises the ProviderError at once, with `retry_after` on it.
+
+A Retry-After is delay-seconds or an HTTP-date; a date needs the current wall-clock
+time passed in as `now` (epoch seconds), else it is ignored (backoff instead).
 
 Attempts are numbered from 1: `attempt` is the number of the try that just failed, so
 with `retries=2` there are at most 3 tries and a retry is allowed while attempt <= 2.
@@ -14,6 +19,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pyrsistent import PMap, pmap
@@ -30,25 +37,32 @@ __all__ = [
     "decide",
     "delay_for",
     "plan",
+    "MAX_WAIT_S",
+    "too_long",
 ]
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 2147483647  # the largest delay-seconds honoured (2**31 - 1)
 MAX_BACKOFF_MS = 30_000.0
+MAX_WAIT_S = 60.0  # the longest wait a retry may sleep; a longer Retry-After fails at once
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts other scripts' digits
 Rng = Callable[[], float]
 
 
-def parse_retry_after(value: Any) -> int | None:
-    """Return the seconds of a Retry-After delay-seconds value, else None (never raises).
+def parse_retry_after(value: Any, now: float | None = None) -> float | None:
+    """Return the seconds a Retry-After value asks to wait, else None (never raises).
 
-    Only ASCII digits in 0..2147483647 count; an HTTP date, a negative, a fraction,
-    other scripts' digits, an empty or a huge value all give None (fall back to backoff).
+    Delay-seconds: only ASCII digits in 0..2147483647 count (an int). An HTTP-date
+    counts only when `now` (epoch seconds) is given: the seconds from `now` to it, 0 for
+    a date past. A negative, a fraction, other scripts' digits, an empty or a huge
+    value, or junk all give None (fall back to backoff).
 
     >>> parse_retry_after("120"), parse_retry_after(" 0 "), parse_retry_after("1.5")
     (120, 0, None)
     >>> parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), parse_retry_after("-1")
     (None, None)
+    >>> parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0)
+    10.0
     >>> parse_retry_after("٣"), parse_retry_after("2147483648")
     (None, None)
     """
@@ -58,7 +72,7 @@ def parse_retry_after(value: Any) -> int | None:
         return None
     value = value.strip(" \t")  # optional whitespace around a header value
     if not _DIGITS.fullmatch(value):
-        return None
+        return _date_delay(value, now) if now is not None else None
     # Bound the length before int(): Python refuses to convert very long digit strings.
     significant = value.lstrip("0") or "0"
     if len(significant) > 10:
@@ -67,8 +81,25 @@ def parse_retry_after(value: Any) -> int | None:
     return seconds if seconds <= MAX_RETRY_AFTER else None
 
 
-def retry_after(headers: Any) -> int | None:
+def _date_delay(value: str, now: float) -> float | None:
+    if len(value) > 64:  # an HTTP-date is 29 characters; junk is not parsed
+        return None
+    try:
+        when = parsedate_to_datetime(value)
+        if when.tzinfo is None:  # "-0000" / no zone: HTTP-dates are always GMT
+            when = when.replace(tzinfo=UTC)
+        delay = when.timestamp() - float(now)
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    if math.isnan(delay):
+        return None
+    return min(max(delay, 0.0), float(MAX_RETRY_AFTER))
+
+
+def retry_after(headers: Any, now: float | None = None) -> float | None:
     """Return the Retry-After seconds of a headers mapping (name matched case-insensitively).
+
+    `now` (epoch seconds) lets an HTTP-date count (see `parse_retry_after`).
 
     >>> retry_after({"RETRY-AFTER": "3"}), retry_after({"retry-after": "soon"}), retry_after(None)
     (3, None, None)
@@ -83,7 +114,7 @@ def retry_after(headers: Any) -> int | None:
         if isinstance(name, bytes):
             name = name.decode("latin-1")
         if isinstance(name, str) and name.lower() == "retry-after":
-            return parse_retry_after(value)
+            return parse_retry_after(value, now)
     return None
 
 
@@ -92,7 +123,8 @@ def backoff_ms(attempt: int, base_ms: float, rng: Rng, max_ms: float = MAX_BACKO
 
     The ceiling doubles per attempt (base, 2*base, 4*base, ... capped at `max_ms`) and the
     delay is drawn in [ceiling/2, ceiling]: half fixed so retries stay spaced, half random
-    so many clients do not retry in lockstep. `rng` returns a float in [0, 1).
+    so many clients do not retry in lockstep. `rng` returns a float in [0, 1); a driver
+    passes its own (the core draws no random numbers itself).
 
     >>> backoff_ms(1, 500, rng=lambda: 0.0), backoff_ms(3, 500, rng=lambda: 1.0)
     (250.0, 2000.0)
@@ -121,15 +153,33 @@ def _chain(error: BaseException | None) -> list[BaseException]:
     return [error] if inner is None else [error, inner]
 
 
+# Exception types by (top-level module, class name), matched anywhere in an error's MRO:
+# the core classifies errors without importing the HTTP stack or asyncio.
+_NETWORK = frozenset(
+    (module, name)
+    for module in ("httpx", "httpcore")
+    for name in ("NetworkError", "RemoteProtocolError")
+)
+_CANCELLED = frozenset({("asyncio", "CancelledError"), ("concurrent", "CancelledError")})
+
+
+def _is_a(error: BaseException, kinds: frozenset) -> bool:
+    return any((c.__module__.partition(".")[0], c.__name__) in kinds for c in type(error).__mro__)
+
+
 def is_network_error(error: BaseException | None) -> bool:
     """Return whether an error is a network failure worth retrying (not a timeout).
 
-    The transport marks the ProviderError of a connect/read/write failure or a server
-    closing the connection `network=True` (timeouts are not: a deadline abort is never
-    retried); a bare ConnectionError counts too.
+    A ProviderError the transport marked `network=True` (connect/read/write failures, a
+    server closing the connection), httpx's and httpcore's errors and ConnectionError
+    count; timeouts do not (a deadline abort is never retried), nor do local protocol
+    or setup mistakes.
+
+    >>> is_network_error(ConnectionResetError()), is_network_error(TimeoutError())
+    (True, False)
     """
     return any(getattr(e, "network", False) is True or isinstance(e, ConnectionError)
-               for e in _chain(error))  # fmt: skip
+               or _is_a(e, _NETWORK) for e in _chain(error))  # fmt: skip
 
 
 def is_abort(error: BaseException | None) -> bool:
@@ -142,7 +192,8 @@ def is_abort(error: BaseException | None) -> bool:
 
     if error is None:
         return False
-    return not isinstance(error, Exception) or isinstance(error, TimeoutError | RunCancelledError)
+    return (not isinstance(error, Exception) or isinstance(error, TimeoutError | RunCancelledError)
+            or _is_a(error, _CANCELLED))  # fmt: skip
 
 
 def _status(error: BaseException | None) -> int | None:
@@ -207,15 +258,17 @@ def delay_for(
     headers: Any = None,
     rng: Rng | None = None,
     max_ms: float = MAX_BACKOFF_MS,
+    now: float | None = None,
 ) -> float:
     """Return the seconds to wait before the next try: Retry-After if usable, else backoff.
 
-    A Retry-After of 0 means retry now. Never negative.
+    A Retry-After of 0 means retry now; an HTTP-date counts when `now` is given. Never
+    negative.
 
     >>> delay_for(1, 500, {"Retry-After": "0"}), delay_for(1, 500, {"Retry-After": "x"}, lambda: 0)
     (0.0, 0.25)
     """
-    seconds = retry_after(headers)
+    seconds = retry_after(headers, now)
     if seconds is not None:
         return float(seconds)
     if rng is None:  # the core draws no random numbers itself: the driver's source is used
@@ -240,13 +293,42 @@ def plan(
     retries: int,
     base_ms: float,
     on_error: Callable | None = None,
-    rng: Rng,
+    rng: Rng | None = None,
+    max_wait_s: float | None = MAX_WAIT_S,
+    remaining_s: float | None = None,
+    now: float | None = None,
 ) -> float | None:
     """Return the seconds to wait before retrying after failed try `attempt`, or None to fail.
 
     Status and headers are read from the error (`.status` / `.headers`, or an httpx
-    `.response`), also from the error it wraps.
+    `.response`), also from the error it wraps. `now` (epoch seconds) lets an HTTP-date
+    Retry-After count. A wait longer than `max_wait_s` (None: no limit) or than
+    `remaining_s` (the run's time left; None: no deadline) is not slept: `plan` raises
+    the ProviderError at once, with `retry_after` set to the wait asked for.
+
+    >>> plan(ConnectionResetError(), 1, retries=2, base_ms=500, rng=lambda: 0.0)
+    0.25
     """
     if decide(error_info(error, attempt), retries, on_error) == "fail":
         return None
-    return delay_for(attempt, base_ms, _headers(error), rng)
+    wait = delay_for(attempt, base_ms, _headers(error), rng, now=now)
+    limits = [x for x in (max_wait_s, remaining_s) if x is not None]
+    if limits and wait > _clamp(min(limits), 0.0, math.inf):
+        raise too_long(error, wait)  # inside the caller's except: chained to `error`
+    return wait
+
+
+def too_long(error: BaseException, wait: float) -> BaseException:
+    """Return the error to raise when a retry's wait is too long: a ProviderError with
+    `retry_after` set (a copy; the error given is not modified)."""
+    from .errors import ProviderError
+
+    out = ProviderError(
+        str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}",
+        status=getattr(error, "status", None) if isinstance(error, ProviderError) else None,
+        body=getattr(error, "body", "") if isinstance(error, ProviderError) else "",
+        url=getattr(error, "url", "") if isinstance(error, ProviderError) else "",
+        headers=getattr(error, "headers", None) if isinstance(error, ProviderError) else None,
+        retry_after=wait,
+    )
+    return out

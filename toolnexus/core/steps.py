@@ -22,6 +22,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
+from .calls import name_error, parse_arguments
 from .tool import tool_result
 from .wire import DIALECTS
 from .wire.common import ZERO_USAGE, add_usage, encode_body, message_text
@@ -128,43 +129,14 @@ def request_content(
     return encode_body(out, state["messages"], state["texts"], known)
 
 
-def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:
-    """Return (args, None) for a JSON object, else (None, why) the model can read.
-
-    >>> parse_arguments('{"a": 1}')[0]["a"], parse_arguments("")[0]
-    (1, pmap({}))
-    >>> parse_arguments("[1]")[1]
-    'arguments must be a JSON object, got list'
-    """
-    if isinstance(raw, str):
-        if not raw.strip():
-            return pmap(), None
-        try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError) as e:
-            return None, f"arguments are not valid JSON ({type(e).__name__})"
-    if not isinstance(raw, Mapping):
-        return None, f"arguments must be a JSON object, got {type(raw).__name__}"
-    if all(type(v) in _SCALARS for v in raw.values()):
-        return pmap(raw), None  # flat, the usual case: nothing nested to freeze
-    from pyrsistent import freeze
-
-    try:
-        return freeze(dict(raw), strict=False), None
-    except RecursionError:
-        return None, "arguments are nested too deeply"
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
 def _call(c: Mapping) -> dict:
     # A call lives for one turn inside the loop (hooks and events get their own maps):
     # a plain dict, read often, never changed (a rewrite makes a new one).
     args, error = parse_arguments(c["arguments"])
     name = c["name"]
-    if not isinstance(name, str):  # a model may send anything: never let it crash the run
-        name, error = json.dumps(name, default=str)[:100], "the tool name is not a string"
+    why = name_error(name)
+    if why is not None:  # a model may send anything: never let it crash the run
+        name, error = json.dumps(name, default=str)[:100], why
     return {"id": c["id"], "name": name, "args": args, "error": error}
 
 

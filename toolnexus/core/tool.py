@@ -7,6 +7,7 @@ import enum
 import inspect
 import pathlib
 import re
+import traceback
 import types
 import typing
 import uuid
@@ -15,7 +16,19 @@ from typing import Any
 
 from pyrsistent import PMap, freeze, pmap
 
-__all__ = ["tool", "define_tool", "tool_result", "sanitize", "execute_tool", "schema_for"]
+from .validate import compile_schema, is_trivial
+
+__all__ = [
+    "tool",
+    "define_tool",
+    "tool_result",
+    "sanitize",
+    "execute_tool",
+    "schema_for",
+    "error_result",
+    "validated",
+    "TRACEBACK",
+]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -69,8 +82,22 @@ def _as_result(value: Any):
         return tool_result(str(value))
 
 
-def _error_result(e: Exception):
-    return tool_result(f"{type(e).__name__}: {e}", True)
+TRACEBACK = "traceback"  # the metadata key of a raising tool's traceback text
+
+
+def error_result(e: BaseException):
+    """Return the error result of a tool that raised: the model reads only the exception's
+    type and message; the traceback text is kept in `metadata["traceback"]` for its author.
+
+    >>> r = error_result(ValueError("bad city"))
+    >>> r["output"], r["is_error"], r["metadata"]["traceback"].splitlines()[-1]
+    ('ValueError: bad city', True, 'ValueError: bad city')
+    """
+    trace = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return tool_result(f"{type(e).__name__}: {e}", True, {TRACEBACK: trace})
+
+
+_error_result = error_result
 
 
 def _guarded(fn: Callable[[Mapping], Any]) -> Callable[[Mapping], Any]:
@@ -116,15 +143,56 @@ def tool(
     schema = input_schema if input_schema is not None else {"type": "object", "properties": {}}
     if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
         raise ValueError(f"tool {name!r}: input_schema must be a JSON schema of type object")
+    frozen = freeze(dict(schema))
+    run = execute if hasattr(execute, "__wrapped__") else _guarded(execute)
     return pmap(
         {
             "name": name,
             "description": description or "",
-            "input_schema": freeze(dict(schema)),
+            "input_schema": frozen,
             "source": source,
-            "execute": execute if hasattr(execute, "__wrapped__") else _guarded(execute),
+            "execute": validated(name, frozen, run),
         }
     )
+
+
+def validated(name: str, schema: Mapping, run: Callable[[Mapping], Any]) -> Callable:
+    """Return `run` checking its arguments against `schema` first (`core.validate`).
+
+    Arguments that do not fit give an error result naming the field, and `run` is not
+    called. A schema with nothing to check, or a `run` already checked against this
+    very schema, is returned as it is; an async `run` stays async.
+    """
+    if is_trivial(schema) or getattr(run, "__schema__", None) is schema:
+        return run
+
+    checker = compile_schema(schema, _HOST_KEYS)
+
+    def invalid(args: Any):
+        error = checker(args, "")
+        return (
+            None
+            if error is None
+            else tool_result(f"Invalid arguments for tool {name!r}: {error}", True)
+        )
+
+    if inspect.iscoroutinefunction(run):
+
+        async def run_async(args: Mapping):
+            bad = invalid(args)
+            return bad if bad is not None else await run(args)
+
+        out: Callable = run_async
+    else:
+
+        def run_checked(args: Mapping):
+            bad = invalid(args)
+            return bad if bad is not None else run(args)
+
+        out = run_checked
+    out.__wrapped__ = getattr(run, "__wrapped__", run)
+    out.__schema__ = schema
+    return out
 
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -206,6 +274,7 @@ def _infer_schema(fn: Callable) -> dict:
 
 
 RESUME = "_resume"  # the argument a suspended tool gets its host's answer in, when re-run
+_HOST_KEYS = frozenset({RESUME})
 
 
 def _caller(fn: Callable) -> Callable[[Mapping], Any]:

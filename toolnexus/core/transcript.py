@@ -14,6 +14,8 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, freeze, pmap, pvector, thaw
 
+from .wire.jsonload import load
+
 __all__ = [
     "is_turn_start",
     "FORMAT_VERSION",
@@ -93,7 +95,7 @@ def _migrate(doc: Any) -> list:
 def loads(text: str | bytes) -> PVector:
     """Return the frozen transcript of a versioned JSON document (TranscriptFormatError if not)."""
     try:
-        doc = json.loads(text)
+        doc = load(text)  # bounded: a stored document nested 100,000 deep is only corrupt
     except (ValueError, TypeError) as e:
         raise TranscriptFormatError(f"not JSON: {e}") from None
     return freeze_transcript(_migrate(doc))

@@ -189,6 +189,8 @@ def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable
     return {
         "clock": time.perf_counter,
         "now": lambda: datetime.now(UTC),
+        "wallclock": time.time,
+        "remaining": guard.remaining,
         "io": run.io,
         "hook": run.hook,
         "llm": run.llm,

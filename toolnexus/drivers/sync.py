@@ -244,6 +244,8 @@ def handlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]
     return {
         "clock": time.perf_counter,
         "now": lambda: datetime.now(UTC),
+        "wallclock": time.time,
+        "remaining": guard.remaining,
         "io": run_ops,
         "hook": run.hook,
         "llm": run.llm,

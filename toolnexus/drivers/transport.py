@@ -14,7 +14,6 @@ one interface the drivers use (`Transport`): no per-call checks of what it is.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from functools import cache
 from typing import Any
@@ -22,7 +21,8 @@ from typing import Any
 import httpx
 from pyrsistent import PMap, pmap
 
-from ..core.errors import ProviderError, excerpt
+from ..core.errors import ProviderError, excerpt, scrub_error, status_error
+from ..core.secrets import scrubber
 from ..core.wire import sse
 
 __all__ = [
@@ -87,13 +87,15 @@ def transport_errors() -> tuple[type[Exception], ...]:
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "target", "headers", "codec", "_key", "_core")
+    __slots__ = ("url", "target", "headers", "codec", "_key", "_core", "scrub")
 
     def __init__(self, url: str, headers: Mapping, codec: Any, key: str | None):
         self.url, self.target, self.codec, self._key = url, httpx.URL(url), codec, key
         # Normalized once: httpx copies a Headers object faster than it parses a dict.
         self.headers = httpx.Headers(headers)
         self._core: tuple | None = None  # (httpcore URL, headers, streaming headers)
+        # Every text an error carries passes through this: the key in any form is masked.
+        self.scrub = scrubber((key,))
 
     def __repr__(self) -> str:
         return f"Endpoint({self.url!r})"
@@ -140,28 +142,30 @@ class Endpoint:
 
     def failed(self, e: Exception) -> ProviderError:
         """Return the ProviderError for a transport failure (marked `network` when retryable)."""
-        text = excerpt(f"{type(e).__name__}: {e}", (self._key,))
-        return ProviderError(f"POST {self.url} failed: {text}", url=self.url, network=is_network(e))
+        text = excerpt(f"{type(e).__name__}: {e}", self.scrub)
+        url = self.scrub(self.url)
+        return ProviderError(f"POST {url} failed: {text}", url=url, network=is_network(e))
 
     def status_error(self, status: int, headers: Any, content: bytes) -> ProviderError:
         """Return the ProviderError of a non-2xx response (bounded, the key masked)."""
-        text = excerpt(content.decode("utf-8", "replace"), (self._key,))
-        return ProviderError(
-            f"POST {self.url} returned {status}: {text}",
-            status=status,
-            body=text,
-            url=self.url,
-            headers=_header_dict(headers),
-        )
+        return status_error(self.url, status, _header_dict(headers), content, self.scrub)
+
+    def scrubbed(self, e: ProviderError) -> ProviderError:
+        """Return a decoder's ProviderError (an SSE error event may echo the key) scrubbed."""
+        return scrub_error(e, self.scrub)
 
     def decode(self, status: int, content: bytes) -> PMap:
-        """Return the turn of a 2xx JSON response."""
+        """Return the turn of a 2xx JSON response (decoded with bounded depth and size)."""
         try:
-            return self.codec.parse_response(json.loads(content))
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
-            text = excerpt(content.decode("utf-8", "replace"), (self._key,))
+            return self.codec.parse_response(content)
+        except ProviderError as e:
+            raise self.scrubbed(e) from None
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+            text = excerpt(content.decode("utf-8", "replace"), self.scrub)
             raise ProviderError(
-                f"POST {self.url}: unreadable response ({e}): {text}", status=status, url=self.url
+                f"POST {self.scrub(self.url)}: unreadable response ({type(e).__name__}): {text}",
+                status=status,
+                url=self.scrub(self.url),
             ) from None
 
 
@@ -331,9 +335,11 @@ def send_stream(
                 if check is not None:
                     check()
                 yield from state.feed(chunk)
+            yield from state.end()
         except transport_errors() as e:
             raise ep.failed(e) from None
-        yield from state.end()
+        except ProviderError as e:  # an SSE error event: its text may echo the key
+            raise ep.scrubbed(e) from None
     finally:
         resp.close()
 
@@ -388,9 +394,11 @@ async def asend_stream(
             async for chunk in transport.achunks(resp):
                 for item in state.feed(chunk):
                     yield item
+            for item in state.end():
+                yield item
         except transport_errors() as e:
             raise ep.failed(e) from None
-        for item in state.end():
-            yield item
+        except ProviderError as e:  # an SSE error event: its text may echo the key
+            raise ep.scrubbed(e) from None
     finally:
         await resp.aclose()

@@ -6,45 +6,33 @@ a password never leaves this module.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .._extras import needs_extra
+from ..core.secrets import dsn_passwords, redact_dsn, scrubber
 from .errors import StoreUnavailableError
-
-# key=value conninfo: password='it''s' or password=secret
-_CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
 def redact(address: str) -> str:
-    """Return a URL or conninfo string with any password replaced by '***'.
+    """Return a URL or conninfo string with any password replaced by '***' (lenient).
+
+    A DSN psycopg cannot parse (a raw '%' or '@' in the password) is still redacted.
 
     >>> redact("redis://:s3cret@host:6379/0"), redact("host=db password=s3cret user=me")
     ('redis://:***@host:6379/0', 'host=db password=*** user=me')
     >>> redact("postgresql://me:s3cret@db/app?sslmode=require&password=x")
     'postgresql://me:***@db/app?sslmode=require&password=***'
+    >>> redact("postgresql://u:my%secret@host/db")
+    'postgresql://u:***@host/db'
     """
-    if "://" not in address:
-        return _CONNINFO_PASSWORD.sub(r"\1***", address)
-    parts = urlsplit(address)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in userinfo else netloc
-    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query, flags=re.IGNORECASE)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    return redact_dsn(address)
 
 
 def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
-    """Return `text` with every non-empty secret replaced by '***'."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    """Return `text` with every form of every secret (fragments, escapes) replaced by '***'."""
+    return scrubber(secrets)(text)
 
 
 # ---- Redis -----------------------------------------------------------------
@@ -108,19 +96,18 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
     return pool_or_dsn, redact(str(getattr(pool_or_dsn, "conninfo", "") or "pool")), False
 
 
-def pg_password(pool: Any) -> str | None:
-    """Return the pool's password if its conninfo names one (only to scrub messages)."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
+def pg_passwords(pool: Any) -> tuple[str, ...]:
+    """Return the passwords the pool's conninfo holds, raw and decoded (only to scrub).
 
-        return conninfo_to_dict(getattr(pool, "conninfo", "") or "").get("password")
-    except Exception:  # an unparsable conninfo has no password we can find
-        return None
+    Read leniently: psycopg's own parser refuses a DSN with a raw '%' in its password,
+    which is exactly the DSN whose error message quotes the password.
+    """
+    return dsn_passwords(str(getattr(pool, "conninfo", "") or ""))
 
 
 def pg_unavailable(pool: Any, e: BaseException, what: str) -> StoreUnavailableError:
     """Return the error for a PostgreSQL server that is down or refused (`what` names it)."""
-    detail = scrub(f"{type(e).__name__}: {e}", (pg_password(pool),))
+    detail = scrub(f"{type(e).__name__}: {e}", pg_passwords(pool))
     return StoreUnavailableError(f"{what} is unavailable: {detail}")
 
 

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, PVector, pmap, pvector, thaw
 
 from ..core.transcript import FORMAT_VERSION, TranscriptFormatError, freeze_transcript
+from ..core.wire.jsonload import load
 from .errors import StoreCorruptError
 
 GENESIS = "0" * 32  # the digest of the empty transcript
@@ -205,7 +206,7 @@ def _read_v1(text: str | bytes) -> PMap:
     hit = _READ.get(text)
     if hit is not None:
         return hit
-    message = json.loads(text)
+    message = load(text)  # bounded: a row nested 100,000 deep is only corrupt
     if type(message) is not dict or not isinstance(message.get("role"), str):
         raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")
     frozen = _freeze_json(message)

@@ -14,6 +14,7 @@ from pathlib import Path
 from pyrsistent import PVector, thaw
 
 from ..core import transcript as tx
+from ..core.wire.jsonload import load
 from .errors import StoreCorruptError, StoreUnavailableError
 
 try:  # POSIX: per-id temp files are flocked (see _open_temp); elsewhere, random temp names
@@ -90,7 +91,7 @@ def parse_document(raw: bytes) -> tuple[PVector, str | None]:
     (pvector([]), 'a')
     """
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = load(raw.decode("utf-8"))  # bounded depth and size: never a RecursionError
     except UnicodeDecodeError as e:
         raise tx.TranscriptFormatError(f"not UTF-8: {e}") from None
     except ValueError as e:

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from .common import encode_json, turn, usage
+from ..tool import sanitize
+from .common import (
+    EMPTY_ANSWER,
+    MALFORMED,
+    MalformedResponse,
+    encode_json,
+    is_empty_answer,
+    is_empty_text_block,
+    malformed,
+    name_text,
+    response_object,
+    turn,
+    usage,
+)
+from .jsonload import load
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -77,7 +91,10 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     """Return a request body: `system` only when non-empty, `tools` only when any.
 
     `tools` is already in wire shape (`encode_tools(toolkit)`), encoded once per run.
+    The API rejects empty text blocks and assistant messages without content: an
+    empty answer in the history is left out, and empty text blocks are dropped.
     """
+    messages = _replayable(messages)
     out: dict = {"model": model, "max_tokens": DEFAULT_MAX_TOKENS, "messages": messages}
     if system:
         out["system"] = system
@@ -88,35 +105,113 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
-def _keep(block: Mapping) -> bool:
-    # The API rejects empty text blocks, so one is never replayed from history.
-    return not (block.get("type") == "text" and not block.get("text"))
+def _replayable(messages: Sequence) -> Sequence:
+    """Return the messages the API accepts: the same object when nothing is dropped."""
+    bad = [i for i, m in enumerate(messages) if _needs_cleaning(m)]
+    if not bad:  # the usual case: one cheap pass, no copy
+        return messages
+    out = list(messages)
+    for i in reversed(bad):
+        m = out[i]
+        if is_empty_answer(m):
+            del out[i]
+        elif isinstance(m.get("content"), (list, tuple, PVector)):
+            blocks = [b for b in m["content"] if not is_empty_text_block(b)]
+            out[i] = pmap(m).set("content", pvector(blocks)) if blocks else m
+    return out
 
 
-def parse_response(data: Mapping) -> PMap:
-    """Return the normalized turn of a messages response.
+def _needs_cleaning(m: Mapping) -> bool:
+    content = m.get("content")
+    if type(content) is str:  # the hot path: text content, non-empty unless an empty answer
+        return not content and m.get("role") == "assistant"
+    if content is None:
+        return m.get("role") == "assistant"
+    return isinstance(content, (list, tuple, PVector)) and (
+        any(is_empty_text_block(b) for b in content) or is_empty_answer(m)
+    )
+
+
+_ID_OK = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def _block(b: Any, i: int) -> Mapping | None:
+    """Return a response block as it may be replayed (None: an empty text block, dropped)."""
+    if not isinstance(b, Mapping):
+        raise MalformedResponse(f"content[{i}] is a JSON {type(b).__name__}, not an object")
+    kind = b.get("type")
+    if kind == "text":
+        if not isinstance(b.get("text"), str):
+            raise MalformedResponse(f"content[{i}].text is not a string")
+        return b if b["text"] else None
+    if kind != "tool_use":
+        return b
+    # A tool_use block must replay: a string id the API accepts, a name, an object input.
+    bid, name, given = b.get("id"), b.get("name"), b.get("input", {})
+    fixed = {
+        "id": bid if isinstance(bid, str) and _ID_OK.fullmatch(bid) else _call_id(bid, i),
+        "name": name if isinstance(name, str) else sanitize(name_text(name)),
+        "input": given if isinstance(given, Mapping) else {},
+    }
+    if all(b.get(k) is v for k, v in fixed.items()):
+        return b
+    return {**b, **fixed}
+
+
+def _call_id(given: Any, i: int) -> str:
+    return sanitize(given) if isinstance(given, str) and given else f"toolu_{i}"
+
+
+def parse_response(data: Mapping | bytes | str) -> PMap:
+    """Return the normalized turn of a messages response (an object, or its JSON).
+
+    Anything malformed (bad or too deep JSON, wrong shapes) is a ProviderError
+    (`MalformedResponse`, also a ValueError). Empty text blocks are dropped; an answer
+    with no blocks left is kept as `{"role": "assistant", "content": ""}`, which
+    `body()` leaves out of later requests.
 
     >>> t = parse_response({"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
     ...                     "usage": {"input_tokens": 5, "output_tokens": 2}})
     >>> t["text"], t["usage"]["prompt_tokens"], t["usage"]["total_tokens"]
     ('hi', 5, 7)
     """
-    blocks = [b for b in (data.get("content") or []) if _keep(b)]
-    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    try:
+        return _parse_response(response_object(data))
+    except MALFORMED as e:
+        raise malformed(e) from None
+
+
+def _parse_response(data: Mapping) -> PMap:
+    content = data.get("content")
+    if content is not None and not isinstance(content, (list, tuple, PVector)):
+        raise MalformedResponse(f"content is a JSON {type(content).__name__}, not an array")
+    given = list(content or ())
+    blocks = [b for b in (_block(b, i) for i, b in enumerate(given)) if b is not None]
+    text = "".join(b["text"] for b in blocks if b.get("type") == "text")
     calls = [
-        {"id": b.get("id"), "name": b.get("name", ""), "arguments": b.get("input", {})}
-        for b in blocks
-        if b.get("type") == "tool_use"
+        # The call keeps what the model sent (a non-object input is reported back to
+        # it as invalid arguments); the stored block has an object the API accepts.
+        {"id": b["id"], "name": b["name"], "arguments": raw.get("input", {})}
+        for b, raw in _tool_uses(blocks, given)
     ]
-    u = data.get("usage") or {}
+    u = data.get("usage")
+    u = u if isinstance(u, Mapping) else {}
+    stop, model = data.get("stop_reason"), data.get("model")
     return turn(
-        {"role": "assistant", "content": blocks},
+        {"role": "assistant", "content": blocks} if blocks else EMPTY_ANSWER,
         text,
         calls,
         usage(u.get("input_tokens"), u.get("output_tokens")),
-        data.get("stop_reason"),
-        data.get("model"),
+        stop if isinstance(stop, str) else None,
+        model if isinstance(model, str) else None,
     )
+
+
+def _tool_uses(blocks: list, given: list) -> list[tuple[Mapping, Mapping]]:
+    # Pair each kept tool_use block with the block the provider sent (same order).
+    sent = [b for b in given if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+    kept = [b for b in blocks if b.get("type") == "tool_use"]
+    return list(zip(kept, sent, strict=True))
 
 
 def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
@@ -198,10 +293,11 @@ def _block_type(acc: AnthropicStream, index: int) -> Any:
 
 def _on_delta(acc: AnthropicStream, obj: Mapping) -> tuple[AnthropicStream, tuple]:
     delta = obj.get("delta") or {}
-    spec = _DELTA_FIELD.get(delta.get("type"))
+    kind = delta.get("type")
+    spec = _DELTA_FIELD.get(kind) if isinstance(kind, str) else None
     if spec is None:
         return acc, ()  # a delta type this version does not know: nothing to keep
-    index = obj.get("index", 0)
+    index = _index(obj)
     field_ = spec[1]
     piece = delta.get(spec[0])
     if field_ != "citations" and not isinstance(piece, str):
@@ -216,7 +312,9 @@ def _on_delta(acc: AnthropicStream, obj: Mapping) -> tuple[AnthropicStream, tupl
 
 def _on_block_start(acc: AnthropicStream, obj: Mapping) -> tuple[AnthropicStream, tuple]:
     block = obj.get("content_block") or {}
-    index, kind = obj.get("index", 0), block.get("type")
+    if not isinstance(block, Mapping):
+        raise MalformedResponse("content_block is not an object")
+    index, kind = _index(obj), block.get("type")
     acc = acc._replace(log=acc.log.append((index, "start", block)), block=(index, kind))
     if kind == "tool_use":
         start = _delta(
@@ -241,8 +339,25 @@ def stream_event(
 
     Deltas: {"type": "text", "delta"} (text blocks only), {"type": "thinking", "delta"}
     and {"type": "tool_call_start", "index", "id", "name"}. An `error` event raises
-    ProviderError with the provider's message; pings and unknown events change nothing.
+    ProviderError with the provider's message; pings and unknown events change nothing;
+    anything malformed is a ProviderError too.
     """
+    try:
+        return _stream_event(acc, event)
+    except MALFORMED as e:
+        raise malformed(e, "stream event") from None
+
+
+def _index(obj: Mapping) -> int:
+    index = obj.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise MalformedResponse("a stream event's index is not an integer")
+    return index
+
+
+def _stream_event(
+    acc: AnthropicStream, event: Mapping
+) -> tuple[AnthropicStream, tuple[Mapping, ...]]:
     if event["event"] == "error":
         raise stream_error(event["data"])
     obj = load_json(event["data"])
@@ -254,13 +369,16 @@ def stream_event(
     if kind == "message_start":
         message = obj.get("message") or {}
         changes = _usage_changes(message.get("usage"))
+        model, stop = message.get("model"), message.get("stop_reason")
         acc = acc._replace(
-            model=message.get("model"), stop_reason=message.get("stop_reason"), **changes
+            model=model if isinstance(model, str) else None,
+            stop_reason=stop if isinstance(stop, str) else None,
+            **changes,
         )
     elif kind == "message_delta":
         changes = _usage_changes(obj.get("usage"))
         stop = (obj.get("delta") or {}).get("stop_reason")
-        if stop:
+        if isinstance(stop, str) and stop:
             changes["stop_reason"] = stop
         acc = acc._replace(**changes) if changes else acc
     elif kind == "message_stop":
@@ -275,7 +393,7 @@ def _input_of(raw: str, start: Any) -> tuple[Any, str | None]:
     if not raw.strip():
         return (start if isinstance(start, Mapping) else {}), None
     try:
-        value = json.loads(raw)
+        value = load(raw)
     except ValueError:
         value = None
     # Cut off at max_tokens: the message keeps a valid empty input (the API requires an
@@ -335,7 +453,10 @@ def stream_turn(acc: AnthropicStream) -> PMap:
     input JSON cut off at max_tokens stays the raw text, which the loop reports back
     to the model as invalid arguments.
     """
-    response, raw = stream_response(acc)
+    try:
+        response, raw = stream_response(acc)
+    except MALFORMED as e:
+        raise malformed(e, "stream") from None
     t = parse_response(response)
     if not any(r is not None for r in raw):
         return t
@@ -363,7 +484,8 @@ def user_message_parts(
 
     checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
     blocks = (to_anthropic(p, on_unsupported_part) for p in checked)
-    return pmap({"role": "user", "content": pvector(b for b in blocks if _keep(b))})
+    kept = pvector(b for b in blocks if not is_empty_text_block(b))
+    return pmap({"role": "user", "content": kept})
 
 
 __all__.append("user_message_parts")

@@ -1,27 +1,132 @@
-"""Shared pure helpers of the wire codecs: usage maps, JSON encoding of frozen values."""
+"""Shared pure helpers of the wire codecs: usage maps, JSON encoding of frozen values,
+and the boundary that turns anything malformed a provider sends into a ProviderError."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyrsistent import PMap, PVector, pmap
 
+from ..errors import ProviderError
+from .jsonload import load
+
 __all__ = [
-    "usage", "add_usage", "ZERO_USAGE", "encode_json", "encode_body", "message_text", "turn",
-]  # fmt: skip
+    "usage",
+    "add_usage",
+    "ZERO_USAGE",
+    "encode_json",
+    "encode_body",
+    "message_text",
+    "turn",
+    "MalformedResponse",
+    "MALFORMED",
+    "malformed",
+    "response_object",
+    "text_of",
+    "name_text",
+    "is_empty_answer",
+    "is_empty_text_block",
+    "EMPTY_ANSWER",
+]
+
+
+class MalformedResponse(ProviderError, ValueError):
+    """A provider's bytes that are not what its dialect says (bad JSON, wrong shapes).
+
+    A ProviderError, and a ValueError too, so a driver that catches ValueError around
+    decoding still wraps it with its URL and status. Its message never quotes the
+    payload (a codec does not know the secrets a payload may echo).
+    """
+
+
+# What a decoder may raise on a wrong shape: converted at each public decode function.
+MALFORMED = (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError,
+             RecursionError)  # fmt: skip
+
+
+def malformed(e: BaseException, what: str = "response") -> ProviderError:
+    """Return the ProviderError for an exception raised while decoding a provider's `what`."""
+    if isinstance(e, ProviderError):
+        return e
+    return MalformedResponse(f"malformed {what}: {type(e).__name__}")
+
+
+def response_object(data: Any) -> Mapping:
+    """Return a response body as a JSON object: decoded (bounded) when given as text/bytes."""
+    if isinstance(data, (bytes, bytearray, str)):
+        try:
+            data = load(data)
+        except ValueError as e:
+            raise MalformedResponse(f"response is not readable JSON ({e})") from None
+    if not isinstance(data, Mapping):
+        raise MalformedResponse(f"response is a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def text_of(content: Any, where: str = "content") -> str:
+    """Return message content as text: a string, None (""), or a list of text parts joined.
+
+    Parts that are not text (images, refusals, ...) are skipped.
+
+    >>> text_of([{"type": "text", "text": "Hello, "}, {"type": "text", "text": "world"}])
+    'Hello, world'
+    >>> text_of(None), text_of("hi")
+    ('', 'hi')
+    """
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, (list, tuple, PVector)):
+        out = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, Mapping) and part.get("type") in ("text", "output_text"):
+                text = part.get("text")
+                if isinstance(text, str):
+                    out.append(text)
+        return "".join(out)
+    raise MalformedResponse(f"{where} is a JSON {type(content).__name__}, not text")
+
+
+def name_text(name: Any) -> str:
+    """Return a tool name as a string: JSON text for a non-string (then an unknown tool).
+
+    >>> name_text("add"), name_text(["a", 1]), name_text(None)
+    ('add', '["a",1]', '')
+    """
+    if isinstance(name, str):
+        return name
+    if name is None:
+        return ""
+    return encode_json(name).decode("utf-8")
+
+
+def _count(x: Any) -> int:
+    # Token counts from a provider: junk (a string, NaN, 1e400, a list) counts as 0.
+    if isinstance(x, bool):
+        return 0
+    if isinstance(x, int):
+        return max(x, 0)
+    if isinstance(x, float) and math.isfinite(x):
+        return max(int(x), 0)
+    return 0
+
 
 ZERO_USAGE = pmap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
 
 
 def usage(prompt: Any, completion: Any) -> PMap:
-    """Return a usage map from prompt and completion token counts (missing counts are 0).
+    """Return a usage map from prompt and completion token counts (missing or junk counts are 0).
 
     >>> usage(3, None) == {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}
     True
     """
-    p, c = int(prompt or 0), int(completion or 0)
+    p, c = _count(prompt), _count(completion)
     return pmap({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
 
 
@@ -118,3 +223,34 @@ def turn(message: Mapping, text: str, tool_calls, use: Mapping, finish: Any, mod
             "model": model,
         }
     )
+
+
+# An empty answer (no text, no tool calls) is kept in a transcript in this one shape,
+# valid in both dialects' message formats; `body()` of each codec leaves it out of a
+# request, since neither API accepts an assistant message without content.
+EMPTY_ANSWER = pmap({"role": "assistant", "content": ""})
+
+
+def is_empty_answer(message: Mapping) -> bool:
+    """Return whether a message is an assistant message with no content and no tool calls.
+
+    >>> is_empty_answer({"role": "assistant", "content": []})
+    True
+    >>> is_empty_answer({"role": "assistant", "content": [{"type": "text", "text": ""}]})
+    True
+    >>> is_empty_answer({"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]})
+    False
+    """
+    if message.get("role") != "assistant" or message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if isinstance(content, str) or content is None:
+        return not content
+    if isinstance(content, (list, tuple, PVector)):
+        return all(is_empty_text_block(b) for b in content)
+    return False  # some other shape: not ours to judge
+
+
+def is_empty_text_block(block: Any) -> bool:
+    """Return whether a content block is a text block without text (APIs reject those)."""
+    return isinstance(block, Mapping) and block.get("type") == "text" and not block.get("text")

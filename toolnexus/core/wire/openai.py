@@ -8,7 +8,19 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from .common import turn, usage
+from .common import (
+    EMPTY_ANSWER,
+    MALFORMED,
+    MalformedResponse,
+    is_empty_answer,
+    is_empty_text_block,
+    malformed,
+    name_text,
+    response_object,
+    text_of,
+    turn,
+    usage,
+)
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -68,7 +80,10 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     """Return a request body; the system prompt leads, no tools omits `tools`.
 
     `tools` is already in wire shape (`encode_tools(toolkit)`), encoded once per run.
+    An empty answer in the history is left out, and empty text parts are dropped
+    (providers reject both).
     """
+    messages = _replayable(messages)
     msgs = [{"role": "system", "content": system}, *messages] if system else messages
     out = {"model": model, "messages": msgs}
     if tools:
@@ -78,8 +93,37 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
+def _replayable(messages: Sequence) -> Sequence:
+    """Return the messages a provider accepts: the same object when nothing is dropped."""
+    bad = [i for i, m in enumerate(messages) if _needs_cleaning(m)]
+    if not bad:  # the usual case: one cheap pass, no copy
+        return messages
+    out = list(messages)
+    for i in reversed(bad):
+        m = out[i]
+        if is_empty_answer(m):
+            del out[i]
+        elif isinstance(m.get("content"), (list, tuple, PVector)):
+            parts = [p for p in m["content"] if not is_empty_text_block(p)]
+            out[i] = pmap(m).set("content", pvector(parts)) if parts else m
+    return out
+
+
+def _needs_cleaning(m: Mapping) -> bool:
+    content = m.get("content")
+    if type(content) is str:  # the hot path: text content, non-empty unless an empty answer
+        return not content and m.get("role") == "assistant" and not m.get("tool_calls")
+    if content is None:
+        return m.get("role") == "assistant" and not m.get("tool_calls")
+    return isinstance(content, (list, tuple, PVector)) and (
+        any(is_empty_text_block(p) for p in content) or is_empty_answer(m)
+    )
+
+
 def _assistant_message(text: str, calls: Sequence[Mapping]) -> PMap:
     # Built frozen (not frozen afterwards): this runs for every model turn.
+    if not text and not calls:
+        return EMPTY_ANSWER
     msg = {"role": "assistant", "content": text if (text or not calls) else None}
     if calls:
         msg["tool_calls"] = pvector(
@@ -110,29 +154,71 @@ def _turn(text: str, calls: list, u: Mapping | None, finish: Any, model: Any) ->
     return turn(_assistant_message(text, frozen), text, frozen, use, finish, model)
 
 
-def parse_response(data: Mapping) -> PMap:
-    """Return the normalized turn of a chat completions response.
+def parse_response(data: Mapping | bytes | str) -> PMap:
+    """Return the normalized turn of a chat completions response (an object, or its JSON).
+
+    Anything malformed (bad or too deep JSON, wrong shapes) is a ProviderError
+    (`MalformedResponse`, also a ValueError). Content given as a list of text parts is
+    joined into text; a non-string tool name becomes its JSON text (an unknown tool).
 
     >>> t = parse_response({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
     ...                     "usage": {"prompt_tokens": 2, "completion_tokens": 1}})
     >>> t["text"], t["usage"]["total_tokens"], t["finish"]
     ('hi', 3, 'stop')
     """
-    choices = data.get("choices") or []
+    try:
+        return _parse_response(response_object(data))
+    except MALFORMED as e:
+        raise malformed(e) from None
+
+
+def _mapping(value: Any, where: str) -> Mapping:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MalformedResponse(f"{where} is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _list(value: Any, where: str) -> Sequence:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple, PVector)):
+        raise MalformedResponse(f"{where} is a JSON {type(value).__name__}, not an array")
+    return value
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _parse_response(data: Mapping) -> PMap:
+    choices = _list(data.get("choices"), "choices")
     if not choices:
-        raise ValueError("response has no choices")
-    choice = choices[0]
-    message = choice.get("message") or {}
-    calls = [
-        {
-            "id": c.get("id") or f"call_{i}",
-            "name": (c.get("function") or {}).get("name", ""),
-            "arguments": _args_text((c.get("function") or {}).get("arguments") or ""),
-        }
-        for i, c in enumerate(message.get("tool_calls") or [])
-    ]
-    text = message.get("content") or ""
-    return _turn(text, calls, data.get("usage"), choice.get("finish_reason"), data.get("model"))
+        raise MalformedResponse("response has no choices")
+    choice = _mapping(choices[0], "choices[0]")
+    message = _mapping(choice.get("message"), "choices[0].message")
+    calls = []
+    for i, c in enumerate(_list(message.get("tool_calls"), "tool_calls")):
+        c = _mapping(c, f"tool_calls[{i}]")
+        fn = _mapping(c.get("function"), f"tool_calls[{i}].function")
+        cid = c.get("id")
+        calls.append(
+            {
+                "id": cid if isinstance(cid, str) and cid else f"call_{i}",
+                "name": name_text(fn.get("name")),
+                "arguments": _args_text(fn.get("arguments") or ""),
+            }
+        )
+    text = text_of(message.get("content"), "choices[0].message.content")
+    usage_ = data.get("usage")
+    return _turn(
+        text,
+        calls,
+        usage_ if isinstance(usage_, Mapping) else None,
+        _str_or_none(choice.get("finish_reason")),
+        _str_or_none(data.get("model")),
+    )
 
 
 def parse_generated(out: Mapping, turn_no: int) -> PMap:
@@ -260,8 +346,16 @@ def stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple
 
     Deltas: {"type": "text", "delta"}, {"type": "refusal", "delta"} and
     {"type": "tool_call_start", "index", "id", "name"}. An `error` event, or a chunk
-    holding "error", raises ProviderError with the provider's message.
+    holding "error", raises ProviderError with the provider's message; anything
+    malformed is a ProviderError too.
     """
+    try:
+        return _stream_event(acc, event)
+    except MALFORMED as e:
+        raise malformed(e, "stream event") from None
+
+
+def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple[Mapping, ...]]:
     data = event["data"]
     if event["event"] == "error":
         raise stream_error(data)
@@ -272,23 +366,28 @@ def stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple
         raise stream_error(chunk)
     text, refusal, calls, usage, finish, model, done = acc
     if model is None:
-        model = chunk.get("model")
-    if chunk.get("usage") is not None:  # the include_usage chunk (choices may be empty)
+        model = _str_or_none(chunk.get("model"))
+    if isinstance(chunk.get("usage"), Mapping):  # the include_usage chunk (choices may be empty)
         usage = chunk["usage"]
     deltas: list = []
-    for choice in chunk.get("choices") or ():
+    for choice in _list(chunk.get("choices"), "choices"):
+        choice = _mapping(choice, "choice")
         if choice.get("index", 0) != 0:  # parse_response reads choices[0] only
             continue
-        delta = choice.get("delta") or {}
-        if delta.get("content"):
-            text = text.append(delta["content"])
-            deltas.append(_delta(type="text", delta=delta["content"]))
+        delta = _mapping(choice.get("delta"), "delta")
+        content = delta.get("content")
+        if content:
+            piece = text_of(content, "delta.content")  # a list of parts joins into text
+            if piece:
+                text = text.append(piece)
+                deltas.append(_delta(type="text", delta=piece))
         if delta.get("refusal"):
-            refusal = refusal.append(delta["refusal"])
-            deltas.append(_delta(type="refusal", delta=delta["refusal"]))
-        for fragment in delta.get("tool_calls") or ():
-            calls = _add_fragment(calls, fragment, deltas)
-        if choice.get("finish_reason") is not None:  # a later null never resets it
+            piece = text_of(delta["refusal"], "delta.refusal")
+            refusal = refusal.append(piece)
+            deltas.append(_delta(type="refusal", delta=piece))
+        for fragment in _list(delta.get("tool_calls"), "delta.tool_calls"):
+            calls = _add_fragment(calls, _mapping(fragment, "tool call fragment"), deltas)
+        if isinstance(choice.get("finish_reason"), str):  # a later null never resets it
             finish = choice["finish_reason"]
     return OpenAIStream(text, refusal, calls, usage, finish, model, done), tuple(deltas)
 
@@ -321,7 +420,10 @@ def stream_turn(acc: OpenAIStream) -> PMap:
     Tool arguments stay raw (the joined fragments), so JSON cut off at max_tokens
     reaches the loop, which feeds back an invalid-arguments error.
     """
-    return parse_response(stream_response(acc))
+    try:
+        return parse_response(stream_response(acc))
+    except MALFORMED as e:
+        raise malformed(e, "stream") from None
 
 
 # ---- content parts: a prompt that is a list of parts --------------------------------

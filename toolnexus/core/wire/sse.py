@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ..errors import ProviderError, excerpt
+from .jsonload import load
 
 __all__ = ["SSEState", "start", "feed", "end", "decode", "stream_error", "load_json"]
 
@@ -134,30 +135,39 @@ def stream_error(payload: Any) -> ProviderError:
 
     `payload` is the event's data: JSON text or an already decoded object, shaped
     {"error": {"message", "type"?}} (openai-compatible, anthropic) or {"message"}.
+    The codec knows no secrets: the driver passes the error through
+    `errors.scrub_error` before it leaves (an error event may echo the key).
 
     >>> str(stream_error('{"type":"error","error":{"message":"Overloaded"}}'))
     'Overloaded'
     """
-    text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
-    obj = payload
     if isinstance(payload, str):
+        text = payload
         try:
-            obj = json.loads(payload)
+            obj = load(payload)
         except ValueError:
             obj = None
+    else:
+        obj = payload
+        try:
+            text = json.dumps(payload, default=str)
+        except (ValueError, RecursionError):  # a cyclic or absurd object: say so, briefly
+            text = repr(type(payload))
     err = obj.get("error", obj) if isinstance(obj, Mapping) else obj
     message = err.get("message") if isinstance(err, Mapping) else err
     if not isinstance(message, str) or not message:
         message = f"error event in stream: {excerpt(text, limit=200)}"
-    return ProviderError(message, body=excerpt(text))
+    return ProviderError(excerpt(message, limit=1000), body=excerpt(text))
 
 
-def load_json(data: str) -> Mapping:
-    """Return the JSON object of an event's data; an unreadable one is a ProviderError."""
+def load_json(data: str) -> dict:
+    """Return the JSON object of an event's data (bounded); anything else is a ProviderError."""
     try:
-        obj = json.loads(data)
-    except ValueError:
-        obj = None
+        obj = load(data)
+    except ValueError as e:
+        raise ProviderError(
+            f"unreadable stream event ({e}): {excerpt(data, limit=200)}", body=excerpt(data)
+        ) from None
     if type(obj) is not dict:  # json.loads makes plain dicts; skip the slow ABC check
         raise ProviderError(
             f"unreadable stream event: {excerpt(data, limit=200)}", body=excerpt(data)
