@@ -7,8 +7,9 @@ first use and freed by `close()`:
 - the thread pool a turn's tool calls overlap on, and the one the async driver runs
   blocking store, lock and log calls in (large, so lock waiters never starve a holder);
 - the per-conversation memo: for each conversation this runtime saved, the saved
-  transcript and the JSON text of each message, so the next exchange that loads that
-  very value (an in-memory store, a read cache) skips repairing and re-encoding it. It
+  transcript, it as the next request replays it, and the JSON text of each message, so
+  the next exchange that loads that very value (an in-memory store, a read cache) skips
+  translating, repairing and re-encoding it. It
   is bounded (MEMO_SIZE conversations, least recently used dropped) and holds the
   values it describes, so a hit is exact;
 - the metrics sink behind `metrics(client)`.
@@ -112,7 +113,7 @@ class Runtime:
             return self._local_lock
 
     def recall(self, conversation_id: str) -> Mapping | None:
-        """Return the memo {messages, texts} of a conversation this runtime saved, if kept."""
+        """Return the memo {messages, history, texts} of a conversation this runtime saved."""
         with self._lock:
             memo = self._memo.get(conversation_id)
             if memo is not None:

@@ -22,7 +22,8 @@ handlers for these kinds; none holds exchange logic:
   ("event", event)        -> None (a stream event for the consumer)
   ("metric", event)       -> None (an on_metric record)
   ("warn", text)          -> None (a warning the host should see; nothing raised)
-  ("recall", id)          -> the runtime's memo of a conversation {messages, texts} or None
+  ("recall", id)          -> the runtime's memo of a conversation or None: {messages (what
+                             was saved), history (it, replayable), texts (of history)}
   ("remember", id, memo)  -> None
 
 A driver that must stop (a deadline, a cancel, a consumer that closed the stream) throws
@@ -323,11 +324,12 @@ def _start(cfg: Mapping, cid: str | None, prompt: Any, loaded: Any):
     memo = (yield ("recall", cid)) if cid is not None and loaded is not None else None
     lifted = ""
     if memo is not None and memo["messages"] is loaded:
-        history, texts = memo["messages"], memo["texts"]
+        history, texts = memo["history"], memo["texts"]
     else:
         policy = cfg["on_unsupported_part"]
         moved = translate(freeze_transcript(loaded), cfg["dialect"], on_unsupported_part=policy)
-        history, lifted = repair(moved.messages), moved.system
+        codec = DIALECTS[cfg["dialect"]]
+        history, lifted = codec.replayable(repair(moved.messages)), moved.system
         texts = steps.texts_of(history) if cfg["encode"] else None
     state = steps.start(cfg["dialect"], history, prompt, texts,
                         on_unsupported_part=cfg["on_unsupported_part"],
@@ -414,8 +416,9 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
         raise saved[1]
     if cid is not None:
         yield from _released(outcomes[1])
-        if messages is state["messages"]:
-            yield ("remember", cid, {"messages": messages, "texts": state["texts"]})
+        if messages is state["messages"]:  # saved as it is (not rebased): remember it
+            history, texts = steps.replayable_history(state)
+            yield ("remember", cid, {"messages": messages, "history": history, "texts": texts})
     t1 = yield ("clock",)
     yield ("metric", _run_metric(cfg, state, t1 - t0))
     if log is not None and outcomes[-1][0] == "error":

@@ -47,6 +47,7 @@ __all__ = [
     "pending_request",
     "texts_of",
     "fresh_messages",
+    "replayable_history",
 ]
 
 
@@ -104,7 +105,9 @@ def _grow(state: State, new: Sequence[Mapping]) -> dict:
 
 
 def with_messages(state: State, messages: PVector) -> State:
-    """Return the state with its messages replaced (a hook's rewrite); texts follow."""
+    """Return the state with its messages replaced (a hook's rewrite), made replayable;
+    texts follow."""
+    messages = DIALECTS[state["dialect"]].replayable(messages)
     texts = None if state["texts"] is None else texts_of(messages)
     fresh = min(state["fresh"], len(messages))  # a rewrite keeps the run's own tail
     return {**state, "messages": messages, "texts": texts, "fresh": fresh}
@@ -195,6 +198,23 @@ def on_results(
 def is_finished(state: State) -> bool:
     """Return whether the run has ended."""
     return state["status"] is not None
+
+
+def replayable_history(state: State) -> tuple[PVector, PVector | None]:
+    """Return (the run's transcript as the next request would replay it, its texts).
+
+    The history a run started from was made replayable when loaded; of the messages the
+    run added only an empty final answer may not be (it is left out), so only those are
+    cleaned: O(new messages).
+    """
+    messages, texts = state["messages"], state["texts"]
+    fresh = fresh_messages(state)
+    clean = DIALECTS[state["dialect"]].replayable(fresh)
+    if clean is fresh:
+        return messages, texts
+    start = len(messages) - len(fresh)
+    kept = messages[:start].extend(clean)
+    return kept, None if texts is None else texts[:start].extend(message_text(m) for m in clean)
 
 
 def fresh_messages(state: State) -> PVector:

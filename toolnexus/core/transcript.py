@@ -52,7 +52,7 @@ def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
     """
     if messages is None:
         return pvector()
-    if isinstance(messages, PVector) and all(type(m) is PMap for m in messages):
+    if isinstance(messages, PVector) and set(map(type, messages)) <= {PMap}:
         return messages  # already frozen (our own values): no per-message checks
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TranscriptFormatError(f"a transcript is a list of messages, got {type(messages)}")
@@ -170,6 +170,8 @@ def tool_result_ids(message: Mapping) -> tuple[str, ...]:
 
 def _shape(message: Mapping) -> tuple[tuple, tuple]:
     """Return `(tool_result_ids(message), tool_call_ids(message))`."""
+    if len(message) == 2 and type(message.get("content")) is str and message.get("role") != "tool":
+        return (), ()  # plain text (most messages): no calls, no results
     return tool_result_ids(message), tool_call_ids(message)
 
 

@@ -91,10 +91,9 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     """Return a request body: `system` only when non-empty, `tools` only when any.
 
     `tools` is already in wire shape (`encode_tools(toolkit)`), encoded once per run.
-    The API rejects empty text blocks and assistant messages without content: an
-    empty answer in the history is left out, and empty text blocks are dropped.
+    `messages` must be replayable (see `replayable`: the flow cleans a history once,
+    when it is loaded, not on every request).
     """
-    messages = _replayable(messages)
     out: dict = {"model": model, "max_tokens": DEFAULT_MAX_TOKENS, "messages": messages}
     if system:
         out["system"] = system
@@ -105,7 +104,7 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
-def _replayable(messages: Sequence) -> Sequence:
+def replayable(messages: Sequence) -> Sequence:
     """Return the messages the API accepts: the same object when nothing is dropped."""
     bad = [i for i, m in enumerate(messages) if _needs_cleaning(m)]
     if not bad:  # the usual case: one cheap pass, no copy

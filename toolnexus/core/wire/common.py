@@ -3,9 +3,11 @@ and the boundary that turns anything malformed a provider sends into a ProviderE
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
+from operator import is_
 from typing import Any
 
 from pyrsistent import PMap, PVector, pmap
@@ -166,6 +168,10 @@ def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence |
     if texts is None or messages is None:
         return _ENCODER.encode(items)
     lead, n = len(items) - len(messages), len(messages)
+    if lead >= 0 and all(map(is_, itertools.islice(items, lead, None), messages)):
+        # The usual case, checked and joined at C speed: the body holds the state's own
+        # messages after its lead (a system message), so every text is reused.
+        return "[" + ",".join([*map(_ENCODER.encode, items[:lead]), *texts]) + "]"
     parts = [
         texts[k - lead] if 0 <= k - lead < n and m is messages[k - lead] else _ENCODER.encode(m)
         for k, m in enumerate(items)

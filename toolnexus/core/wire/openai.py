@@ -80,10 +80,9 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     """Return a request body; the system prompt leads, no tools omits `tools`.
 
     `tools` is already in wire shape (`encode_tools(toolkit)`), encoded once per run.
-    An empty answer in the history is left out, and empty text parts are dropped
-    (providers reject both).
+    `messages` must be replayable (see `replayable`: the flow cleans a history once,
+    when it is loaded, not on every request).
     """
-    messages = _replayable(messages)
     msgs = [{"role": "system", "content": system}, *messages] if system else messages
     out = {"model": model, "messages": msgs}
     if tools:
@@ -93,7 +92,7 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
-def _replayable(messages: Sequence) -> Sequence:
+def replayable(messages: Sequence) -> Sequence:
     """Return the messages a provider accepts: the same object when nothing is dropped."""
     bad = [i for i, m in enumerate(messages) if _needs_cleaning(m)]
     if not bad:  # the usual case: one cheap pass, no copy

@@ -127,8 +127,21 @@ def _native(message: Mapping, dialect: str) -> bool:
     )
 
 
+def _plain_text(message: Mapping) -> bool:
+    """Return whether a message is just {role: user|assistant, content: non-empty text}."""
+    if len(message) != 2:
+        return False
+    content = message.get("content")
+    return type(content) is str and content != "" and message.get("role") in _TEXT_ROLES
+
+
+_TEXT_ROLES = frozenset({"user", "assistant"})
+
+
 def _right(message: Mapping, dialect: str) -> tuple[bool, tuple]:
     """Return (whether a message is right for `dialect` as it is, ids included; its call ids)."""
+    if _plain_text(message):  # most of a conversation: right in both dialects, no ids
+        return True, ()
     calls = tuple(_call_ids(message)) if message.get("role") == "assistant" else ()
     ids = calls + tuple(_result_ids(message))
     verdict = _native(message, dialect) and all(valid_tool_id(i, dialect) for i in ids)
