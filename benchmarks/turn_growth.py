@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> dict:
             growth = (spent - base) / json_cpu if n != sizes[0] else 0.0
             figures[(path, n)] = {"cpu_ms": spent * 1e3, "growth_x_dumps": growth}
             dumps_ms = json_cpu * 1e3
-            print(f"  {path:8} {n:5} messages  {spent * 1e3:7.3f} ms CPU  "
-                  f"growth from {sizes[0]}: {growth:5.2f}x json.dumps ({dumps_ms:.3f} ms)")  # fmt: skip
+            print(
+                f"  {path:8} {n:5} messages  {spent * 1e3:7.3f} ms CPU  "
+                f"growth from {sizes[0]}: {growth:5.2f}x json.dumps ({dumps_ms:.3f} ms)"
+            )
     return figures
 
 
