@@ -13,7 +13,7 @@ from typing import Any
 
 from pyrsistent import PMap
 
-from .client import Client, conversation_lock
+from .client import Client
 from .core.flow import exchange_flow
 from .core.toolkit import toolkit as make_toolkit
 from .core.transcript import freeze_transcript
@@ -24,84 +24,7 @@ from .drivers.guard import Guard
 __all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask"]
 
 
-# ---- the run's configuration, from the client's fields (no I/O) -----------------------
-
-
-def _emitter(client: Client) -> Callable[[Mapping], None]:
-    record, user = client.runtime.sink()["on_metric"], client.on_metric
-    if user is None:
-        return record
-
-    def emit(event: Mapping) -> None:
-        record(event)
-        user(event)
-
-    return emit
-
-
-def _log_fn(client: Client, emit: Callable) -> Callable | None:
-    log = client.message_log
-    if log is None:
-        return None
-    from .history.wiring import record_exchange
-
-    def record(cid: str | None, prompt: str, answers: Sequence[str], asked_at: Any) -> Any:
-        return record_exchange(log, cid, prompt, answers, strict=bool(client.strict_log),
-                               on_metric=emit, asked_at=asked_at)  # fmt: skip
-
-    return record
-
-
-def _save_logged(client: Client) -> Callable | None:
-    """Return the store's "save_logged" bound to the client's log, when it applies.
-
-    Only while "save" is still the store's own: a decorator that wraps "save" (capped,
-    namespaced, ...) and copies the rest of the map must never be bypassed.
-    """
-    log, store = client.message_log, client.store
-    save_logged = store.get("save_logged") if log is not None else None
-    if save_logged is None or getattr(save_logged, "save", None) is not store["save"]:
-        return None
-    from .history.wiring import exchange_entries
-
-    def save(cid: str, messages: Any, prompt: str, answers: Sequence[str], asked_at: Any) -> bool:
-        entries = exchange_entries(cid, prompt, answers, asked_at)
-        return bool(save_logged(cid, messages, log, entries))
-
-    return save
-
-
-def _flow_config(client: Client, streaming: bool, emit: Callable) -> dict:
-    from .skills import system_for
-
-    system_prompt = client.system_prompt
-    return {
-        "dialect": client.style,
-        "model": client.model,
-        "system": lambda tk: system_for(system_prompt, tk),
-        "params": client.request_params,
-        "hooks": client.hooks,
-        "max_turns": client.max_turns,
-        "retries": client.retries,
-        "retry_base_ms": client.retry_base_ms,
-        "max_wait_s": client.max_retry_wait_ms / 1000,
-        "rng": sync.rng,
-        "on_error": client.on_error,
-        "wait_for": client.wait_for,
-        "transform": client.body_transform,
-        "on_unsupported_part": client.on_unsupported_part,
-        "max_part_bytes": client.max_part_bytes,
-        "events": streaming,
-        "encode": client.endpoint is not None,
-        # A stream's consumer may pause or drop it at any event: it never holds the
-        # conversation, and its save is rebased on what is stored then (see flow.rebase).
-        "hold_lock": not streaming,
-        "lock": conversation_lock(client),
-        "get": client.store["get"],
-        "save": client.store["save"],
-        "log": _log_fn(client, emit),
-        "save_logged": _save_logged(client),
-    }
+# ---- the run's setup, from the client's plan (see plan.py) ---------------------------
 
 
 def _context(client: Client, emit: Callable) -> sync.Context:
@@ -156,11 +79,10 @@ def _id(conversation_id: str | None, id: str | None) -> str | None:
 def _setup(client, prompt, toolkit, history, conversation_id, streaming):
     """Return (flow, context) of one exchange."""
     _check_run(prompt, conversation_id)
-    emit = _emitter(client)
-    cfg = _flow_config(client, streaming, emit)
+    plan = client.plan
     tk = _toolkit(client, toolkit, conversation_id)
-    flow = exchange_flow(cfg, prompt, tk, history, conversation_id)
-    return flow, _context(client, emit)
+    flow = exchange_flow(plan[streaming], prompt, tk, history, conversation_id)
+    return flow, _context(client, plan["emit"])
 
 
 # ---- the sync driver ------------------------------------------------------------------

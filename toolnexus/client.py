@@ -19,6 +19,7 @@ from pyrsistent import PMap, PRecord, field, freeze, pmap
 
 from .core.wire import DIALECTS
 from .drivers.transport import Endpoint, as_transport
+from .plan import plan
 from .runtime import Runtime
 from .store.check import check_store
 from .store.memory import in_memory_store
@@ -83,7 +84,7 @@ class Client(PRecord):
     system_prompt = field()
     max_turns = field()
     store = field()
-    lock = field()  # as given (None: see conversation_lock)
+    lock = field()  # as given (None: see plan.conversation_lock)
     hooks = field()
     retries = field()
     retry_base_ms = field()
@@ -104,6 +105,7 @@ class Client(PRecord):
     max_part_bytes = field()
     generate = field()  # the host function of an in-process client, else None
     endpoint = field()  # derived from base_url, style, key and headers (None in process)
+    plan = field()  # derived: the flow configurations the options imply (see plan.py)
     runtime = field()
 
     def set(self, *args: Any, **changes: Any) -> Client:
@@ -141,7 +143,7 @@ for _name in Client._precord_fields:
     setattr(Client, _name, property(itemgetter(_name), doc=f"The client's {_name}."))
 del _name
 
-_DERIVED = {"endpoint", "runtime"}
+_DERIVED = {"endpoint", "plan", "runtime"}
 
 
 def options_of(client: Client) -> dict:
@@ -196,38 +198,23 @@ def _params(given: Mapping | None) -> PMap:
     return freeze({k: v for k, v in params.items() if k not in _RESERVED_PARAMS})
 
 
-def _store_lock(store: Mapping | None) -> Callable | None:
-    """Return the lock a store pairs itself with (its "lock" key), if it has one."""
-    lock = store.get("lock") if store is not None else None
-    return lock if callable(lock) else None
-
-
 def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Client:
     key = o["api_key"]
-    return Client(
-        **{
-            **o,
-            "generate": o.get("generate"),
-            "api_key": key if isinstance(key, Secret) else Secret(key),
-            "headers": pmap(o["headers"] or {}),
-            "system_prompt": o["system_prompt"] or "",
-            "store": o["store"] if o["store"] is not None else in_memory_store(),
-            "hooks": pmap(o["hooks"] or {}),
-            "request_params": _params(o["request_params"]),
-            "transport": None if o["transport"] is None else as_transport(o["transport"]),
-            "endpoint": endpoint,
-            "runtime": runtime if runtime is not None else Runtime(),
-        }
-    )
-
-
-def conversation_lock(client: Client) -> Callable:
-    """Return the lock an exchange takes: `lock=`, else the store's own, else in-process.
-
-    The in-process default belongs to the client's runtime, so every run of the client
-    (and of clients evolved from it) shares it.
-    """
-    return client.lock or _store_lock(client.store) or client.runtime.local_lock()
+    runtime = runtime if runtime is not None else Runtime()
+    fields = {
+        **o,
+        "generate": o.get("generate"),
+        "api_key": key if isinstance(key, Secret) else Secret(key),
+        "headers": pmap(o["headers"] or {}),
+        "system_prompt": o["system_prompt"] or "",
+        "store": o["store"] if o["store"] is not None else in_memory_store(),
+        "hooks": pmap(o["hooks"] or {}),
+        "request_params": _params(o["request_params"]),
+        "transport": None if o["transport"] is None else as_transport(o["transport"]),
+        "endpoint": endpoint,
+        "runtime": runtime,
+    }
+    return Client(**fields, plan=plan(fields, runtime))
 
 
 def _defaults(options: Mapping) -> dict:

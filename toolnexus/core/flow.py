@@ -221,6 +221,14 @@ def _before_llm(cfg: Mapping, state: steps.State, tk: Any):
     return state, out.get("tools", tk)
 
 
+def _tools_text(tk: Any, tools: Any, codec: Any) -> str:
+    """Return the JSON text of a request's tools: the toolkit keeps it (see register)."""
+    dialect = codec.__name__.rpartition(".")[2]
+    if tk and tools is (tk.get("wire") or {}).get(dialect):
+        return tk["wire_json"][dialect]
+    return message_text(tools)
+
+
 def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     """The model/tool loop as a generator of effects; returns the final state.
 
@@ -235,7 +243,7 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
         state, tk = yield from _before_llm(cfg, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
             encoded_for, tools = tk, codec.encode_tools(tk)
-            known = {"tools": (tools, message_text(tools))} if cfg["encode"] and tools else {}
+            known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
         body = steps.request(state, cfg["model"], tools, cfg["system"](tk), cfg["params"])
         if cfg["transform"] is not None:
             body = yield ("hook", cfg["transform"], body)

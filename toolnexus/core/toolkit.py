@@ -9,6 +9,7 @@ from pyrsistent import PMap, pmap, pvector, thaw
 
 from .tool import tool_result
 from .wire import DIALECTS
+from .wire.common import message_text
 
 __all__ = [
     "toolkit", "register", "execute", "tool_names",
@@ -20,7 +21,8 @@ _ENTRIES = {d: codec.tool_entry for d, codec in DIALECTS.items()}
 
 # "tools" keeps registration order; "index" finds a tool by name.
 # "wire" holds each dialect's request entries, computed by register.
-EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "wire": pmap()})
+EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "wire": pmap(),
+              "wire_json": pmap()})  # fmt: skip
 
 
 def _check_tool(t: Any) -> None:
@@ -39,9 +41,9 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
         t = t if isinstance(t, PMap) else pmap(t)
         ordered, index = ordered.append(t), index.set(t["name"], t)
         added.append(t)
-    # The request shape of each dialect, built once here rather than on every request.
-    # Built here, once per toolkit value, rather than on every request; entries already
-    # built are kept when a tool is added (the message log's lookup tool, every run).
+    # Each dialect's declarations ("wire") and their JSON text ("wire_json"), built once
+    # per toolkit value rather than on every request; entries already built are kept
+    # when a tool is added (the message log's lookup tool, every run).
     old = tk.get("wire") or {}
     wire = pmap(
         {
@@ -51,7 +53,8 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
             for d, make in _ENTRIES.items()
         }
     )
-    return tk.update({"tools": ordered, "index": index, "wire": wire})
+    texts = pmap({d: message_text(entries) for d, entries in wire.items()})
+    return tk.update({"tools": ordered, "index": index, "wire": wire, "wire_json": texts})
 
 
 def toolkit(*tools: Mapping) -> PMap:

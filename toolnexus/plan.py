@@ -1,0 +1,106 @@
+"""What a client's options imply for its runs: the flow's configuration, built once.
+
+A client value is immutable, so what its fields imply is derived once, when the client
+is made (and again by `c.set(...)`, which makes a new client): `plan(fields, runtime)`
+returns read-only maps, one flow configuration per kind of run (plain or streaming),
+plus what the driver needs. Reading a dozen fields of a record on every run cost more
+than the rest of the setup together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["plan", "conversation_lock"]
+
+
+def _emitter(runtime: Any, user: Callable | None) -> Callable[[Mapping], None]:
+    record = runtime.sink()["on_metric"]
+    if user is None:
+        return record
+
+    def emit(event: Mapping) -> None:
+        record(event)
+        user(event)
+
+    return emit
+
+
+def _log_fn(log: Mapping | None, strict: bool, emit: Callable) -> Callable | None:
+    if log is None:
+        return None
+    from .history.wiring import record_exchange
+
+    def record(cid: str | None, prompt: str, answers: Sequence[str], asked_at: Any) -> Any:
+        return record_exchange(log, cid, prompt, answers, strict=strict, on_metric=emit,
+                               asked_at=asked_at)  # fmt: skip
+
+    return record
+
+
+def _save_logged(store: Mapping, log: Mapping | None) -> Callable | None:
+    """Return the store's "save_logged" bound to the client's log, when it applies.
+
+    Only while "save" is still the store's own: a decorator that wraps "save" (capped,
+    namespaced, ...) and copies the rest of the map must never be bypassed.
+    """
+    save_logged = store.get("save_logged") if log is not None else None
+    if save_logged is None or getattr(save_logged, "save", None) is not store["save"]:
+        return None
+    from .history.wiring import exchange_entries
+
+    def save(cid: str, messages: Any, prompt: str, answers: Sequence[str], asked_at: Any) -> bool:
+        entries = exchange_entries(cid, prompt, answers, asked_at)
+        return bool(save_logged(cid, messages, log, entries))
+
+    return save
+
+
+def conversation_lock(lock: Callable | None, store: Mapping, runtime: Any) -> Callable:
+    """Return the lock an exchange takes: `lock=`, else the store's own, else in-process.
+
+    The in-process default belongs to the client's runtime, so every run of the client
+    (and of clients evolved from it) shares it.
+    """
+    paired = store.get("lock")
+    return lock or (paired if callable(paired) else None) or runtime.local_lock()
+
+
+def plan(o: Mapping, runtime: Any) -> MappingProxyType:
+    """Return {False: the flow configuration of a plain run, True: of a streaming one,
+    "emit": the metric emitter} for a client's fields `o` (read-only maps)."""
+    from .drivers.sync import rng
+    from .skills import system_for
+
+    system_prompt, store = o["system_prompt"], o["store"]
+    emit = _emitter(runtime, o["on_metric"])
+    base = {
+        "dialect": o["style"],
+        "model": o["model"],
+        "system": lambda tk: system_for(system_prompt, tk),
+        "params": o["request_params"],
+        "hooks": MappingProxyType(dict(o["hooks"])),
+        "max_turns": o["max_turns"],
+        "retries": o["retries"],
+        "retry_base_ms": o["retry_base_ms"],
+        "max_wait_s": o["max_retry_wait_ms"] / 1000,
+        "rng": rng,
+        "on_error": o["on_error"],
+        "wait_for": o["wait_for"],
+        "transform": o["body_transform"],
+        "on_unsupported_part": o["on_unsupported_part"],
+        "max_part_bytes": o["max_part_bytes"],
+        "encode": o["endpoint"] is not None,
+        "lock": conversation_lock(o["lock"], store, runtime),
+        "get": store["get"],
+        "save": store["save"],
+        "log": _log_fn(o["message_log"], bool(o["strict_log"]), emit),
+        "save_logged": _save_logged(store, o["message_log"]),
+    }
+    # A stream's consumer may pause or drop it at any event: it never holds the
+    # conversation, and its save is rebased on what is stored then (see flow.rebase).
+    run = MappingProxyType({**base, "events": False, "hold_lock": True})
+    streaming = MappingProxyType({**base, "events": True, "hold_lock": False})
+    return MappingProxyType({False: run, True: streaming, "emit": emit})
