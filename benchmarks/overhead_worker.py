@@ -15,7 +15,8 @@ ours), so it repeats the scenario's prompt and tools.
 
 Protocol, one JSON line each way: the worker first writes
 `{"file", "version", "text", "outputs"}` from one warm-up scenario; then for each line
-`n` the parent writes, it runs the scenario n times and writes the seconds it took
+`n` the parent writes, it runs the scenario n times and writes `[wall, cpu]`: the
+seconds they took and the CPU seconds this process spent on them, all its threads
 (timed in here, so the pipe is not part of it). EOF ends it. Anything the library
 prints goes to stderr, never into the protocol.
 """
@@ -119,10 +120,10 @@ def main(argv: list[str]) -> None:
     out.flush()
     for line in sys.stdin:
         n = int(line)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for _ in range(n):
             once()
-        out.write(json.dumps(time.perf_counter() - t) + "\n")
+        out.write(json.dumps([time.perf_counter() - t, time.process_time() - c]) + "\n")
         out.flush()
 
 

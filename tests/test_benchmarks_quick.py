@@ -27,7 +27,9 @@ def test_overhead_quick(capsys, monkeypatch):
     }  # fmt: skip
     assert all(v > 0 for v in report["median_ms"].values())
     assert set(report["worker_median_ms"]) == {"run", "arun"}  # our workers still run
+    assert set(report["worker_cpu_median_ms"]) == {"run", "arun"}
     assert all(v > 0 for v in report["worker_median_ms"].values())
+    assert all(v > 0 for v in report["worker_cpu_median_ms"].values())
     assert report["upstream"] == {"skipped": "no --upstream DIR and no TOOLNEXUS_UPSTREAM_DIR"}
     assert "run/upstream" not in report
     out = capsys.readouterr().out
