@@ -230,6 +230,8 @@ def start_worker(arm: str, base_url: str, upstream: str | None) -> tuple[subproc
         raise RuntimeError(f"{arm} worker exited with {proc.returncode} before its first answer")
     hello = json.loads(line)
     if hello["text"] != ANSWER["content"] or hello["outputs"] != EXPECTED_OUTPUTS:
+        proc.kill()
+        proc.wait()
         raise RuntimeError(f"{arm} worker ran the scenario wrong: {hello}")
     return proc, hello
 
@@ -249,10 +251,11 @@ def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict
     hand-offs and connections, whose wall cost depends on the scheduler.
     """
     arm_names = ["run", "arun", *(["upstream"] if upstream else [])]
+    started: dict[str, tuple[subprocess.Popen, dict]] = {}
     with fake_provider(script) as fp:
-        started = {a: start_worker(a, fp.url, upstream if a == "upstream" else None)
-                   for a in arm_names}  # fmt: skip
         try:
+            for a in arm_names:
+                started[a] = start_worker(a, fp.url, upstream if a == "upstream" else None)
             for proc, _ in started.values():
                 time_in(proc, 3)  # warm up, as measure() does, beyond the hello's one
             times: dict[str, list[list[float]]] = {a: [] for a in arm_names}
