@@ -1,6 +1,6 @@
 """What the loop costs over a bare HTTP loop, on the weather scenario, against loopback.
 
-    python benchmarks/overhead.py [--quick] [--rounds N]
+    python benchmarks/overhead.py [--quick] [--rounds N] [--upstream DIR]
 
 Scenario: turn 1 asks for get_weather {city: "Paris"} and add {a: 2, b: 2}; turn 2
 answers. Arms, interleaved in one process so machine noise hits all alike:
@@ -14,6 +14,15 @@ answers. Arms, interleaved in one process so machine noise hits all alike:
   httpx-async+threads  the same, tools in worker threads as arun runs plain tools
 Prints the median seconds per scenario of each arm and the ratios, the time of
 `import toolnexus` over `import httpx` (fresh interpreters), and peak RSS.
+
+Then the upstream comparison: toolnexus 0.21.0 from PyPI has our package's name, so it
+runs in its own interpreter (benchmarks/overhead_worker.py), and so, to pay the same,
+do our `run` and `arun`: one worker process per arm, all against one loopback fake
+provider served from this process, rounds interleaved (the starting arm rotates), each
+scenario timed inside its worker. Install upstream apart from ours, then point at it:
+  pip install --target DIR toolnexus==0.21.0      (never into the venv that has ours)
+  python benchmarks/overhead.py --upstream DIR    (or set TOOLNEXUS_UPSTREAM_DIR=DIR)
+Without it the upstream arm is skipped with the reason; our two workers still run.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -195,6 +205,73 @@ def measure(rounds: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+WORKER = Path(__file__).resolve().with_name("overhead_worker.py")
+EXPECTED_OUTPUTS = ["sunny in Paris", "4"]
+
+
+def upstream_source(arg: str | None) -> tuple[str | None, str]:
+    """Return (upstream's install directory, "") or (None, why its arm is skipped)."""
+    where = arg or os.environ.get("TOOLNEXUS_UPSTREAM_DIR")
+    if not where:
+        return None, "no --upstream DIR and no TOOLNEXUS_UPSTREAM_DIR"
+    if not os.path.isfile(os.path.join(where, "toolnexus", "__init__.py")):
+        hint = f"pip install --target {where} toolnexus==0.21.0"
+        return None, f"{where} holds no toolnexus package ({hint})"
+    return where, ""
+
+
+def start_worker(arm: str, base_url: str, upstream: str | None) -> tuple[subprocess.Popen, dict]:
+    """Start one arm's interpreter; return it and its hello (which toolnexus, first answer)."""
+    cmd = [sys.executable, str(WORKER), arm, base_url, *([upstream] if upstream else [])]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait()
+        raise RuntimeError(f"{arm} worker exited with {proc.returncode} before its first answer")
+    hello = json.loads(line)
+    if hello["text"] != ANSWER["content"] or hello["outputs"] != EXPECTED_OUTPUTS:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"{arm} worker ran the scenario wrong: {hello}")
+    return proc, hello
+
+
+def time_in(proc: subprocess.Popen, n: int = 1) -> list[float]:
+    """Ask a worker for n scenarios; return [wall, cpu] seconds, as it measured them."""
+    proc.stdin.write(f"{n}\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict]:
+    """Return the median wall and CPU seconds per scenario of each worker arm, and hellos.
+
+    The wall time is the figure; the CPU time (the worker's, all threads) is printed
+    beside it because it moves less with the machine's load: the arms differ in thread
+    hand-offs and connections, whose wall cost depends on the scheduler.
+    """
+    arm_names = ["run", "arun", *(["upstream"] if upstream else [])]
+    started: dict[str, tuple[subprocess.Popen, dict]] = {}
+    with fake_provider(script) as fp:
+        try:
+            for a in arm_names:
+                started[a] = start_worker(a, fp.url, upstream if a == "upstream" else None)
+            for proc, _ in started.values():
+                time_in(proc, 3)  # warm up, as measure() does, beyond the hello's one
+            times: dict[str, list[list[float]]] = {a: [] for a in arm_names}
+            for i in range(rounds):
+                for a in arm_names[i % len(arm_names) :] + arm_names[: i % len(arm_names)]:
+                    times[a].append(time_in(started[a][0]))
+        finally:
+            for proc, _ in started.values():
+                proc.stdin.close()
+                proc.wait()
+    hellos = {a: h for a, (_, h) in started.items()}
+    wall = {a: statistics.median(w for w, _ in v) for a, v in times.items()}
+    cpu = {a: statistics.median(c for _, c in v) for a, v in times.items()}
+    return wall, cpu, hellos
+
+
 def import_time(module: str, n: int) -> float:
     """Return the median seconds to import `module` in a fresh interpreter.
 
@@ -217,9 +294,13 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a few rounds, to check it runs")
     p.add_argument("--rounds", type=int, default=300)
+    p.add_argument("--upstream", metavar="DIR", help="where toolnexus 0.21.0 is installed "
+                   "(default: $TOOLNEXUS_UPSTREAM_DIR; absent: that arm is skipped)")  # fmt: skip
     a = p.parse_args(argv)
     rounds = 5 if a.quick else a.rounds
     med = measure(rounds)
+    upstream, skipped = upstream_source(a.upstream)
+    sub, sub_cpu, hellos = measure_workers(rounds, upstream)
     imp_tn = import_time("toolnexus", 2 if a.quick else 9)
     imp_hx = import_time("httpx", 2 if a.quick else 9)
     report = {
@@ -232,7 +313,14 @@ def main(argv: list[str] | None = None) -> dict:
         "arun/httpx-async+threads": med["arun"] / med["httpx-async+threads"],
         "import toolnexus/httpx": imp_tn / imp_hx,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_median_ms": {k: v * 1000 for k, v in sub.items()},
+        "worker_cpu_median_ms": {k: v * 1000 for k, v in sub_cpu.items()},
+        "upstream": hellos.get("upstream") or {"skipped": skipped},
     }
+    if upstream:
+        for arm in ("run", "arun"):
+            report[f"{arm}/upstream"] = sub[arm] / sub["upstream"]
+            report[f"{arm}/upstream cpu"] = sub_cpu[arm] / sub_cpu["upstream"]
     print(f"weather scenario, {rounds} rounds, median per scenario:")
     for k, v in report["median_ms"].items():
         print(f"  {k:20s} {v:8.3f} ms")
@@ -242,7 +330,22 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  {k:26s} {report[k]:.2f}x")
     print(f"  import: toolnexus {imp_tn * 1000:.1f} ms, httpx {imp_hx * 1000:.1f} ms")
     print(f"  peak RSS {report['peak_rss_mb']:.1f} MB")
+    print_workers(report)
     return report
+
+
+def print_workers(report: dict) -> None:
+    """Print the upstream comparison part of the report."""
+    print("one interpreter per arm, interleaved, median per scenario (wall, worker CPU):")
+    for k, v in report["worker_median_ms"].items():
+        print(f"  {k:20s} {v:8.3f} ms {report['worker_cpu_median_ms'][k]:8.3f} ms CPU")
+    up = report["upstream"]
+    if "skipped" in up:
+        print(f"  upstream arm skipped: {up['skipped']}")
+        return
+    print(f"  upstream = toolnexus {up['version']} from {up['file']}")
+    for k in ("run/upstream", "arun/upstream", "run/upstream cpu", "arun/upstream cpu"):
+        print(f"  {k:26s} {report[k]:.2f}x")
 
 
 if __name__ == "__main__":

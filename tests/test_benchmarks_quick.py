@@ -1,6 +1,9 @@
 """Quick modes of the benchmarks, so they cannot rot (figures are printed, not asserted)."""
 
 import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -14,14 +17,71 @@ def load(name):
     return mod
 
 
-def test_overhead_quick(capsys):
+def test_overhead_quick(capsys, monkeypatch):
+    """Quick mode runs without upstream installed: its arm is skipped, with the reason."""
+    monkeypatch.delenv("TOOLNEXUS_UPSTREAM_DIR", raising=False)
     report = load("overhead").main(["--quick"])
     assert set(report["median_ms"]) == {
         "run", "httpx", "http.client", "stream", "httpx-sse", "arun", "httpx-async",
         "httpx-async+threads",
     }  # fmt: skip
     assert all(v > 0 for v in report["median_ms"].values())
-    assert "run/httpx" in capsys.readouterr().out
+    assert set(report["worker_median_ms"]) == {"run", "arun"}  # our workers still run
+    assert set(report["worker_cpu_median_ms"]) == {"run", "arun"}
+    assert all(v > 0 for v in report["worker_median_ms"].values())
+    assert all(v > 0 for v in report["worker_cpu_median_ms"].values())
+    assert report["upstream"] == {"skipped": "no --upstream DIR and no TOOLNEXUS_UPSTREAM_DIR"}
+    assert "run/upstream" not in report
+    out = capsys.readouterr().out
+    assert "run/httpx" in out and "upstream arm skipped: no --upstream DIR" in out
+
+
+def test_overhead_upstream_dir_without_the_package_is_skipped(tmp_path):
+    src = load("overhead").upstream_source
+    hint = f"pip install --target {tmp_path} toolnexus==0.21.0"
+    assert src(str(tmp_path)) == (None, f"{tmp_path} holds no toolnexus package ({hint})")
+    (tmp_path / "toolnexus").mkdir()
+    (tmp_path / "toolnexus" / "__init__.py").write_text("")
+    assert src(str(tmp_path)) == (str(tmp_path), "")
+
+
+def test_upstream_worker_never_reaches_our_package(tmp_path):
+    """A stand-in upstream without `core`: after isolate(), `toolnexus.core` must not resolve.
+
+    Fails without dropping our editable finder from sys.meta_path: that finder resolves
+    the children of a `toolnexus` it did not load to our files (checked first below).
+    """
+    (tmp_path / "toolnexus").mkdir()
+    (tmp_path / "toolnexus" / "__init__.py").write_text("STAND_IN = True\n")
+    probe = (
+        "import importlib.util, json, sys\n"
+        f"sys.path.insert(0, {str(BENCH)!r})\n"
+        "import overhead_worker as w\n"
+        "if sys.argv[1] == 'isolate':\n"
+        f"    w.isolate({str(tmp_path)!r})\n"
+        "else:\n"
+        f"    sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import toolnexus\n"
+        "spec = importlib.util.find_spec('toolnexus.core')\n"
+        "print(json.dumps([toolnexus.__file__, spec and spec.origin]))\n"
+    )
+
+    def run(mode):
+        out = subprocess.run(
+            [sys.executable, "-c", probe, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=tmp_path,
+        ).stdout
+        return json.loads(out)
+
+    editable = any("__editable__" in (getattr(f, "__module__", None) or "") for f in sys.meta_path)
+    stand_in = str(tmp_path / "toolnexus" / "__init__.py")
+    if editable:  # the hazard is real here: a bare path insert leaks our submodules
+        leaked = run("path-only")
+        assert leaked[0] == stand_in and leaked[1] and "core" in leaked[1]
+    assert run("isolate") == [stand_in, None]
 
 
 def test_history_search_quick(capsys):

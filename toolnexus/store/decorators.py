@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
 import math
 import os
 import re
@@ -21,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from toolz import curry
+from toolz.functoolz import curry as _toolz_curry
+from toolz.functoolz import instanceproperty, no_default
 
 from .._extras import needs_extra
 from ..core import transcript as tx
@@ -45,6 +47,25 @@ __all__ = [
 
 class DecryptionError(Exception):
     """A stored conversation cannot be decrypted with the given key (never read as 'no history')."""
+
+
+class curry(_toolz_curry):
+    """toolz's curry, whose signature reads as the plain function's.
+
+    toolz shows every parameter not given yet as `= '__no__default__'`, so
+    `help(capped_store)` read `capped_store(n: 'int' = '__no__default__', ...)`; here a
+    parameter without a default has none, as in the function's own signature (and
+    `capped_store(40)` shows `(store: 'Mapping') -> 'dict'`). Currying is toolz's.
+    """
+
+    @instanceproperty
+    def __signature__(self) -> inspect.Signature:
+        sig = super().__signature__
+        params = [
+            p.replace(default=p.empty) if p.default is no_default else p
+            for p in sig.parameters.values()
+        ]
+        return sig.replace(parameters=params)
 
 
 def _desc(store: Mapping) -> str:

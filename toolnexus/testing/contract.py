@@ -10,6 +10,7 @@ again is a "restart", and the new store must see everything saved before.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from hypothesis.stateful import (
 )
 from pyrsistent import PVector, freeze
 
+from ..display import plain
 from .strategies import conversation_ids, id_pools
 from .strategies import transcripts as transcript_strategy
 
@@ -52,6 +54,63 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         return [_plain(v) for v in value]
     return value
+
+
+# A failure shows values as one line of JSON each, cut here: a transcript's
+# pvector(...) repr ran to walls of text, and a cut repr hid where two values differ.
+SHOW_LIMIT = 240
+
+
+def _show(value: Any, limit: int = SHOW_LIMIT) -> str:
+    """Return `value` as compact one-line JSON, cut to about `limit` characters.
+
+    >>> from pyrsistent import freeze
+    >>> _show(freeze([{"role": "user", "content": "hi"}]))
+    '[{"role":"user","content":"hi"}]'
+    >>> _show("x" * 50, limit=10)
+    '"xxxxxxxxx… (+42 chars)'
+    """
+    text = json.dumps(_role_first(plain(value)), ensure_ascii=False, default=repr,
+                      separators=(",", ":"))  # fmt: skip
+    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
+
+
+def _messages(n: int) -> str:
+    return f"{n} message{'s' * (n != 1)}"
+
+
+def _role_first(x: Any) -> Any:
+    """Return plain data with each dict's keys in a stable order, "role" first.
+
+    A pmap iterates in hash order, so a frozen message would print its role anywhere.
+    """
+    if isinstance(x, dict):
+        keys = sorted(x, key=lambda k: (k != "role", k))
+        return {k: _role_first(x[k]) for k in keys}
+    if isinstance(x, list):
+        return [_role_first(v) for v in x]
+    return x
+
+
+def _difference(got: Any, want: Any) -> str:
+    """Return where `got` first differs from `want`, readably: lengths, then that message.
+
+    >>> print(_difference([{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]))
+    got 1 message, as expected; first difference at message 0:
+      got      {"role":"user","content":"a"}
+      expected {"role":"user","content":"b"}
+    """
+    got, want = _plain(got), _plain(want)
+    if not (isinstance(got, list) and isinstance(want, list)):
+        return f"\n  got      {_show(got)}\n  expected {_show(want)}"
+    n = min(len(got), len(want))
+    at = next((i for i in range(n) if got[i] != want[i]), n)
+    expected = "as expected" if len(got) == len(want) else f"expected {len(want)}"
+    return (
+        f"got {_messages(len(got))}, {expected}; first difference at message {at}:\n"
+        f"  got      {_show(got[at]) if at < len(got) else '(none)'}\n"
+        f"  expected {_show(want[at]) if at < len(want) else '(none)'}"
+    )
 
 
 def _vandalize(value: Any) -> None:
@@ -119,12 +178,12 @@ def store_contract_machine(
             got = self.store["get"](id)
             want = self._expected(id)
             if want is None:
-                assert got is None, f"{self.desc}: get({id!r}) should be None, got {got!r:.300}"
+                assert got is None, f"{self.desc}: get({id!r}) should be None, got {_show(got)}"
             else:
                 assert got is not None, f"{self.desc}: get({id!r}) lost the saved transcript"
                 assert _plain(got) == _plain(want), (
-                    f"{self.desc}: get({id!r}) returned {_plain(got)!r:.500}\n"
-                    f"expected {_plain(want)!r:.500}"
+                    f"{self.desc}: get({id!r}) returned another transcript: "
+                    + _difference(got, want)
                 )
             return got
 
@@ -134,7 +193,9 @@ def store_contract_machine(
             before = _plain(transcript)  # a private copy: the drawn value stays printable
             given = freeze(before, strict=False) if frozen else _plain(before)
             self.store["save"](id, given)
-            assert _plain(given) == before, f"{self.desc}: save({id!r}) modified its input"
+            assert _plain(given) == before, (
+                f"{self.desc}: save({id!r}) modified its input: " + _difference(given, before)
+            )
             self.saved[id] = freeze(before, strict=False)
             _vandalize(given)  # what the caller does with its list later is not the store's
             self._check_get_twice(id)
@@ -161,7 +222,9 @@ def store_contract_machine(
             id = id + self.salt
             if id not in self.saved:
                 got = self.store["get"](id)
-                assert got is None, f"{self.desc}: get({id!r}) of a never-saved id returned {got!r}"
+                assert got is None, (
+                    f"{self.desc}: get({id!r}) of a never-saved id returned {_show(got)}"
+                )
 
         @precondition(lambda self: callable(self.store.get("delete")))
         @rule(i=st.integers(0, 7))
@@ -229,7 +292,11 @@ def store_contract_machine(
                     return
                 raise AssertionError(f"{self.desc}: rewind({id!r}, {turns}) did not raise")
             kept = rewind(self.store, id, turns)
-            assert _plain(kept) == _plain(want)[: safe_cuts(want)[-turns]]
+            cut = _plain(want)[: safe_cuts(want)[-turns]]
+            assert _plain(kept) == cut, (
+                f"{self.desc}: rewind({id!r}, {turns}) returned another transcript: "
+                + _difference(kept, cut)
+            )
             self.saved[id] = freeze(_plain(kept), strict=False)
             self._check_get(id)
             self._check_others(id)

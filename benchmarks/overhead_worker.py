@@ -1,0 +1,131 @@
+"""One arm of overhead.py's upstream comparison, alone in its own interpreter.
+
+    python benchmarks/overhead_worker.py ARM BASE_URL [UPSTREAM_DIR]
+
+ARM is `run` or `arun` (this checkout's toolnexus) or `upstream` (toolnexus 0.21.0
+from PyPI, installed with its dependencies into UPSTREAM_DIR, e.g. by
+`pip install --target DIR toolnexus==0.21.0`). Both packages are named `toolnexus`, so
+they never share an interpreter: an upstream worker drops our editable finder from
+`sys.meta_path`, puts UPSTREAM_DIR first on `sys.path`, and refuses to run if the
+`toolnexus` it imported is not the one in UPSTREAM_DIR.
+
+The scenario is overhead.py's: turn 1 calls get_weather and add, turn 2 answers. This
+file imports no toolnexus at module level and nothing from overhead.py (which imports
+ours), so it repeats the scenario's prompt and tools.
+
+Protocol, one JSON line each way: the worker first writes
+`{"file", "version", "text", "outputs"}` from one warm-up scenario; then for each line
+`n` the parent writes, it runs the scenario n times and writes `[wall, cpu]`: the
+seconds they took and the CPU seconds this process spent on them, all its threads
+(timed in here, so the pipe is not part of it). EOF ends it. Anything the library
+prints goes to stderr, never into the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+PROMPT = "What's the weather in Paris and what is 2+2?"
+
+
+def get_weather(city: str) -> str:
+    """Return the weather for a city."""
+    return f"sunny in {city}"
+
+
+def add(a: float, b: float) -> str:
+    """Add two numbers."""
+    return str(a + b)
+
+
+def isolate(upstream_dir: str) -> None:
+    """Make `import toolnexus` find UPSTREAM_DIR's package and never ours."""
+
+    # An editable install of ours adds a finder (a class, not an instance) that would
+    # resolve `toolnexus.<child>` to our files even under another `toolnexus`.
+    def ours(finder) -> bool:
+        return (getattr(finder, "__module__", None) or "").startswith("__editable___toolnexus")
+
+    sys.meta_path[:] = [f for f in sys.meta_path if not ours(f)]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if not ours(h)]
+    sys.path_importer_cache.clear()
+    sys.path.insert(0, os.path.abspath(upstream_dir))
+
+
+def ours_arm(arm: str, base_url: str):
+    """Return (scenario fn -> (text, outputs), toolnexus module) for our run or arun."""
+    import toolnexus as tn
+
+    client = tn.create_client(base_url=base_url, model="m", api_key="k")
+    tools = tn.toolkit(tn.define_tool(get_weather), tn.define_tool(add))
+    loop = asyncio.new_event_loop()
+
+    def once():
+        if arm == "arun":
+            r = loop.run_until_complete(tn.arun(client, PROMPT, toolkit=tools))
+        else:
+            r = tn.run(client, PROMPT, toolkit=tools)
+        return r["text"], [c["output"] for c in r["tool_calls"]]
+
+    return once, tn
+
+
+def upstream_arm(base_url: str, upstream_dir: str):
+    """Return (scenario fn -> (text, outputs), toolnexus module) for upstream's run.
+
+    Upstream's loop is async only (`await client.run(prompt, toolkit)`), its toolkit is
+    built by `await create_toolkit(...)`; built-in tools off, so the model sees exactly
+    our two tools. One event loop serves every scenario, as arun's arm does.
+    """
+    isolate(upstream_dir)
+    import toolnexus as up
+
+    where = os.path.realpath(up.__file__)
+    if not where.startswith(os.path.realpath(upstream_dir) + os.sep):
+        raise SystemExit(f"upstream worker imported toolnexus from {where}, not {upstream_dir}")
+    loop = asyncio.new_event_loop()
+    tools = [up.define_tool(get_weather), up.define_tool(add)]
+    tk = loop.run_until_complete(up.create_toolkit(extra_tools=tools, builtins=False))
+    client = up.create_client(base_url=base_url, style="openai", model="m", api_key="k")
+
+    def once():
+        r = loop.run_until_complete(client.run(PROMPT, tk))
+        return r.text, [c["output"] for c in r.tool_calls]
+
+    return once, up
+
+
+def version_of() -> str:
+    """Return the version of the first toolnexus distribution on sys.path."""
+    from importlib import metadata
+
+    return metadata.version("toolnexus")
+
+
+def main(argv: list[str]) -> None:
+    """Serve timing requests for one arm until stdin closes."""
+    arm, base_url, *rest = argv
+    out, sys.stdout = sys.stdout, sys.stderr  # the protocol owns the real stdout
+    if arm == "upstream":
+        once, mod = upstream_arm(base_url, rest[0])
+    else:
+        once, mod = ours_arm(arm, base_url)
+    text, outputs = once()
+    hello = {"file": mod.__file__, "version": version_of(), "text": text, "outputs": outputs}
+    out.write(json.dumps(hello) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        n = int(line)
+        t, c = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            once()
+        out.write(json.dumps([time.perf_counter() - t, time.process_time() - c]) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
