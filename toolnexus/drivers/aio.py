@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-import warnings
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from pyrsistent import PMap, pmap, thaw
@@ -24,7 +22,7 @@ from ..core.errors import ProviderError, RunTimeoutError
 from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
 from .guard import Guard
-from .sync import Context, StreamClosed, _run_tool, run_ops
+from .sync import Context, StreamClosed, _run_tool, plain_handlers, run_ops
 from .transport import TURN, asend, asend_stream
 
 __all__ = ["adrive", "ahandlers"]
@@ -177,30 +175,18 @@ class _Async:
         await self.guarded(asyncio.sleep(seconds))
 
 
-def _warn(text: str) -> None:
-    warnings.warn(text, RuntimeWarning, stacklevel=2)
-
-
 def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]:
     """Return the effect table of one async run: plain functions, coroutines, or async
     generators (which stream)."""
     run = _Async(ctx, guard, streaming)
-    runtime = ctx.runtime
     return {
-        "clock": time.perf_counter,
-        "now": lambda: datetime.now(UTC),
-        "wallclock": time.time,
-        "remaining": guard.remaining,
+        **plain_handlers(ctx, guard),
         "io": run.io,
         "hook": run.hook,
         "llm": run.llm,
         "tools": run.tools,
         "sleep": run.sleep,
         "event": None,  # yielded by adrive itself
-        "metric": ctx.emit,
-        "warn": _warn,
-        "recall": runtime.recall,
-        "remember": runtime.remember,
         "_run": run,
     }
 

@@ -29,7 +29,9 @@ from ..core.wire import openai as openai_wire
 from .guard import Guard
 from .transport import TURN, send, send_stream
 
-__all__ = ["Context", "drive", "handlers", "StreamClosed", "resolve", "POLL_S", "rng"]
+__all__ = [
+    "Context", "drive", "handlers", "plain_handlers", "StreamClosed", "resolve", "POLL_S", "rng",
+]  # fmt: skip
 
 POLL_S = 0.02  # how often a blocked wait looks at the deadline and the cancel token
 logger = logging.getLogger("toolnexus")
@@ -238,25 +240,31 @@ def _warn(text: str) -> None:
     warnings.warn(text, RuntimeWarning, stacklevel=2)
 
 
-def handlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]:
-    """Return the effect table of one sync run (a handler may be a generator: it streams)."""
-    run = _Sync(ctx, guard, streaming)
-    runtime = ctx.runtime
+def plain_handlers(ctx: Context, guard: Guard) -> dict[str, Callable]:
+    """Return the handlers both drivers perform the same way (no waiting involved)."""
     return {
         "clock": time.perf_counter,
         "now": lambda: datetime.now(UTC),
         "wallclock": time.time,
         "remaining": guard.remaining,
+        "metric": ctx.emit,
+        "warn": _warn,
+        "recall": ctx.runtime.recall,
+        "remember": ctx.runtime.remember,
+    }
+
+
+def handlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]:
+    """Return the effect table of one sync run (a handler may be a generator: it streams)."""
+    run = _Sync(ctx, guard, streaming)
+    return {
+        **plain_handlers(ctx, guard),
         "io": run_ops,
         "hook": run.hook,
         "llm": run.llm,
         "tools": run.tools,
         "sleep": run.sleep,
         "event": run.event,
-        "metric": ctx.emit,
-        "warn": _warn,
-        "recall": runtime.recall,
-        "remember": runtime.remember,
     }
 
 

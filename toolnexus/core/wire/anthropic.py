@@ -19,6 +19,7 @@ from .common import (
     is_empty_text_block,
     malformed,
     name_text,
+    replayable_with,
     response_object,
     turn,
     usage,
@@ -106,18 +107,7 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
 
 def replayable(messages: Sequence) -> Sequence:
     """Return the messages the API accepts: the same object when nothing is dropped."""
-    bad = [i for i, m in enumerate(messages) if _needs_cleaning(m)]
-    if not bad:  # the usual case: one cheap pass, no copy
-        return messages
-    out = list(messages)
-    for i in reversed(bad):
-        m = out[i]
-        if is_empty_answer(m):
-            del out[i]
-        elif isinstance(m.get("content"), (list, tuple, PVector)):
-            blocks = [b for b in m["content"] if not is_empty_text_block(b)]
-            out[i] = pmap(m).set("content", pvector(blocks)) if blocks else m
-    return out
+    return replayable_with(messages, _needs_cleaning)
 
 
 def _needs_cleaning(m: Mapping) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from operator import is_
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap
+from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..errors import ProviderError
 from .jsonload import load
@@ -32,6 +32,7 @@ __all__ = [
     "is_empty_answer",
     "is_empty_text_block",
     "EMPTY_ANSWER",
+    "replayable_with",
 ]
 
 
@@ -260,3 +261,20 @@ def is_empty_answer(message: Mapping) -> bool:
 def is_empty_text_block(block: Any) -> bool:
     """Return whether a content block is a text block without text (APIs reject those)."""
     return isinstance(block, Mapping) and block.get("type") == "text" and not block.get("text")
+
+
+def replayable_with(messages: Sequence, needs_cleaning: Any) -> Sequence:
+    """Return `messages` without empty answers and empty text blocks (what providers
+    reject); the same object when `needs_cleaning(message)` finds nothing to clean."""
+    bad = [i for i, m in enumerate(messages) if needs_cleaning(m)]
+    if not bad:  # the usual case: one cheap pass, no copy
+        return messages
+    out = list(messages)
+    for i in reversed(bad):
+        m = out[i]
+        if is_empty_answer(m):
+            del out[i]
+        elif isinstance(m.get("content"), (list, tuple, PVector)):
+            parts = [p for p in m["content"] if not is_empty_text_block(p)]
+            out[i] = pmap(m).set("content", pvector(parts)) if parts else m
+    return out

@@ -16,6 +16,7 @@ from .common import (
     is_empty_text_block,
     malformed,
     name_text,
+    replayable_with,
     response_object,
     text_of,
     turn,
@@ -94,18 +95,7 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
 
 def replayable(messages: Sequence) -> Sequence:
     """Return the messages a provider accepts: the same object when nothing is dropped."""
-    bad = [i for i, m in enumerate(messages) if _needs_cleaning(m)]
-    if not bad:  # the usual case: one cheap pass, no copy
-        return messages
-    out = list(messages)
-    for i in reversed(bad):
-        m = out[i]
-        if is_empty_answer(m):
-            del out[i]
-        elif isinstance(m.get("content"), (list, tuple, PVector)):
-            parts = [p for p in m["content"] if not is_empty_text_block(p)]
-            out[i] = pmap(m).set("content", pvector(parts)) if parts else m
-    return out
+    return replayable_with(messages, _needs_cleaning)
 
 
 def _needs_cleaning(m: Mapping) -> bool:
