@@ -22,7 +22,7 @@ from ..core.errors import ProviderError, RunTimeoutError
 from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
 from .guard import Guard
-from .sync import Context, StreamClosed, _run_tool, plain_handlers, run_ops
+from .sync import Context, StreamClosed, _run_tool, overlap, plain_handlers, run_ops
 from .transport import TURN, asend, asend_stream
 
 __all__ = ["adrive", "ahandlers"]
@@ -36,6 +36,11 @@ def _is_async(fn: Any) -> bool:
 
 async def _settle(value: Any) -> Any:
     return await value if hasattr(value, "__await__") else value
+
+
+def _async_tool(tk: Any, call: Mapping) -> bool:
+    t = tk["index"].get(call["name"]) if tk else None
+    return t is not None and _is_async(t["execute"])
 
 
 class _Async:
@@ -156,20 +161,26 @@ class _Async:
 
     async def _tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
         if self.ctx.inline_tools:
-            return [await self._one(tk, c, None) for c in calls]
-        pool = self.ctx.runtime.tool_pool()
-        return list(await asyncio.gather(*(self._one(tk, c, pool) for c in calls)))
+            return [await self._async_tool(tk, c) if _async_tool(tk, c) else _run_tool(tk, c)
+                    for c in calls]  # fmt: skip
+        # async tools on the loop; the plain ones in one hand-off, where they overlap
+        # as in the sync driver (the first in that thread, the rest on the tool pool).
+        asynchronous = [_async_tool(tk, c) for c in calls]
+        plain = [c for c, a in zip(calls, asynchronous, strict=True) if not a]
+        jobs = [self._async_tool(tk, c) for c, a in zip(calls, asynchronous, strict=True) if a]
+        if plain:
+            loop, runtime = asyncio.get_running_loop(), self.ctx.runtime
+            args = (runtime.io_pool(), overlap, runtime.tool_pool(), tk, plain)
+            jobs.append(loop.run_in_executor(*args))
+        done = list(await asyncio.gather(*jobs))
+        plain_results = iter(done.pop() if plain else ())
+        async_results = iter(done)
+        return [next(async_results) if a else next(plain_results) for a in asynchronous]
 
-    async def _one(self, tk: Any, call: Mapping, pool: Any) -> tuple[PMap, float]:
-        t = tk["index"].get(call["name"]) if tk else None
-        if t is not None and _is_async(t["execute"]):
-            t0 = time.perf_counter()
-            result = await execute_tool(tk, call["name"], call["args"])
-            return result, time.perf_counter() - t0
-        if pool is None:
-            return _run_tool(tk, call)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(pool, _run_tool, tk, call)
+    async def _async_tool(self, tk: Any, call: Mapping) -> tuple[PMap, float]:
+        t0 = time.perf_counter()
+        result = await execute_tool(tk, call["name"], call["args"])
+        return result, time.perf_counter() - t0
 
     async def sleep(self, seconds: float) -> None:
         await self.guarded(asyncio.sleep(seconds))

@@ -110,6 +110,20 @@ def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
     return result, time.perf_counter() - t0
 
 
+def overlap(pool: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap, float]]:
+    """Run calls at once: the first on this thread while `pool` starts the rest; return
+    [(result, seconds)] in call order.
+
+    Every call overlaps the others; one the pool has not started by the time this thread
+    is free is taken back and run here (nothing was waiting on it).
+    """
+    rest = [pool.submit(_run_tool, tk, c) for c in calls[1:]]
+    ran = [_run_tool(tk, calls[0])]
+    for call, future in zip(calls[1:], rest, strict=True):
+        ran.append(_run_tool(tk, call) if future.cancel() else future.result())
+    return ran
+
+
 def _generated(ctx: Context, request: Mapping) -> PMap:
     body = request["body"]
     out = ctx.generate({"model": body["model"], "messages": thaw(body["messages"]),
@@ -210,14 +224,7 @@ class _Sync:
         if self.watched:
             futures = [pool.submit(_run_tool, tk, c) for c in calls]
             return [self.wait(f) for f in futures]
-        # This thread runs the first call while the pool starts the rest, so every call
-        # overlaps the others; a call the pool has not started by the time this thread
-        # is free is taken back and run here (nothing waited on it).
-        rest = [pool.submit(_run_tool, tk, c) for c in calls[1:]]
-        ran = [_run_tool(tk, calls[0])]
-        for call, future in zip(calls[1:], rest, strict=True):
-            ran.append(_run_tool(tk, call) if future.cancel() else future.result())
-        return ran
+        return overlap(pool, tk, calls)
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
