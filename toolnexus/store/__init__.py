@@ -30,6 +30,8 @@ _LAZY = {
     "redis_lock": "locks",
     "in_memory_store": "memory",
     "postgres_store": "postgres",
+    "postgres_backend": "backends",
+    "redis_backend": "backends",
     "redis_store": "redis",
     "sqlite_store": "sqlite",
 }
@@ -56,6 +58,8 @@ __all__ = [
     "sqlite_store",
     "redis_store",
     "postgres_store",
+    "postgres_backend",
+    "redis_backend",
     "file_lock",
     "redis_lock",
     "postgres_lock",
