@@ -623,3 +623,132 @@ def test_the_tuned_deployment_still_serves(provider, tmp_path):
             "re: hi"
         )
         assert exchanges(http.get("/conversations/u").json()["messages"]) == [("hi", "re: hi")]
+
+
+# ---- every bad input is a 4xx: named cases and a property over the routes -------------
+
+SECRET = "sk-test-never-shown-0123456789"
+
+
+def secret_model(body: dict, dialect: str) -> dict:
+    """Like `model`; "#leak" asks for the tool, then fails with the key in the error body."""
+    messages = body["messages"]
+    user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+    if "#leak" in user and messages[-1]["role"] == "tool":
+        return {"status": 500, "body": json.dumps({"error": f"bad key {SECRET}"})}
+    if "#leak" in user:
+        return {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}
+    return model(body, dialect)
+
+
+@contextmanager
+def in_process(env: dict, monkeypatch):
+    """The example app in this process (starlette's TestClient) with `env`."""
+    from starlette.testclient import TestClient
+
+    from examples.chat_service.app import app
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with TestClient(app, raise_server_exceptions=False) as http:
+        yield http
+
+
+def assert_clean(r, allowed: set[int] = frozenset({200})) -> None:
+    """A response is an answer or a JSON error of the table: no 500 but store_corrupt."""
+    assert "Traceback" not in r.text and SECRET not in r.text, r.text
+    if r.status_code in allowed:
+        return
+    code = r.json()["error"]["code"]
+    assert r.status_code != 500 or code == "store_corrupt", (r.status_code, r.text)
+    assert r.status_code < 500 or code in {"store_unavailable", "busy"}, (r.status_code, r.text)
+
+
+@pytest.mark.parametrize(
+    "method, path, body, status, code",
+    [
+        ("GET", "/conversations/u/history?since=0001-01-01T00:00%2B05:00", None, 400, "bad_date"),
+        ("GET", "/conversations/u/history?until=9999-12-31T23:59:59-05:00", None, 400, "bad_date"),
+        ("GET", "/conversations/u/history?limit=%C2%B2", None, 400, "bad_limit"),
+        ("GET", "/conversations/u/history?limit=%D9%A3", None, 400, "bad_limit"),
+        ("GET", "/conversations/u/history?contains=a%00b", None, 400, "bad_query"),
+        ("POST", "/conversations/u/messages", b"[" * 60_000, 400, "bad_json"),
+        ("POST", "/conversations/u/messages", b'{"text": "' + b"[" * 30_000 + b'"}', 200, None),
+        ("POST", "/conversations/u/messages", b'{"a":' * 9_000 + b"1" + b"}" * 9_000, 400,
+         "bad_json"),
+        ("POST", "/conversations/u/messages", b'{"text": "a\\ud800b"}', 422, "bad_text"),
+        ("POST", "/conversations/u/messages", b'{"text": "a\\u0000b"}', 422, "bad_text"),
+    ],
+)  # fmt: skip
+def test_the_inputs_that_gave_500s_are_a_clear_4xx(
+    method, path, body, status, code, provider, postgres_dsn, unique, tmp_path, monkeypatch
+):
+    """On PostgreSQL: out-of-range dates (OverflowError), non-ASCII digits (int() fails),
+    deep JSON (RecursionError), lone surrogates (UnicodeEncodeError) and NUL (DataError)
+    each answered 500 in the previous example; each is now a 4xx of the table."""
+    env, _, cleanup = _postgres(postgres_dsn, unique, tmp_path)
+    try:
+        with in_process({**base_env(provider), **env}, monkeypatch) as http:
+            r = http.request(method, path, content=body)
+            assert r.status_code == status, r.text
+            if code is not None:
+                assert r.json()["error"]["code"] == code
+            assert_clean(r)
+    finally:
+        cleanup()
+
+
+def test_no_input_gets_a_500_or_a_traceback(provider, tmp_path, monkeypatch):
+    """Any id, any query values and any body bytes, on every route and method: an answer
+    or a JSON error of the table; never a 500 (but store_corrupt) nor a traceback."""
+    from urllib.parse import quote, urlencode
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    ids = st.one_of(st.text(max_size=140), st.from_regex(r"[a-z0-9._:@-]{1,8}", fullmatch=True))
+    names = st.sampled_from(["contains", "since", "until", "limit", "x"])
+    values = st.one_of(
+        st.text(max_size=40),
+        st.sampled_from(["today", "0001-01-01T00:00+05:00", "9999-12-31T23:59:59-05:00", "²"]),
+        st.integers(-5, 5000).map(str),
+    )
+    json_text = st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20)),
+        lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                st.dictionaries(st.sampled_from(["text", "a"]), inner, max_size=2)),
+        max_leaves=8,
+    ).map(json.dumps)  # fmt: skip
+    texts = st.text(max_size=30).map(lambda t: json.dumps({"text": t}).encode())
+    bodies = st.one_of(st.binary(max_size=200), json_text.map(str.encode), texts)
+    routes = st.sampled_from(["/messages", "/history", ""])
+    methods = st.sampled_from(["GET", "POST", "DELETE", "PUT"])
+    db = f"sqlite:{tmp_path / 'chat.db'}"
+
+    with in_process({**base_env(provider), "TOOLNEXUS_DATABASE": db}, monkeypatch) as http:
+
+        @settings(max_examples=max(30, settings.default.max_examples), deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+        @given(methods, ids, routes, st.dictionaries(names, values, max_size=4), bodies)
+        def check(method, id, route, query, body):
+            path = "/conversations/" + quote(id, safe="") + route
+            r = http.request(method, path + "?" + urlencode(query), content=body)
+            assert_clean(r)
+
+        check()
+        r = http.get("/conversations/u/history", params={"until": "9999-12-31T23:59:59-05:00"})
+        assert r.json()["error"]["code"] == "bad_date"  # the property's own cases did reach it
+
+
+def test_the_sse_error_event_never_shows_the_key(tmp_path, monkeypatch):
+    """A provider failing mid-stream with the key in its error body: the error event says
+    what failed, without the key (scrubbed by the library and again by the app)."""
+    with fake_provider(secret_model) as fp:
+        env = {**base_env(fp), "OPENAI_API_KEY": SECRET, "TOOLNEXUS_RETRIES": "0",
+               "TOOLNEXUS_DATABASE": f"sqlite:{tmp_path / 'chat.db'}"}  # fmt: skip
+        with in_process(env, monkeypatch) as http:
+            headers = {"accept": "text/event-stream"}
+            r = http.post("/conversations/s/messages", json={"text": "x #leak"}, headers=headers)
+    assert r.status_code == 200 and "event: tool_result" in r.text
+    assert "event: error" in r.text and '"provider_error"' in r.text
+    assert SECRET not in r.text and "Traceback" not in r.text
