@@ -81,13 +81,16 @@ def postgres_backend(
     log_table: str = "toolnexus_log",
     timeout: float = 10.0,
     lock_timeout: float = 60.0,
-    max_size: int = 16,
+    max_size: int = 20,
 ) -> dict:
     """Return {"store", "lock", "log", "close", "desc"} in one PostgreSQL database.
 
-    All three borrow from one pool (made from a DSN with `max_size` connections and
-    opened on first use, or yours): the lock holds at most `max_size - 1` of them, one
-    per exchange in flight. The store is `postgres_store`'s, plus a "save_logged" the
+    All three borrow from one pool (made from a DSN with up to `max_size` connections
+    and opened on first use, or yours): the lock holds one per exchange in flight (an
+    advisory lock lives in a session), at most all but 4 (a quarter of a small pool),
+    which stay for the store and log. So `max_size - 4` exchanges run at once per
+    process; keep `processes x max_size` under the server's max_connections. The
+    store is `postgres_store`'s, plus a "save_logged" the
     client calls when the store and log are the bundle's own (not wrapped by a
     decorator): the transcript's append and the exchange's log rows are one statement,
     so they are committed together. "close" closes a pool made from a DSN.
@@ -105,7 +108,9 @@ def postgres_backend(
     raw, address, owned = _connect.pg_pool(dsn_or_pool, timeout=timeout, max_size=max_size)
     desc = f"postgres_backend({address!r}, table={table!r}, log_table={log_table!r})"
     pool = _OpeningPool(raw, timeout, desc) if owned else raw
-    store, write = open_store(pool, address, False, table, timeout, lock_timeout)
+    size = getattr(raw, "max_size", None) or max_size
+    keep = min(4, max(1, size // 4))  # connections the lock never holds
+    store, write = open_store(pool, address, False, table, timeout, lock_timeout, keep)
     log = _lazy_log(lambda: postgres_log(pool, log_table, timeout=timeout), desc)
     own_record = log["record_many"]
 

@@ -129,9 +129,17 @@ def postgres_store(
 
 
 def open_store(
-    pool: Any, address: str, owned: bool, table: str, timeout: float, lock_timeout: float
+    pool: Any,
+    address: str,
+    owned: bool,
+    table: str,
+    timeout: float,
+    lock_timeout: float,
+    keep: int = 1,
 ) -> tuple[dict, Callable]:
     """Return (the store, its `write(id, transcript, log=None)`) on `pool`.
+
+    A lock sharing `pool` holds at most all but `keep` of its connections.
 
     `write` with `log` (a function of a CTE name returning the log's guarded INSERT and
     its parameters) records the log rows in the save's own statement or transaction:
@@ -240,7 +248,7 @@ def open_store(
             lambda: postgres_lock(target, timeout=lock_timeout, connect_timeout=timeout)
         )
     else:
-        held = max(1, (getattr(pool, "max_size", None) or 2) - 1)
+        held = max(1, (getattr(pool, "max_size", None) or 2) - keep)
         lock = paired_lock(
             lambda: postgres_lock(
                 pool, timeout=lock_timeout, connect_timeout=timeout, max_held=held
