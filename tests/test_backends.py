@@ -122,3 +122,26 @@ def test_a_redis_bundle_runs_exchanges_under_its_lock(redis_url, unique):
         keys = list(r.scan_iter(f"{unique}:*"))
         if keys:
             r.delete(*keys)
+
+
+def test_open_backend_reads_a_url_and_sqlite_keeps_all_in_one_file(tmp_path):
+    """sqlite:PATH: store, file lock and log in one file; an unknown scheme is a
+    ValueError that never shows a password."""
+    import sqlite3
+
+    from toolnexus.store import open_backend
+
+    path = tmp_path / "chat.db"
+    b = open_backend(f"sqlite:{path}")
+    client = create_in_process_client(
+        model="m", generate=echo, store=b["store"], message_log=b["log"]
+    )
+    ask(client, "one", id="c")
+    assert [e["text"] for e in b["log"]["query"](conversation_id="c")] == ["one", "re: one"]
+    b["close"]()
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert "toolnexus_messages" in tables and len(tables) > 2  # the log's tables too
+    with pytest.raises(ValueError) as e:
+        open_backend("mysql://app:pw-s3cret@db/chat")
+    assert "pw-s3cret" not in str(e.value) and "postgresql://" in str(e.value)

@@ -5,7 +5,8 @@
 
 TOOLNEXUS_DATABASE is postgresql://..., redis://... or sqlite:PATH (default
 sqlite:chat_service.db): the store, its cross-process lock and the message log come
-from it. The provider: TOOLNEXUS_BASE_URL, _STYLE, _MODEL, _TIMEOUT_MS, _RETRIES.
+from it (`toolnexus.store.open_backend`; Redis has no message log: /history answers
+501). The provider: TOOLNEXUS_BASE_URL, _STYLE, _MODEL, _TIMEOUT_MS, _RETRIES.
 Routes and errors: README.md next to this file.
 """
 
@@ -29,7 +30,12 @@ from toolnexus import aask, astream, create_client, define_tool, toolkit
 from toolnexus.core.errors import ProviderError, RunTimeoutError
 from toolnexus.core.secrets import dsn_passwords, scrubber
 from toolnexus.history.entry import parse_when
-from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
+from toolnexus.store import (
+    LockTimeoutError,
+    StoreCorruptError,
+    StoreUnavailableError,
+    open_backend,
+)
 
 ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 LIMIT = re.compile(r"[0-9]{1,4}")  # ASCII digits: int() would also read "²" and fail
@@ -38,22 +44,6 @@ MAX_BODY, MAX_TEXT = 64 * 1024, 32_000
 
 class BadRequest(Exception):
     """A client mistake: BadRequest(status, code, message), answered as a JSON error."""
-
-
-def open_backend(url: str) -> dict:
-    """Return {"store", "lock", "log", "close"} of a TOOLNEXUS_DATABASE URL (no I/O yet)."""
-    from toolnexus import store
-
-    if url.startswith(("postgres://", "postgresql://")):
-        return store.postgres_backend(url)
-    if url.startswith(("redis://", "rediss://")):
-        return store.redis_backend(url)  # no Redis message log: /history answers 501
-    if url.startswith("sqlite:"):
-        from toolnexus.history import sqlite_log
-
-        s, log = store.sqlite_store(url[7:]), sqlite_log(url[7:])
-        return {"store": s, "lock": s["lock"], "log": log, "close": log["close"]}
-    raise ValueError("TOOLNEXUS_DATABASE must be postgresql://..., redis://... or sqlite:PATH")
 
 
 def storable(text: str) -> bool:

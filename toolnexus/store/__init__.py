@@ -32,6 +32,8 @@ _LAZY = {
     "postgres_store": "postgres",
     "postgres_backend": "backends",
     "redis_backend": "backends",
+    "sqlite_backend": "backends",
+    "open_backend": "backends",
     "redis_store": "redis",
     "sqlite_store": "sqlite",
 }
@@ -60,6 +62,8 @@ __all__ = [
     "postgres_store",
     "postgres_backend",
     "redis_backend",
+    "sqlite_backend",
+    "open_backend",
     "file_lock",
     "redis_lock",
     "postgres_lock",

@@ -1,8 +1,9 @@
 """Backend bundles: one database, one pool or client, and the store, lock and log on it.
 
-`postgres_backend(dsn)` and `redis_backend(url)` return `{"store", "lock", "log",
-"close", "desc"}` whose parts share one connection pool (PostgreSQL) or one client
-(Redis) and know each other explicitly: the PostgreSQL store saves a transcript and
+`postgres_backend(dsn)`, `redis_backend(url)` and `sqlite_backend(path)` (or
+`open_backend(url)` for any of them) return `{"store", "lock", "log", "close", "desc"}`
+whose parts share one connection pool (PostgreSQL), one client (Redis) or one file
+(SQLite), and know each other explicitly: the PostgreSQL store saves a transcript and
 records its exchange in its own message log in one statement (its "save_logged"), and
 nothing reads another part's internals. Nothing connects until first use, so a process
 whose database is down still starts, and each call raises StoreUnavailableError until
@@ -20,7 +21,7 @@ from typing import Any
 from .._extras import needs_extra
 from . import _connect
 
-__all__ = ["postgres_backend", "redis_backend"]
+__all__ = ["postgres_backend", "redis_backend", "sqlite_backend", "open_backend"]
 
 
 class _OpeningPool:
@@ -69,8 +70,14 @@ def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
     def delegate(name: str) -> Callable:
         return lambda *a, **k: log()[name](*a, **k)
 
+    def close() -> None:
+        with guard:
+            made = built.pop() if built else None
+        if made is not None and callable(made.get("close")):
+            made["close"]()
+
     out = {n: delegate(n) for n in ("record", "record_many", "query", "clear")}
-    out.update(ready=log, desc=desc)
+    out.update(ready=log, close=close, desc=desc)
     return out
 
 
@@ -144,6 +151,7 @@ def postgres_backend(
     store = {**store, "save_logged": save_logged}
 
     def close() -> None:
+        log["close"]()
         store["close"]()
         if owned:
             raw.close()
@@ -179,3 +187,43 @@ def redis_backend(
 
     desc = f"redis_backend({_connect.redis_address(client)!r}, prefix={prefix!r})"
     return {"store": store, "lock": store["lock"], "log": None, "close": close, "desc": desc}
+
+
+def sqlite_backend(path: str) -> dict:
+    """Return {"store", "lock", "log", "close", "desc"} in one SQLite file (one host).
+
+    The store is `sqlite_store(path)` with its file lock; the log is `sqlite_log(path)`
+    in the same file (its own tables), opened on first use.
+    """
+    from ..history.sqlite import sqlite_log
+    from .sqlite import sqlite_store
+
+    store = sqlite_store(path)
+    log = _lazy_log(lambda: sqlite_log(path), f"sqlite_log({str(path)!r})")
+
+    return {"store": store, "lock": store["lock"], "log": log, "close": log["close"],
+            "desc": f"sqlite_backend({str(path)!r})"}  # fmt: skip
+
+
+def open_backend(url: str) -> dict:
+    """Return the backend bundle of a URL: postgresql://..., redis://... or sqlite:PATH.
+
+    >>> sorted(open_backend("sqlite:/tmp/doc-chat.db"))  # opens nothing yet
+    ['close', 'desc', 'lock', 'log', 'store']
+    >>> open_backend("mysql://db")
+    Traceback (most recent call last):
+    ...
+    ValueError: a backend URL is postgresql://..., redis://... or sqlite:PATH, got 'mysql://db'
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"a backend URL is a string, got {type(url).__name__}")
+    if url.startswith(("postgres://", "postgresql://")):
+        return postgres_backend(url)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return redis_backend(url)
+    if url.startswith("sqlite:") and len(url) > len("sqlite:"):
+        return sqlite_backend(url[len("sqlite:") :])
+    raise ValueError(
+        "a backend URL is postgresql://..., redis://... or sqlite:PATH, got "
+        + repr(_connect.redact(url))
+    )
