@@ -6,12 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def load(name):
     """Import benchmarks/<name>.py as a module."""
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name.replace("/", "_"), BENCH / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -103,8 +105,9 @@ def test_store_growth_quick(capsys):
     assert "save(1,000) / save(10)" in out and "lock take+release per save" in out
 
 
-def test_service_load_quick(capsys):
-    report = load("service_load").main(["--quick"])
+@pytest.mark.parametrize("app", ["tuned", "example"])
+def test_service_load_quick(app, capsys):
+    report = load("service/load").main(["--quick", "--app", app])
     (point,) = report["points"]
     assert point["workers"] == 1 and point["rps"] > 0 and point["errors"] == 0
     assert point["p50_ms"] >= 50  # the fake model's latency is a floor
@@ -116,5 +119,5 @@ def test_service_load_reads_callgrind_totals():
     """--instructions (too slow for the suite under valgrind) rests on this reader."""
     import doctest
 
-    failed, tried = doctest.testmod(load("service_load"))
+    failed, tried = doctest.testmod(load("service/load"))
     assert tried >= 1 and failed == 0

@@ -261,12 +261,14 @@ def test_a_pool_of_autocommit_connections_works_alike(postgres_dsn, table):
 
 @pytest.fixture
 def logged(pool, table):
-    """(traced pool, store, log, client) sharing one pool; the log table is dropped after."""
+    """(traced pool, store, log, client) of one backend bundle on one pool; the log table
+    is dropped after."""
     from toolnexus import create_in_process_client
-    from toolnexus.history import postgres_log
+    from toolnexus.store import postgres_backend
 
     traced = _Traced(pool)
-    store, log = postgres_store(traced, table), postgres_log(traced, table + "_log")
+    bundle = postgres_backend(traced, table=table, log_table=table + "_log")
+    store, log = bundle["store"], bundle["log"]
 
     def echo(req):
         return {"content": "re: " + req["messages"][-1]["content"]}
@@ -367,11 +369,10 @@ def test_a_wrapped_save_is_never_bypassed(pool, table):
     """A decorator that wraps "save" (here capped_store) keeps the rest of the store's map;
     the client must then save through the wrapper, and log apart."""
     from toolnexus import ask, create_in_process_client
-    from toolnexus.history import postgres_log
-    from toolnexus.store import capped_store
+    from toolnexus.store import capped_store, postgres_backend
 
-    store = postgres_store(pool, table)
-    log = postgres_log(pool, table + "_log")
+    bundle = postgres_backend(pool, table=table, log_table=table + "_log")
+    store, log = bundle["store"], bundle["log"]
     try:
         capped = capped_store(2, store)
         assert "save_logged" in capped  # copied with the rest of the map
@@ -393,10 +394,11 @@ def test_log_rows_are_written_only_with_their_transcript(pool, table):
     save that the server refuses writes none either: the log never gets ahead of the store."""
     from datetime import UTC, datetime
 
-    from toolnexus.history import postgres_log
     from toolnexus.history.wiring import exchange_entries
+    from toolnexus.store import postgres_backend
 
-    store, log = postgres_store(pool, table), postgres_log(pool, table + "_log")
+    bundle = postgres_backend(pool, table=table, log_table=table + "_log")
+    store, log = bundle["store"], bundle["log"]
     try:
         store["save"]("a", cases.turns(4))
         read = store["get"]("a")

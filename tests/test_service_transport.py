@@ -1,4 +1,4 @@
-"""The chat service's model transport (examples/chat_service/pooling.py) over real loopback HTTP.
+"""The chat service's model transport (benchmarks/service/pooling.py) over real loopback HTTP.
 
 Whole answers go over http.client keep-alive connections; these tests pin what the
 service relies on: answers and headers arrive for both drivers, connections are reused,
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.chat_service.pooling import service_transport  # noqa: E402
+from benchmarks.service.pooling import service_transport  # noqa: E402
 
 
 def client_of(url: str, **options):

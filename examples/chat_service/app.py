@@ -1,187 +1,126 @@
-"""A chat service over toolnexus: many workers share conversations through PostgreSQL or Redis.
+"""A chat service: any number of workers share conversations through one database.
 
-    TOOLNEXUS_STORE=postgresql://app@db/chat TOOLNEXUS_BASE_URL=https://api.openai.com/v1 \\
+    TOOLNEXUS_DATABASE=postgresql://app@db/chat OPENAI_API_KEY=sk-... \\
         uvicorn examples.chat_service.app:app --workers 4
 
-Routes (JSON in and out; errors are {"error": {"code", "message"}}):
-  POST   /conversations/{id}/messages   {"text": ...} -> the answer (SSE with
-                                        `Accept: text/event-stream`)
-  GET    /conversations/{id}            the transcript
-  GET    /conversations/{id}/history    ?contains=&since=&until=&limit= (the message log)
-  DELETE /conversations/{id}            forget it (store and log)
-  GET    /health                        200 when the store answers, else 503
-
-Every exchange runs under the conversation's lock (PostgreSQL advisory lock, Redis
-lock or file lock), so two requests for one conversation on two workers queue up
-instead of losing a turn. Configuration: see backends.read_config and the README.
+TOOLNEXUS_DATABASE is postgresql://..., redis://... or sqlite:PATH (default
+sqlite:chat_service.db): the store, its cross-process lock and the message log come
+from it (`toolnexus.store.open_backend`; Redis has no message log: /history answers
+501). The provider: TOOLNEXUS_BASE_URL, _STYLE, _MODEL, _TIMEOUT_MS, _RETRIES.
+Routes and errors: README.md next to this file.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import gc
 import json
-import logging
 import os
 import re
-import sys
-from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
-from typing import Any
 
-from pyrsistent import PMap, thaw
+from pyrsistent import thaw
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from toolnexus import aask, ask, astream, create_client, define_tool, metrics, toolkit
+from toolnexus import aask, astream, create_client, define_tool, toolkit
 from toolnexus.core.errors import ProviderError, RunTimeoutError
+from toolnexus.core.secrets import dsn_passwords, scrubber
 from toolnexus.history.entry import parse_when
-from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
-
-from .backends import open_backends, read_config
-from .pooling import service_transport
-
-__all__ = ["create_app", "app", "check_id", "read_message", "error_body"]
-
-logger = logging.getLogger("toolnexus.chat_service")
+from toolnexus.store import (
+    LockTimeoutError,
+    StoreCorruptError,
+    StoreUnavailableError,
+    open_backend,
+)
 
 ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
-MAX_BODY = 64 * 1024  # bytes of a POST body
-MAX_TEXT = 32_000  # characters of one message
-HISTORY_PARAMS = {"contains", "since", "until", "limit"}
-HEALTH_PROBE = "~health~"  # an id no request can use ("~" is not allowed); only ever read
+LIMIT = re.compile(r"[0-9]{1,4}")  # ASCII digits: int() would also read "²" and fail
+MAX_BODY, MAX_TEXT = 64 * 1024, 32_000
 
 
 class BadRequest(Exception):
-    """A client mistake: answered with `status` and a JSON error, never a traceback."""
-
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message)
-        self.status, self.code = status, code
+    """A client mistake: BadRequest(status, code, message), answered as a JSON error."""
 
 
-# ---- pure checks of the input -----------------------------------------------------
+def storable(text: str) -> bool:
+    """Whether `text` can be stored: no NUL (PostgreSQL) and no lone surrogate (UTF-8)."""
+    try:
+        return "\x00" not in text.encode("utf-8").decode()
+    except UnicodeEncodeError:
+        return False
 
 
 def check_id(raw: str) -> str:
-    """Return a valid conversation id, or raise BadRequest (400) saying what is wrong.
-
-    >>> check_id("user-42")
-    'user-42'
-    """
-    if not raw:
-        raise BadRequest(400, "bad_id", "the conversation id is empty")
-    if len(raw) > 128:
-        raise BadRequest(400, "bad_id", f"the conversation id is {len(raw)} characters; max 128")
+    """Return a valid conversation id, or raise BadRequest (400 bad_id)."""
     if not ID.fullmatch(raw):
-        raise BadRequest(
-            400, "bad_id", "a conversation id may use only letters, digits and . _ : @ -"
-        )
+        raise BadRequest(400, "bad_id", "an id is 1-128 letters, digits and . _ : @ -")
     return raw
 
 
 def read_message(body: bytes) -> str:
-    """Return the message text of a POST body, or raise BadRequest.
-
-    >>> read_message(b'{"text": "hi"}')
-    'hi'
-    """
+    """Return the text of a POST body {"text": ...}, or raise BadRequest."""
     if len(body) > MAX_BODY:
         raise BadRequest(413, "too_large", f"the body is over {MAX_BODY} bytes")
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # RecursionError: deeply nested arrays
         raise BadRequest(400, "bad_json", 'the body is not JSON; send {"text": "..."}') from None
     if not isinstance(doc, dict):
         raise BadRequest(400, "bad_json", 'the body must be a JSON object {"text": "..."}')
-    text = doc.get("text")
-    if text is None:
+    if "text" not in doc:
         raise BadRequest(422, "missing_text", 'the body has no "text"')
-    if not isinstance(text, str) or not text.strip():
-        raise BadRequest(422, "bad_text", '"text" must be a non-empty string')
-    if len(text) > MAX_TEXT or "\x00" in text:
-        raise BadRequest(422, "bad_text", f'"text" must be at most {MAX_TEXT} characters, no NUL')
+    text = doc["text"]
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+        raise BadRequest(422, "bad_text", f'"text" must be 1 to {MAX_TEXT} characters')
+    if not storable(text):
+        raise BadRequest(422, "bad_text", '"text" has a NUL or a lone surrogate')
     return text
 
 
 def history_query(params: Mapping[str, str]) -> dict:
-    """Return the message-log query of history URL parameters, or raise BadRequest."""
-    unknown = sorted(set(params) - HISTORY_PARAMS)
-    if unknown:
-        raise BadRequest(
-            400, "bad_query", f"unknown parameter(s) {unknown}; use {sorted(HISTORY_PARAMS)}"
-        )
-    q: dict[str, Any] = {"limit": 100}
+    """Return the log query of /history's parameters, or raise BadRequest."""
+    if set(params) - {"contains", "since", "until", "limit"}:
+        raise BadRequest(400, "bad_query", "the parameters are contains, since, until, limit")
+    q: dict = {"limit": 100}
     if params.get("contains"):
+        if not storable(params["contains"]):
+            raise BadRequest(400, "bad_query", "contains has a NUL or a lone surrogate")
         q["contains"] = params["contains"]
     for name in ("since", "until"):
         if params.get(name):
             try:
                 q[name] = parse_when(params[name], end=name == "until")
-            except ValueError as e:
-                raise BadRequest(400, "bad_date", f"{name}: {e}") from None
+            except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 off UTC
+                raise BadRequest(400, "bad_date", f"{name}: not a date like 2026-05-08") from None
     if params.get("limit"):
-        raw = params["limit"]
-        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-            raise BadRequest(400, "bad_limit", f"limit must be an integer 1..1000, got {raw!r}")
-        q["limit"] = int(raw)
+        if not LIMIT.fullmatch(params["limit"]) or not 1 <= int(params["limit"]) <= 1000:
+            raise BadRequest(400, "bad_limit", "limit must be an integer 1..1000")
+        q["limit"] = int(params["limit"])
     return q
 
 
-def error_body(code: str, message: str) -> dict:
-    """Return the JSON body of an error."""
-    return {"error": {"code": code, "message": message}}
+ERRORS = {  # exception -> (status, code, message); a provider's message is appended
+    BadRequest: None,
+    StoreUnavailableError: (503, "store_unavailable", "the store is unavailable; retry shortly"),
+    LockTimeoutError: (503, "busy", "the conversation is busy; retry"),
+    StoreCorruptError: (500, "store_corrupt", "the stored conversation is corrupt"),
+    RunTimeoutError: (504, "timeout", "the model did not answer in time"),
+    ProviderError: (502, "provider_error", "the model provider failed: "),
+}
 
 
-def _backend_down(e: BaseException) -> bool:
-    # Driver errors that escaped a store or log unwrapped still mean "the backend is down".
-    psycopg, redis = sys.modules.get("psycopg"), sys.modules.get("redis")
-    pool = sys.modules.get("psycopg_pool")
-    kinds: tuple = ()
-    if psycopg is not None:
-        kinds += (psycopg.OperationalError,)
-    if pool is not None:
-        kinds += (pool.PoolTimeout,)
-    if redis is not None:
-        kinds += (redis.ConnectionError, redis.TimeoutError)
-    return bool(kinds) and isinstance(e, kinds)
-
-
-def classify(e: BaseException) -> tuple[int, str, str]:
-    """Return (HTTP status, code, message) for an exception raised while serving."""
-    if isinstance(e, BadRequest):
-        return e.status, e.code, str(e)
-    if isinstance(e, StoreUnavailableError) or _backend_down(e):
-        return 503, "store_unavailable", "the conversation store is unavailable; retry shortly"
-    if isinstance(e, LockTimeoutError):
-        return 503, "busy", "the conversation is busy (its lock was not free in time); retry"
-    if isinstance(e, StoreCorruptError):
-        return 500, "store_corrupt", "the stored conversation is corrupt: " + str(e)[:300]
-    if isinstance(e, RunTimeoutError):
-        return 504, "timeout", "the model did not answer in time"
-    if isinstance(e, ProviderError):
-        return 502, "provider_error", "the model provider failed: " + str(e)[:300]
-    return 500, "internal", "an internal error occurred (see the server log)"
-
-
-def error_response(e: BaseException) -> JSONResponse:
-    """Return the JSON error response of an exception (logged when it is not the client's)."""
-    status, code, message = classify(e)
-    if status >= 500:
-        logger.warning("%s %s: %s: %s", status, code, type(e).__name__, str(e)[:500])
-    if code == "internal":
-        logger.error("unexpected error", exc_info=e)
-    headers = {"retry-after": "1"} if status == 503 else None
-    return JSONResponse(error_body(code, message), status, headers=headers)
-
-
-# ---- the tools the model may call --------------------------------------------------
+def error_body(app: Starlette, e: BaseException) -> tuple[int, dict]:
+    """Return (status, {"error": {code, message}}) of `e`, every secret scrubbed."""
+    kind = next((k for k in ERRORS if isinstance(e, k)), None)
+    status, code, message = e.args if kind is BadRequest else ERRORS.get(kind) or (
+        500, "internal", "an internal error occurred (see the server log)")  # fmt: skip
+    if kind is ProviderError:
+        message += str(e)[:300]
+    return status, {"error": {"code": code, "message": app.state.scrub(message)}}
 
 
 @define_tool
@@ -190,266 +129,134 @@ def add(a: float, b: float) -> str:
     return str(a + b)
 
 
-@define_tool
-def utc_now() -> str:
-    """Return the current date and time in UTC (ISO 8601)."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
+TOOLS = toolkit(add)
 
 
-TOOLS = toolkit(add, utc_now)
-
-
-# ---- the service value and the handlers -----------------------------------------------
-
-
-def build_service(config: Mapping) -> dict:
-    """Return {client, store, lock, log, forget_log, close, semaphore, threads} for a config."""
-    b = open_backends(config)
-    # Whole answers on a sync pool (in a worker thread for the async driver), streams
-    # on small async pools: see pooling.py for why.
-    threads = config["driver"] == "threads"
-    client = create_client(
-        transport=service_transport(2 * config["max_inflight"]),
-        base_url=config["base_url"],
-        style=config["style"],
-        model=config["model"],
-        api_key=config["api_key"],
-        system_prompt=config["system_prompt"],
-        timeout_ms=config["timeout_ms"],
-        retries=config["retries"],
-        store=b["store"],
-        lock=b["lock"],
-        message_log=b["log"],
-    )
-    semaphore = asyncio.Semaphore(config["max_inflight"])
-    return {**b, "client": client, "semaphore": semaphore, "threads": threads}
-
-
-def answer_json(id: str, result: PMap) -> dict:
+def answer(id: str, r: Mapping) -> dict:
     """Return the JSON answer of a RunResult."""
-    calls = [
-        {k: c.get(k) for k in ("name", "args", "output", "is_error")} for c in result["tool_calls"]
-    ]
-    return {
-        "conversation_id": id,
-        "text": result["text"],
-        "status": result["status"],
-        "usage": thaw(result["usage"]),
-        "turns": result["turns"],
-        "model": result["model"],
-        "tool_calls": thaw(calls),
-        "pending": thaw(result["pending"]),
-    }
+    calls = [{k: c[k] for k in ("name", "args", "output", "is_error")} for c in r["tool_calls"]]
+    keys = ("text", "status", "turns", "usage", "model", "pending")
+    return {"conversation_id": id, **{k: thaw(r[k]) for k in keys}, "tool_calls": thaw(calls)}
 
 
-def _sse(event: str, data: Any) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n".encode()
-
-
-def _event_data(id: str, event: PMap) -> dict:
-    if event["type"] == "done":
-        return answer_json(id, event["result"])
-    return thaw({k: v for k, v in event.items() if k != "type"})
-
-
-async def _produce(svc: Mapping, id: str, text: str, queue: asyncio.Queue) -> None:
-    # Runs as its own task: a client that disconnects mid-stream does not cancel the
-    # exchange, which is finished and saved (so the lock is always released cleanly).
-    try:
-        async with svc["semaphore"]:
-            async for event in astream(svc["client"], text, toolkit=TOOLS, conversation_id=id):
-                await queue.put(event)
-    except BaseException as e:  # handed to the response, which maps it to a status
-        await queue.put(e)
-    await queue.put(None)
-
-
-async def _stream(request: Request, svc: Mapping, id: str, text: str) -> Response:
-    queue: asyncio.Queue = asyncio.Queue()
-    task = asyncio.create_task(_produce(svc, id, text, queue))
-    request.app.state.tasks.add(task)
-    task.add_done_callback(request.app.state.tasks.discard)
-    first = await queue.get()  # lock taken and transcript loaded: errors so far get a status
-    if isinstance(first, BaseException):
-        return error_response(first)
-
-    async def body() -> AsyncIterator[bytes]:
-        item = first
-        while item is not None:
-            if isinstance(item, BaseException):
-                status, code, message = classify(item)
-                yield _sse("error", {**error_body(code, message)["error"], "status": status})
-            else:
-                yield _sse(item["type"], _event_data(id, item))
-            item = await queue.get()
-
-    return StreamingResponse(body(), media_type="text/event-stream")
+def sse(kind: str, data: object) -> str:
+    """Return one server-sent event."""
+    return f"event: {kind}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
 async def post_message(request: Request) -> Response:
-    """POST /conversations/{id}/messages: one exchange, answered as JSON or SSE."""
-    id = check_id(request.path_params["id"])
-    text = read_message(await request.body())
-    svc = request.app.state.svc
-    if "text/event-stream" in request.headers.get("accept", ""):
-        return await _stream(request, svc, id, text)
-    async with svc["semaphore"]:
-        if svc["threads"]:  # the whole exchange in one worker thread: the sync driver
-            result = await asyncio.to_thread(ask, svc["client"], text, toolkit=TOOLS, id=id)
-        else:
-            result = await aask(svc["client"], text, toolkit=TOOLS, id=id)
-    return JSONResponse(answer_json(id, result))
+    """One exchange, answered as JSON (or SSE with `Accept: text/event-stream`)."""
+    id, text = check_id(request.path_params["id"]), read_message(await request.body())
+    client = request.app.state.client
+    if "text/event-stream" not in request.headers.get("accept", ""):
+        return JSONResponse(answer(id, await aask(client, text, toolkit=TOOLS, id=id)))
+    events = astream(client, text, toolkit=TOOLS, id=id)
+    first = await anext(events)  # an error before the first event still gets a status
+
+    async def stream():
+        event = first
+        try:
+            while True:
+                fields = {k: v for k, v in event.items() if k != "type"}
+                done = event["type"] == "done"
+                yield sse(event["type"], answer(id, event["result"]) if done else thaw(fields))
+                event = await anext(events)
+        except StopAsyncIteration:
+            pass
+        except Exception as e:  # the status line is sent: the error goes as an event
+            status, body = error_body(request.app, e)
+            yield sse("error", {**body["error"], "status": status})
+        finally:  # a client gone mid-stream: the exchange stops and saves nothing
+            await events.aclose()
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
 
 
 async def get_conversation(request: Request) -> Response:
-    """GET /conversations/{id}: the stored transcript (404 when there is none)."""
+    """The stored transcript (404 when there is none)."""
     id = check_id(request.path_params["id"])
-    transcript = await asyncio.to_thread(request.app.state.svc["store"]["get"], id)
-    if transcript is None:
-        return JSONResponse(error_body("not_found", f"no conversation {id!r}"), 404)
-    return JSONResponse({"conversation_id": id, "messages": thaw(transcript)})
+    found = await asyncio.to_thread(request.app.state.db["store"]["get"], id)
+    if found is None:
+        return JSONResponse({"error": {"code": "not_found", "message": "no such id"}}, 404)
+    return JSONResponse({"conversation_id": id, "messages": thaw(found)})
 
 
 async def get_history(request: Request) -> Response:
-    """GET /conversations/{id}/history: the conversation's message-log entries, oldest first."""
-    id = check_id(request.path_params["id"])
-    q = history_query(request.query_params)
-    log = request.app.state.svc["log"]
+    """The conversation's message-log entries, oldest first."""
+    id, q = check_id(request.path_params["id"]), history_query(request.query_params)
+    log = request.app.state.db["log"]
     if log is None:
-        return JSONResponse(error_body("no_log", "this service has no message log"), 501)
-    entries = await asyncio.to_thread(log["query"], conversation_id=id, **q)
-    return JSONResponse(
-        {
-            "conversation_id": id,
-            "entries": [
-                {
-                    "id": e["id"],
-                    "direction": e["direction"],
-                    "text": e["text"],
-                    "timestamp": e["timestamp"].isoformat(),
-                }
-                for e in entries
-            ],
-        }
-    )
+        return JSONResponse({"error": {"code": "no_log", "message": "no message log"}}, 501)
+    found = await asyncio.to_thread(log["query"], conversation_id=id, **q)
+    keys = ("id", "direction", "text")
+    entries = [{**{k: e[k] for k in keys}, "timestamp": e["timestamp"].isoformat()} for e in found]
+    return JSONResponse({"conversation_id": id, "entries": entries})
 
 
-def _forget(svc: Mapping, id: str) -> int | None:
-    # Under the conversation's lock: an exchange in flight finishes first, and cannot
-    # save the conversation back after it was deleted.
-    with svc["lock"](id):
-        svc["store"]["delete"](id)
-        forget = svc["forget_log"]
-        return forget(id) if forget is not None else None
+def forget(db: Mapping, id: str) -> int | None:
+    """Delete a conversation and its log entries, under its lock (after any exchange)."""
+    with db["lock"](id):
+        db["store"]["delete"](id)
+        return db["log"]["clear"](conversation_id=id) if db["log"] is not None else None
 
 
 async def delete_conversation(request: Request) -> Response:
-    """DELETE /conversations/{id}: remove the transcript and its message-log entries."""
+    """Forget a conversation: its transcript and its message-log entries."""
     id = check_id(request.path_params["id"])
-    removed = await asyncio.to_thread(_forget, request.app.state.svc, id)
+    removed = await asyncio.to_thread(forget, request.app.state.db, id)
     return JSONResponse({"conversation_id": id, "deleted": True, "log_entries_removed": removed})
 
 
-def _probe(svc: Mapping) -> None:
-    svc["store"]["get"](HEALTH_PROBE)
-    if svc["log"] is not None:
-        svc["log"]["query"](conversation_id=HEALTH_PROBE, limit=1)
-
-
-def _warm(svc: Mapping) -> None:
-    # Fill the pools and create the tables before the first request, so a fresh worker
-    # is as fast as a warm one; a backend that is down only means 503s until it is back.
-    svc["warm"]()
-    try:
-        _probe(svc)
-    except Exception as e:
-        logger.warning("starting without the store: %s", classify(e)[2])
-
-
 async def health(request: Request) -> Response:
-    """GET /health: 200 when the store (and log) answer, 503 otherwise."""
-    svc = request.app.state.svc
-    body = {"worker": os.getpid(), "store": svc["store"].get("desc", "store")}
-    try:
-        await asyncio.to_thread(_probe, svc)
-    except Exception as e:
-        status, code, message = classify(e)
-        return JSONResponse({**body, "status": "unavailable", **error_body(code, message)}, 503)
-    return JSONResponse({**body, "status": "ok"})
+    """200 when the database answers, else 503."""
+    await asyncio.to_thread(request.app.state.db["store"]["get"], "~health~")  # "~": no real id
+    return JSONResponse({"status": "ok", "worker": os.getpid()})
 
 
-def endpoint(handler: Callable) -> Callable:
-    """Return `handler` answering every exception with its JSON error (no traceback)."""
-
-    @functools.wraps(handler)
-    async def guarded(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except Exception as e:
-            # Here rather than in a Starlette exception handler for Exception: that one
-            # runs in ServerErrorMiddleware, which re-raises, and uvicorn then drops the
-            # keep-alive connection after every 503.
-            return error_response(e)
-
-    return guarded
+async def on_error(request: Request, e: Exception) -> Response:
+    """Every error as JSON {"error": {code, message}}: Starlette's (404, 405) and ours."""
+    if isinstance(e, HTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
+        body = {"error": {"code": code, "message": str(e.detail)}}
+        return JSONResponse(body, e.status_code, headers=e.headers)
+    status, body = error_body(request.app, e)
+    return JSONResponse(body, status, headers={"retry-after": "1"} if status == 503 else None)
 
 
-async def _handle(request: Request, e: Exception) -> Response:
-    return error_response(e)
+@asynccontextmanager
+async def lifespan(app: Starlette):
+    """Open the database and the client for this worker; close them at exit."""
+    env, url = os.environ, os.environ.get("TOOLNEXUS_DATABASE", "sqlite:chat_service.db")
+    app.state.db = db = open_backend(url)
+    numbers = {k: int(env[f"TOOLNEXUS_{k.upper()}"]) for k in ("timeout_ms", "retries")
+               if env.get(f"TOOLNEXUS_{k.upper()}")}  # fmt: skip
+    app.state.client = client = create_client(
+        base_url=env.get("TOOLNEXUS_BASE_URL", "https://api.openai.com/v1"),
+        style=env.get("TOOLNEXUS_STYLE", "openai"),
+        model=env.get("TOOLNEXUS_MODEL", "gpt-4.1-mini"),
+        store=db["store"], message_log=db["log"], **numbers)  # fmt: skip
+    app.state.scrub = scrubber((client.api_key.reveal(), *dsn_passwords(url)))
+    with client:
+        yield
+    db["close"]()
 
 
-async def prometheus(request: Request) -> Response:
-    """GET /metrics: this worker's run, model-call and tool metrics (Prometheus text)."""
-    text = metrics(request.app.state.svc["client"])
-    return Response(text, media_type="text/plain; version=0.0.4")
-
-
-async def _http_error(request: Request, e: HTTPException) -> Response:
-    # Starlette's own errors (no route, wrong method) as JSON like ours.
-    code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-    return JSONResponse(
-        error_body(code, f"{e.detail}: {request.method} {request.url.path}"),
-        e.status_code,
-        headers=e.headers,
-    )
-
-
-def create_app(env: Mapping[str, str] | None = None) -> Starlette:
-    """Return the ASGI app configured from `env` (default: os.environ at startup)."""
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette):
-        config = read_config(os.environ if env is None else env)
-        # The async driver takes locks and calls stores in worker threads; the default
-        # pool (min(32, cpus + 4) threads) would make requests wait for threads, and a
-        # request waiting on a held conversation lock would keep one busy. One thread
-        # per request in flight, plus a few for health checks and the message log.
-        threads = config["max_inflight"] + 8
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(threads))
-        app.state.svc = await asyncio.to_thread(build_service, config)
-        await asyncio.to_thread(_warm, app.state.svc)
-        # What startup made (modules, pools, the app) lives as long as the worker: out of
-        # the collector's generations, a full collection no longer walks all of it.
-        gc.freeze()
-        app.state.tasks = set()
-        try:
-            yield
-        finally:
-            if app.state.tasks:
-                await asyncio.wait(app.state.tasks, timeout=10)
-            await asyncio.to_thread(app.state.svc["close"])
-
-    # {id:path} also matches an empty id or one with "/", so those get a clear 400.
-    routes = [
-        Route("/health", endpoint(health), methods=["GET"]),
-        Route("/metrics", endpoint(prometheus), methods=["GET"]),
-        Route("/conversations/{id:path}/messages", endpoint(post_message), methods=["POST"]),
-        Route("/conversations/{id:path}/history", endpoint(get_history), methods=["GET"]),
-        Route("/conversations/{id:path}", endpoint(get_conversation), methods=["GET"]),
-        Route("/conversations/{id:path}", endpoint(delete_conversation), methods=["DELETE"]),
-    ]
-    handlers = {Exception: _handle, HTTPException: _http_error}
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
-
-
-app = create_app()
+# {id:path} also matches an empty id or one with "/": they get a clear 400.
+ID_ROUTE = "/conversations/{id:path}"
+app = Starlette(
+    routes=[
+        Route("/health", health, methods=["GET"]),
+        Route(ID_ROUTE + "/messages", post_message, methods=["POST"]),
+        Route(ID_ROUTE + "/history", get_history, methods=["GET"]),
+        Route(ID_ROUTE, get_conversation, methods=["GET"]),
+        Route(ID_ROUTE, delete_conversation, methods=["DELETE"]),
+    ],
+    # Ours and Starlette's (404, 405) are answered by the router's middleware; any other
+    # exception (a 500) is answered too, then logged with its traceback by the server.
+    exception_handlers={
+        **dict.fromkeys(ERRORS, on_error),
+        HTTPException: on_error,
+        Exception: on_error,
+    },  # fmt: skip
+    lifespan=lifespan,
+)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from pyrsistent import pmap
@@ -20,7 +21,7 @@ from .._extras import needs_extra
 from ..store._connect import is_pg_unavailable, pg_autocommit, pg_open, pg_pool, pg_unavailable
 from .entry import check_entry, check_query, cutoff, fold
 
-__all__ = ["postgres_log", "like_pattern"]
+__all__ = ["postgres_log", "like_pattern", "guarded_insert"]
 
 logger = logging.getLogger("toolnexus.history")
 
@@ -133,6 +134,45 @@ def _connection(pool: Any, what: str) -> Iterator[Any]:
 _CHUNK = 500  # rows per INSERT: 6 parameters a row, well under PostgreSQL's 65535
 
 
+def _rows_of(entries: Iterable[Mapping]) -> list[tuple]:
+    checked = [check_entry(e) for e in entries]  # all or nothing: validate first
+    return [
+        (e["id"], e["conversation_id"], e["text"], fold(e["text"]), e["timestamp"],
+         e["direction"])
+        for e in checked
+    ]  # fmt: skip
+
+
+@lru_cache(maxsize=64)
+def _guarded_sql(table: str, n: int, relation: str) -> str:
+    from psycopg import sql
+
+    values = sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s::timestamptz, %s)")] * n)
+    return (
+        sql.SQL(
+            "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
+            "SELECT v.* FROM (VALUES {}) v(id, conversation_id, text, folded, ts, direction) "
+            "WHERE EXISTS (SELECT 1 FROM {}) ON CONFLICT (id) DO NOTHING"
+        )
+        .format(sql.Identifier(table), values, sql.Identifier(relation))
+        .as_string(None)
+    )
+
+
+def guarded_insert(table: str, entries: Iterable[Mapping], relation: str) -> tuple[str, list]:
+    """Return `(sql, params)`: an INSERT of `entries` (1 to 500) into log table `table`
+    that adds rows only when `relation` (a CTE of the caller's statement) has a row.
+
+    For a writer that records an exchange in the same statement as its own write (the
+    PostgreSQL backend bundle saves a transcript and logs its exchange at once), as a
+    data-modifying `WITH` part.
+    """
+    rows = _rows_of(entries)
+    if not 0 < len(rows) <= _CHUNK or not _NAME.match(relation) or not _NAME.match(table):
+        raise ValueError(f"1 to {_CHUNK} entries and plain names, got {len(rows)} entries")
+    return _guarded_sql(table, len(rows), relation), [v for row in rows for v in row]
+
+
 def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: float = 10.0) -> dict:
     """Return a message log in PostgreSQL table `table` (created if needed).
 
@@ -174,46 +214,8 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
             )
         return inserts[n]
 
-    def to_rows(entries: Iterable[Mapping]) -> list[tuple]:
-        checked = [check_entry(e) for e in entries]  # all or nothing: validate first
-        return [
-            (e["id"], e["conversation_id"], e["text"], fold(e["text"]), e["timestamp"],
-             e["direction"])
-            for e in checked
-        ]  # fmt: skip
-
-    guarded: dict[tuple[int, str], str] = {}
-
-    def insert_when(entries: Iterable[Mapping], relation: str) -> tuple[str, list]:
-        """Return `(sql, params)`: an INSERT of `entries` (at most 500) that adds rows only
-        when `relation` (a CTE of the caller's statement) has a row.
-
-        For a writer on this log's pool that records entries in the same statement as its
-        own write (the PostgreSQL store saves a transcript and logs its exchange at once),
-        as a data-modifying `WITH` part.
-        """
-        rows = to_rows(entries)
-        if not 0 < len(rows) <= _CHUNK or not _NAME.match(relation):
-            raise ValueError(f"1 to {_CHUNK} entries and a plain CTE name, got {len(rows)}")
-        key = (len(rows), relation)
-        if key not in guarded:
-            values = sql.SQL(", ").join(
-                [sql.SQL("(%s, %s, %s, %s, %s::timestamptz, %s)")] * len(rows)
-            )
-            guarded[key] = (
-                sql.SQL(
-                    "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
-                    "SELECT v.* FROM (VALUES {}) "
-                    "v(id, conversation_id, text, folded, ts, direction) "
-                    "WHERE EXISTS (SELECT 1 FROM {}) ON CONFLICT (id) DO NOTHING"
-                )
-                .format(t, values, sql.Identifier(relation))
-                .as_string(None)
-            )
-        return guarded[key], [v for row in rows for v in row]
-
     def record_many(entries: Iterable[Mapping]) -> None:
-        rows = to_rows(entries)
+        rows = _rows_of(entries)
         if not rows:
             return
         chunks = [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
@@ -273,7 +275,4 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
         "close": close,
         "index": "trigram" if trigram else "scan",
         "desc": what,  # the address is redacted: never a password
-        # For a PostgreSQL store on the same pool, which logs an exchange in its save.
-        "pool": pool,
-        "insert_when": insert_when,
     }

@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
 from typing import Any
 
 from .._extras import needs_extra
@@ -120,13 +119,35 @@ def postgres_store(
     pool, the lock shares it and holds at most `max_size - 1` of its connections (one
     per exchange in flight), so the store always has one: size the pool for the
     exchanges you run at once, plus one. A lock not taken within `lock_timeout` seconds
-    raises LockTimeoutError.
+    raises LockTimeoutError. `postgres_backend` bundles it with a message log.
     """
     with needs_extra("postgres_store"):
-        import psycopg
+        import psycopg  # noqa: F401
+
+    pool, address, owned = _connect.pg_pool(pool_or_dsn, timeout=timeout)
+    return open_store(pool, address, owned, table, timeout, lock_timeout)[0]
+
+
+def open_store(
+    pool: Any,
+    address: str,
+    owned: bool,
+    table: str,
+    timeout: float,
+    lock_timeout: float,
+    keep: int = 1,
+) -> tuple[dict, Callable]:
+    """Return (the store, its `write(id, transcript, log=None)`) on `pool`.
+
+    A lock sharing `pool` holds at most all but `keep` of its connections.
+
+    `write` with `log` (a function of a CTE name returning the log's guarded INSERT and
+    its parameters) records the log rows in the save's own statement or transaction:
+    the backend bundle's fused save (see backends.py).
+    """
+    import psycopg
 
     sql = _statements(table)
-    pool, address, owned = _connect.pg_pool(pool_or_dsn, timeout=timeout)
     desc = f"postgres({address!r}, table={table!r})"
     memo = _rows.Memo()
     ready = threading.Lock()
@@ -205,30 +226,7 @@ def postgres_store(
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         write(id, transcript)
 
-    def save_logged(
-        id: str, transcript: Sequence[Mapping], log: Mapping, entries: Sequence[Mapping]
-    ) -> bool:
-        """Save, recording `entries` in `log` in the same statement (the usual append) or
-        transaction; return whether they were recorded (else the caller records them).
-
-        Only a PostgreSQL log on this store's pool can be written with the save; any other
-        is left to the caller. Raises, like `save`, when the transcript is not saved.
-        """
-        if log.get("pool") is not pool or not callable(log.get("insert_when")):
-            save(id, transcript)
-            return False
-        try:
-            write(id, transcript, partial(log["insert_when"], entries))
-            return True
-        except (StoreRefusedError, StoreCorruptError, ValueError):
-            # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
-            # and the caller records the log as usual, which reports why. A fault of the
-            # store's own raises again here.
-            save(id, transcript)
-            return False
-
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    save_logged.save = save  # type: ignore[attr-defined]  # the save it stands for
 
     def delete(id: str) -> None:
         _check_id(id)
@@ -245,12 +243,12 @@ def postgres_store(
     if owned or (size < 2 and getattr(pool, "conninfo", None)):
         # The lock's own connections: it holds one for a whole exchange, and a pool of
         # one connection could not serve both the lock and the store.
-        target = pool_or_dsn if owned else pool.conninfo
+        target = pool.conninfo
         lock = paired_lock(
             lambda: postgres_lock(target, timeout=lock_timeout, connect_timeout=timeout)
         )
     else:
-        held = max(1, (getattr(pool, "max_size", None) or 2) - 1)
+        held = max(1, (getattr(pool, "max_size", None) or 2) - keep)
         lock = paired_lock(
             lambda: postgres_lock(
                 pool, timeout=lock_timeout, connect_timeout=timeout, max_held=held
@@ -273,10 +271,9 @@ def postgres_store(
             return _fork(conn, sql, fork_sql, desc, src, dst, at, check)
 
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
-    return {
+    store = {
         "get": get,
         "save": save,
-        "save_logged": save_logged,
         "delete": delete,
         "ids": ids,
         "fork": fork,
@@ -284,6 +281,7 @@ def postgres_store(
         "lock": lock,
         "desc": desc,
     }
+    return store, write
 
 
 def _fork_statements(table: str) -> dict:

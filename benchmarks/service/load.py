@@ -1,8 +1,8 @@
 """The example chat service under load: throughput and latency against a 50 ms fake model.
 
-    python benchmarks/service_load.py [--quick] [--store postgres|redis|sqlite]
+    python benchmarks/service/load.py [--quick] [--store postgres|redis|sqlite]
                                       [--workers 1,2] [--clients 8,32,128] [--seconds 4]
-    python benchmarks/service_load.py --instructions [--store ...] [--env KEY=VALUE]
+    python benchmarks/service/load.py --instructions [--store ...] [--env KEY=VALUE]
 
 The fake provider (a subprocess) answers every request after a fixed 50 ms, so what is
 measured is the service's own cost: HTTP in, the conversation lock, the store load and
@@ -37,8 +37,11 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LATENCY = 0.050
+APPS = {"tuned": "benchmarks.service.app:app", "example": "examples.chat_service.app:app"}
+APP = [APPS["tuned"]]  # the app the workers run (--app)
+RUN_TAG = [""]  # every conversation id of a run starts with it (the cleanup finds them)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -119,7 +122,7 @@ def free_port() -> int:
 
 
 def start_worker(env: dict, port: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "uvicorn", "examples.chat_service.app:app", "--host",
+    cmd = [sys.executable, "-m", "uvicorn", APP[0], "--host",
            "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log",
            "--backlog", "1024"]  # fmt: skip
     return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env})
@@ -222,7 +225,7 @@ async def drive(
     targets: list, clients: int, warmup: float, seconds: float, pids: list, herd: bool = False
 ) -> dict:
     """Run `clients` virtual clients over `targets`; measure the window after warmup."""
-    tag = uuid.uuid4().hex[:8]
+    tag = RUN_TAG[0] + uuid.uuid4().hex[:8]
     out: list = []
     start = time.perf_counter()
     begin, end = start + warmup, start + warmup + seconds
@@ -306,7 +309,7 @@ def instructions_per_request(env: dict, requests: int = 200, clients: int = 4) -
         raise SystemExit("--instructions needs valgrind (callgrind) on the PATH")
     port, out = free_port(), os.path.join(tempfile.mkdtemp(), "callgrind.out")
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p", sys.executable,
-           "-m", "uvicorn", "examples.chat_service.app:app", "--port", str(port),
+           "-m", "uvicorn", APP[0], "--port", str(port),
            "--log-level", "warning", "--no-access-log"]  # fmt: skip
     env = {**env, "TOOLNEXUS_BACKEND_TIMEOUT": "30"}  # everything is slow under valgrind
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stderr=subprocess.DEVNULL)
@@ -327,8 +330,45 @@ def instructions_per_request(env: dict, requests: int = 200, clients: int = 4) -
 # ---- the benchmark -------------------------------------------------------------------------
 
 
+def example_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:
+    """Return the copyable example's environment (TOOLNEXUS_DATABASE), and a cleanup.
+
+    The example keeps the library's default tables and keys; the benchmark's
+    conversation ids all start with `tag`, so the cleanup removes exactly those.
+    """
+    if store == "postgres":
+        dsn = os.environ.get("TOOLNEXUS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1/test")
+
+        def drop() -> None:
+            import psycopg
+
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for t in ("toolnexus_messages", "toolnexus_messages_heads"):
+                    conn.execute(f"DELETE FROM {t} WHERE id LIKE %s", (tag + "%",))
+                conn.execute(
+                    "DELETE FROM toolnexus_log WHERE conversation_id LIKE %s", (tag + "%",)
+                )
+
+        return {"TOOLNEXUS_DATABASE": dsn}, drop
+    if store == "redis":
+        url = os.environ.get("TOOLNEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+        def clean() -> None:
+            import redis
+
+            r = redis.Redis.from_url(url)
+            keys = list(r.scan_iter(f"toolnexus:*{tag}*"))
+            if keys:
+                r.delete(*keys)
+
+        return {"TOOLNEXUS_DATABASE": url}, clean
+    return {"TOOLNEXUS_DATABASE": f"sqlite:{tmp}/chat.db"}, lambda: None
+
+
 def store_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:
     """Return the worker environment of a store kind, and a cleanup function."""
+    if APP[0] == APPS["example"]:
+        return example_env(store, tag, tmp)
     if store == "postgres":
         dsn = os.environ.get("TOOLNEXUS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1/test")
 
@@ -370,6 +410,9 @@ def run_point(env, workers, clients, warmup, seconds, provider, herd=False) -> d
     try:
         for p, proc in zip(ports, procs, strict=True):
             wait_ready(p, proc)
+            # One exchange first: a worker that sets up its tables and log on first use
+            # (the example) is measured warm, like one that does so at start (tuned).
+            asyncio.run(_sequence(p, RUN_TAG[0] + "warm" + uuid.uuid4().hex[:6], 1, 1))
         targets = [("127.0.0.1", p, "/conversations") for p in ports]
         pids = [proc.pid for proc in procs] + [provider.pid]
         r = asyncio.run(drive(targets, clients, warmup, seconds, pids, herd))
@@ -412,6 +455,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--workers", default="1,2")
     p.add_argument("--clients", default="8,32,128")
     p.add_argument("--seconds", type=float, default=4.0)
+    p.add_argument(
+        "--app",
+        choices=sorted(APPS),
+        default="tuned",
+        help="tuned: benchmarks/service/app.py; example: examples/chat_service",
+    )
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the workers")
     p.add_argument(
         "--instructions", action="store_true", help="callgrind: instructions per request"
@@ -435,11 +484,12 @@ def main(argv: list[str] | None = None) -> dict:
         serve_light_provider(a.serve_light_provider)
         return {}
     store = "sqlite" if a.quick else a.store
+    APP[0] = APPS[a.app]
     workers = [1] if a.quick else [int(x) for x in a.workers.split(",")]
     clients = [4] if a.quick else [int(x) for x in a.clients.split(",")]
     warmup, seconds = (0.2, 0.5) if a.quick else (1.0, a.seconds)
     provider, url = start_provider(LATENCY, a.provider)
-    tag = "bench" + uuid.uuid4().hex[:8]
+    tag = RUN_TAG[0] = "bench" + uuid.uuid4().hex[:8]
     report: dict = {"store": store, "latency_ms": LATENCY * 1000, "points": [], "direct": []}
     try:
         host, port = url.split("//")[1].split("/")[0].split(":")
@@ -455,7 +505,8 @@ def main(argv: list[str] | None = None) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             env, cleanup = store_env(store, tag, tmp)
             env = {**env, "TOOLNEXUS_BASE_URL": url, "TOOLNEXUS_MODEL": "fake",
-                   "TOOLNEXUS_API_KEY": "k", "TOOLNEXUS_LOCK_TIMEOUT": "60",
+                   "TOOLNEXUS_API_KEY": "k", "OPENAI_API_KEY": "k",
+                   "TOOLNEXUS_LOCK_TIMEOUT": "60",
                    **dict(kv.split("=", 1) for kv in a.env)}  # fmt: skip
             try:
                 if a.instructions:

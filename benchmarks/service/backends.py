@@ -19,8 +19,8 @@ from pyrsistent import PMap, pmap
 from toolnexus.store import (
     file_lock,
     local_lock,
+    postgres_backend,
     postgres_lock,
-    postgres_store,
     redis_lock,
     redis_store,
     sqlite_store,
@@ -221,6 +221,7 @@ class _Connections:
     def __init__(self, config: Mapping):
         self.config = config
         self.made: dict[tuple, Any] = {}
+        self.bundles: dict[tuple, Any] = {}
 
     def pg(self, dsn: str, role: str, size: int) -> Any:
         key = ("pg", dsn, role)
@@ -252,12 +253,11 @@ class _Connections:
 # ---- the message log, built on first use ---------------------------------------
 
 
-def _lazy_log(make: Callable[[], dict], desc: str, pool: Any = None) -> dict:
+def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
     """Return a log that builds itself on first use (and retries after a failed build).
 
-    postgres_log creates its table when built; building it lazily lets a worker start
-    while the database is down. With `pool` (the log's PostgreSQL pool), it also offers
-    what lets the store write an exchange's log entries in the save's own statement.
+    sqlite_log opens its file when built; building it lazily lets a worker start
+    while the disk or database is not there yet.
     """
     built: list[dict] = []
     guard = threading.Lock()
@@ -276,8 +276,6 @@ def _lazy_log(make: Callable[[], dict], desc: str, pool: Any = None) -> dict:
         "close": lambda: built and built[0].get("close", lambda: None)(),
         "desc": desc,
     }
-    if pool is not None:
-        out.update(pool=pool, insert_when=delegate("insert_when"))
     return out
 
 
@@ -303,20 +301,26 @@ def _make_log(config: Mapping, conns: _Connections) -> dict | None:
         path = url[len("sqlite:") :]
         return _lazy_log(lambda: sqlite_log(path), f"sqlite_log({path!r})")
     if kind == "postgres":
-        from toolnexus.history import postgres_log
-
-        pool = conns.pg(url, "data", config["pool_size"])
-        table = config["log_table"]
-        desc = f"postgres_log({redact(url)!r}, table={table!r})"
-        return _lazy_log(lambda: postgres_log(pool, table), desc, pool)
+        return _bundle(config, conns, url)["log"]
     raise ConfigError(f"TOOLNEXUS_LOG cannot be {redact(url)!r}")
+
+
+def _bundle(config: Mapping, conns: _Connections, url: str) -> PMap:
+    """The store and log of one PostgreSQL database as one backend bundle on the data pool:
+    an exchange's transcript and its log entries are saved in one statement."""
+    key = ("bundle", url)
+    if key not in conns.bundles:
+        pool = conns.pg(url, "data", config["pool_size"])
+        b = postgres_backend(pool, table=config["store_table"], log_table=config["log_table"],
+                             timeout=config["backend_timeout"])  # fmt: skip
+        conns.bundles[key] = b
+    return conns.bundles[key]
 
 
 def _store(config: Mapping, conns: _Connections) -> dict:
     url, kind = config["store"], backend_kind(config["store"])
     if kind == "postgres":
-        pool = conns.pg(url, "data", config["pool_size"])
-        return postgres_store(pool, config["store_table"], timeout=config["backend_timeout"])
+        return _bundle(config, conns, url)["store"]
     if kind == "redis":
         return redis_store(conns.redis(url), config["store_prefix"])
     return sqlite_store(url[len("sqlite:") :])

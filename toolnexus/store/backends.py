@@ -1,0 +1,229 @@
+"""Backend bundles: one database, one pool or client, and the store, lock and log on it.
+
+`postgres_backend(dsn)`, `redis_backend(url)` and `sqlite_backend(path)` (or
+`open_backend(url)` for any of them) return `{"store", "lock", "log", "close", "desc"}`
+whose parts share one connection pool (PostgreSQL), one client (Redis) or one file
+(SQLite), and know each other explicitly: the PostgreSQL store saves a transcript and
+records its exchange in its own message log in one statement (its "save_logged"), and
+nothing reads another part's internals. Nothing connects until first use, so a process
+whose database is down still starts, and each call raises StoreUnavailableError until
+the database is back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+from .._extras import needs_extra
+from . import _connect
+
+__all__ = ["postgres_backend", "redis_backend", "sqlite_backend", "open_backend"]
+
+
+class _OpeningPool:
+    """A psycopg pool we own, opened on its first use (a database that is down fails fast,
+    with its reason, and a later use tries again): what store, lock and log borrow from."""
+
+    def __init__(self, pool: Any, timeout: float, what: str):
+        self.pool, self.timeout, self.what = pool, timeout, what
+        self.conninfo, self.max_size = pool.conninfo, pool.max_size
+        self._guard = threading.Lock()
+
+    def _open(self) -> None:
+        if getattr(self.pool, "closed", False):
+            with self._guard:
+                _connect.pg_open(self.pool, self.timeout, self.what)
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Any]:
+        self._open()
+        with self.pool.connection(timeout=timeout) as conn:
+            yield conn
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        self._open()
+        return self.pool.getconn(timeout=timeout)
+
+    def putconn(self, conn: Any) -> None:
+        self.pool.putconn(conn)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
+    """Return a log built on first use (and again after a failed build): postgres_log
+    creates its table when built, which needs the database up."""
+    built: list[dict] = []
+    guard = threading.Lock()
+
+    def log() -> dict:
+        with guard:
+            if not built:
+                built.append(make())
+            return built[0]
+
+    def delegate(name: str) -> Callable:
+        return lambda *a, **k: log()[name](*a, **k)
+
+    def close() -> None:
+        with guard:
+            made = built.pop() if built else None
+        if made is not None and callable(made.get("close")):
+            made["close"]()
+
+    out = {n: delegate(n) for n in ("record", "record_many", "query", "clear")}
+    out.update(ready=log, close=close, desc=desc)
+    return out
+
+
+def postgres_backend(
+    dsn_or_pool: Any,
+    *,
+    table: str = "toolnexus_messages",
+    log_table: str = "toolnexus_log",
+    timeout: float = 10.0,
+    lock_timeout: float = 60.0,
+    max_size: int = 20,
+) -> dict:
+    """Return {"store", "lock", "log", "close", "desc"} in one PostgreSQL database.
+
+    All three borrow from one pool (made from a DSN with up to `max_size` connections
+    and opened on first use, or yours): the lock holds one per exchange in flight (an
+    advisory lock lives in a session), at most all but 4 (a quarter of a small pool),
+    which stay for the store and log. So `max_size - 4` exchanges run at once per
+    process; keep `processes x max_size` under the server's max_connections. The
+    store is `postgres_store`'s, plus a "save_logged" the
+    client calls when the store and log are the bundle's own (not wrapped by a
+    decorator): the transcript's append and the exchange's log rows are one statement,
+    so they are committed together. "close" closes a pool made from a DSN.
+
+    >>> sorted(postgres_backend("postgresql://app@db/chat"))  # connects on first use
+    ['close', 'desc', 'lock', 'log', 'store']
+    """
+    with needs_extra("postgres_backend"):
+        import psycopg  # noqa: F401
+
+    from ..history.postgres import guarded_insert, postgres_log
+    from .errors import StoreCorruptError, StoreUnavailableError
+    from .postgres import StoreRefusedError, open_store
+
+    raw, address, owned = _connect.pg_pool(dsn_or_pool, timeout=timeout, max_size=max_size)
+    desc = f"postgres_backend({address!r}, table={table!r}, log_table={log_table!r})"
+    pool = _OpeningPool(raw, timeout, desc) if owned else raw
+    size = getattr(raw, "max_size", None) or max_size
+    keep = min(4, max(1, size // 4))  # connections the lock never holds
+    store, write = open_store(pool, address, False, table, timeout, lock_timeout, keep)
+    log = _lazy_log(lambda: postgres_log(pool, log_table, timeout=timeout), desc)
+    own_record = log["record_many"]
+
+    def save_logged(
+        id: str, transcript: Sequence[Mapping], message_log: Mapping, entries: Sequence[Mapping]
+    ) -> bool:
+        """Save, recording `entries` in the same statement when `message_log` is this
+        bundle's own log; return whether they were recorded (else the caller does)."""
+        if message_log.get("record_many") is not own_record or not entries:
+            save(id, transcript)
+            return False
+        try:
+            log["ready"]()  # the log's table exists before a statement writes to it
+        except StoreUnavailableError:
+            raise  # the save could not go either: nothing is saved, the run raises
+        except Exception:  # the log cannot be set up: the save alone; the caller reports
+            save(id, transcript)
+            return False
+        try:
+            write(id, transcript, partial(guarded_insert, log_table, entries))
+            return True
+        except (StoreRefusedError, StoreCorruptError, ValueError):
+            # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
+            # and the caller records the log as usual, which reports why. A fault of the
+            # store's own raises again here.
+            save(id, transcript)
+            return False
+
+    save = store["save"]
+    save_logged.save = save  # type: ignore[attr-defined]  # the save it stands for
+    store = {**store, "save_logged": save_logged}
+
+    def close() -> None:
+        log["close"]()
+        store["close"]()
+        if owned:
+            raw.close()
+
+    return {"store": store, "lock": store["lock"], "log": log, "close": close, "desc": desc}
+
+
+def redis_backend(
+    url_or_client: Any, *, prefix: str = "toolnexus:", lock_timeout: float = 60.0
+) -> dict:
+    """Return {"store", "lock", "log", "close", "desc"} on one Redis client.
+
+    The store is `redis_store`'s and the lock its own `redis_lock` on the same client.
+    There is no Redis message log: "log" is None (a client with no message_log; pair a
+    Redis store with `sqlite_log` or `postgres_log` yourself to keep one).
+
+    >>> b = redis_backend("redis://127.0.0.1:6379/0")  # connects on first use
+    >>> sorted(b), b["log"]
+    (['close', 'desc', 'lock', 'log', 'store'], None)
+    """
+    with needs_extra("redis_backend"):
+        import redis  # noqa: F401
+
+    from .redis import redis_store
+
+    client = _connect.redis_client(url_or_client)
+    owned = isinstance(url_or_client, str)
+    store = redis_store(client, prefix, lock_timeout=lock_timeout)
+
+    def close() -> None:
+        if owned:
+            client.close()
+
+    desc = f"redis_backend({_connect.redis_address(client)!r}, prefix={prefix!r})"
+    return {"store": store, "lock": store["lock"], "log": None, "close": close, "desc": desc}
+
+
+def sqlite_backend(path: str) -> dict:
+    """Return {"store", "lock", "log", "close", "desc"} in one SQLite file (one host).
+
+    The store is `sqlite_store(path)` with its file lock; the log is `sqlite_log(path)`
+    in the same file (its own tables), opened on first use.
+    """
+    from ..history.sqlite import sqlite_log
+    from .sqlite import sqlite_store
+
+    store = sqlite_store(path)
+    log = _lazy_log(lambda: sqlite_log(path), f"sqlite_log({str(path)!r})")
+
+    return {"store": store, "lock": store["lock"], "log": log, "close": log["close"],
+            "desc": f"sqlite_backend({str(path)!r})"}  # fmt: skip
+
+
+def open_backend(url: str) -> dict:
+    """Return the backend bundle of a URL: postgresql://..., redis://... or sqlite:PATH.
+
+    >>> sorted(open_backend("sqlite:/tmp/doc-chat.db"))  # opens nothing yet
+    ['close', 'desc', 'lock', 'log', 'store']
+    >>> open_backend("mysql://db")
+    Traceback (most recent call last):
+    ...
+    ValueError: a backend URL is postgresql://..., redis://... or sqlite:PATH, got 'mysql://db'
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"a backend URL is a string, got {type(url).__name__}")
+    if url.startswith(("postgres://", "postgresql://")):
+        return postgres_backend(url)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return redis_backend(url)
+    if url.startswith("sqlite:") and len(url) > len("sqlite:"):
+        return sqlite_backend(url[len("sqlite:") :])
+    raise ValueError(
+        "a backend URL is postgresql://..., redis://... or sqlite:PATH, got "
+        + repr(_connect.redact(url))
+    )
