@@ -115,7 +115,8 @@ def test_two_workers_share_conversations_under_load_and_sigkill(backend, provide
     """Every accepted message is stored exactly once, in order, the log (PostgreSQL; Redis
     has none) agrees with the transcripts, and no request gets a 5xx; only requests to
     the SIGKILLed worker fail. A Redis lock its dead holder kept expires after the
-    library's default ttl (30 s): waiters on that conversation wait for it."""
+    library's default ttl (10 s; renewed every third of it while held): waiters on that
+    conversation wait for it."""
     name, _, build, unique = backend
     env, readers, _ = build()
     env = {**base_env(provider), **env}

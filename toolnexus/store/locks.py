@@ -193,7 +193,7 @@ def _warn_lost(what: str) -> None:
 
 def redis_lock(
     redis_client_or_url: Any,
-    ttl: float = 30.0,
+    ttl: float = 10.0,
     *,
     timeout: float = 60.0,
     prefix: str = "toolnexus:lock:",
