@@ -113,3 +113,33 @@ def test_a_failing_log_after_a_locked_save_keeps_the_exchange_and_the_run_metric
         )
         assert ask_with(c2, "again")["text"] == "re: again"
         assert len(conversation_store(c)["get"]("c")) == 4
+
+
+def test_the_scoped_lookup_toolkit_is_made_once_per_conversation_in_the_runtime():
+    """The runtime keeps it (bounded, cleared on close), so an exchange does not rebuild
+    the lookup tool and its request JSON; another toolkit or conversation gets its own."""
+    from toolnexus import create_in_process_client, define_tool, run, toolkit
+    from toolnexus.history import in_memory_log
+
+    seen = []
+
+    def model(req):
+        seen.append(tuple(t["function"]["name"] for t in req["tools"]))
+        return {"content": "ok"}
+
+    @define_tool
+    def echo(s: str) -> str:
+        """Echo."""
+        return s
+
+    c = create_in_process_client(model="m", generate=model, message_log=in_memory_log())
+    tk = toolkit(echo)
+    run(c, "one", toolkit=tk, id="a")
+    made = c.runtime.lookup_toolkit(tk, c.message_log, "a", lambda: None)
+    run(c, "two", toolkit=tk, id="a")
+    assert c.runtime.lookup_toolkit(tk, c.message_log, "a", lambda: None) is made
+    assert made is not None and seen == [("echo", "chat_history")] * 2
+    other = toolkit(echo)
+    assert c.runtime.lookup_toolkit(other, c.message_log, "a", lambda: "new") == "new"
+    c.close()
+    assert c.runtime.lookup_toolkit(tk, c.message_log, "a", lambda: "after") == "after"

@@ -57,7 +57,12 @@ def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
         return tk
     from .history.wiring import with_lookup_tool
 
-    return with_lookup_tool(tk, client.message_log, conversation_id, client.lookup_tool)
+    def make() -> Any:
+        return with_lookup_tool(tk, client.message_log, conversation_id, client.lookup_tool)
+
+    if conversation_id is None or not client.lookup_tool:
+        return make()  # nothing to add (no id to scope it to, or turned off)
+    return client.runtime.lookup_toolkit(tk, client.message_log, conversation_id, make)
 
 
 def _check_run(prompt: Any, conversation_id: Any) -> None:

@@ -12,6 +12,8 @@ first use and freed by `close()`:
   translating, repairing and re-encoding it. It
   is bounded (MEMO_SIZE conversations, least recently used dropped) and holds the
   values it describes, so a hit is exact;
+- the toolkit with the message log's lookup tool, per conversation (same bound), so an
+  exchange does not rebuild the tool and its request JSON;
 - the metrics sink behind `metrics(client)`.
 
 `client.set(...)` shares its runtime with the client it came from, on purpose: an
@@ -24,6 +26,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from .drivers.transport import Transport, default_async_transport, default_transport
 
@@ -44,6 +47,7 @@ class Runtime:
         self._tool_pool: ThreadPoolExecutor | None = None
         self._io_pool: ThreadPoolExecutor | None = None
         self._memo: OrderedDict[str, Mapping] = OrderedDict()
+        self._lookup: OrderedDict[str, tuple] = OrderedDict()  # id -> (toolkit, log, made)
         self._sink: dict | None = None
         self._local_lock: Callable | None = None
         self.closed = False
@@ -128,6 +132,23 @@ class Runtime:
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
 
+    def lookup_toolkit(self, tk: Any, log: Any, conversation_id: str, make: Callable) -> Any:
+        """Return `make()`, the toolkit plus the log's lookup tool scoped to a conversation,
+        made once per (toolkit, log) value and conversation (LRU, MEMO_SIZE ids): building
+        the tool and the toolkit's request JSON on every exchange cost more than the rest."""
+        with self._lock:
+            hit = self._lookup.get(conversation_id)
+            if hit is not None and hit[0] is tk and hit[1] is log:
+                self._lookup.move_to_end(conversation_id)
+                return hit[2]
+        made = make()
+        with self._lock:
+            self._lookup[conversation_id] = (tk, log, made)
+            self._lookup.move_to_end(conversation_id)
+            while len(self._lookup) > MEMO_SIZE:
+                self._lookup.popitem(last=False)
+        return made
+
     def close(self) -> None:
         """Close the connection pools and thread pools; forget the memos. Idempotent."""
         with self._lock:
@@ -139,6 +160,7 @@ class Runtime:
             self._tool_pool = self._io_pool = None
             self._atransports.clear()  # closed with their event loops
             self._memo.clear()
+            self._lookup.clear()
         if transport is not None:
             transport.close()
         for pool in pools:
