@@ -260,3 +260,4 @@ app = Starlette(
     },  # fmt: skip
     lifespan=lifespan,
 )
+app.router.redirect_slashes = False  # "/conversations" (an id of ".") is a JSON 404, not a 307
