@@ -4,7 +4,9 @@
 
 Scenario: turn 1 asks for get_weather {city: "Paris"} and add {a: 2, b: 2}; turn 2
 answers. Arms, interleaved in one process so machine noise hits all alike:
-  run          toolnexus.run() with an openai-style client
+  run          toolnexus.run() with an openai-style client (a turn's tools overlap)
+  run-inline   the same with tool_executor="inline" (tools one after the other, as the
+               hand-written loops call them)
   httpx        the same two POSTs by hand on one httpx.Client, tools called by hand
   http.client  the same on the standard library's keep-alive HTTPConnection
   stream       toolnexus.stream(), consumed whole
@@ -153,6 +155,8 @@ async def by_hand_async(ax: httpx.AsyncClient, url: str, threads: bool = False) 
 def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
     """Return the benchmark arms: name -> fn() running one scenario."""
     client = tn.create_client(base_url=base_url, model="m", api_key="k")
+    # Like for like with the hand-written floor, which calls its tools one after the other.
+    inline = client.set(tool_executor="inline")
     hx = httpx.Client(headers={"Authorization": "Bearer k"})
     url = base_url + "/chat/completions"
     parts = urlsplit(url)
@@ -178,6 +182,7 @@ def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
 
     return {
         "run": lambda: tn.run(client, PROMPT, toolkit=TOOLS)["text"],
+        "run-inline": lambda: tn.run(inline, PROMPT, toolkit=TOOLS)["text"],
         "httpx": lambda: by_hand(httpx_post),
         "http.client": lambda: by_hand(stdlib_post),
         "stream": streamed,
@@ -306,6 +311,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "median_ms": {k: v * 1000 for k, v in med.items()},
         "run/httpx": med["run"] / med["httpx"],
+        "run-inline/httpx": med["run-inline"] / med["httpx"],
         "run/http.client": med["run"] / med["http.client"],
         "httpx/http.client": med["httpx"] / med["http.client"],
         "stream/httpx-sse": med["stream"] / med["httpx-sse"],
@@ -324,7 +330,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"weather scenario, {rounds} rounds, median per scenario:")
     for k, v in report["median_ms"].items():
         print(f"  {k:20s} {v:8.3f} ms")
-    ratios = ("run/httpx", "run/http.client", "httpx/http.client", "stream/httpx-sse",
+    ratios = ("run/httpx", "run-inline/httpx", "run/http.client", "httpx/http.client",
+              "stream/httpx-sse",
               "arun/httpx-async", "arun/httpx-async+threads", "import toolnexus/httpx")  # fmt: skip
     for k in ratios:
         print(f"  {k:26s} {report[k]:.2f}x")
