@@ -24,7 +24,7 @@ def test_overhead_quick(capsys, monkeypatch):
     monkeypatch.delenv("TOOLNEXUS_UPSTREAM_DIR", raising=False)
     report = load("overhead").main(["--quick"])
     assert set(report["median_ms"]) == {
-        "run", "httpx", "http.client", "stream", "httpx-sse", "arun", "httpx-async",
+        "run", "run-inline", "httpx", "http.client", "stream", "httpx-sse", "arun", "httpx-async",
         "httpx-async+threads",
     }  # fmt: skip
     assert all(v > 0 for v in report["median_ms"].values())
