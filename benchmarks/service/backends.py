@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import select
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ from toolnexus.store import (
     sqlite_store,
 )
 from toolnexus.store._connect import redact
+from toolnexus.store.backends import lazy_log
 
 __all__ = ["ConfigError", "read_config", "open_backends", "backend_kind"]
 
@@ -253,32 +253,6 @@ class _Connections:
 # ---- the message log, built on first use ---------------------------------------
 
 
-def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
-    """Return a log that builds itself on first use (and retries after a failed build).
-
-    sqlite_log opens its file when built; building it lazily lets a worker start
-    while the disk or database is not there yet.
-    """
-    built: list[dict] = []
-    guard = threading.Lock()
-
-    def log() -> dict:
-        with guard:
-            if not built:
-                built.append(make())
-            return built[0]
-
-    def delegate(name: str) -> Callable:
-        return lambda *a, **k: log()[name](*a, **k)
-
-    out = {
-        **{n: delegate(n) for n in ("record", "record_many", "query", "clear")},
-        "close": lambda: built and built[0].get("close", lambda: None)(),
-        "desc": desc,
-    }
-    return out
-
-
 def _log(config: Mapping, conns: _Connections) -> tuple[dict | None, Callable | None]:
     """Return (message log or None, forget(conversation_id) -> count removed, or None)."""
     log = _make_log(config, conns)
@@ -299,7 +273,7 @@ def _make_log(config: Mapping, conns: _Connections) -> dict | None:
         from toolnexus.history import sqlite_log
 
         path = url[len("sqlite:") :]
-        return _lazy_log(lambda: sqlite_log(path), f"sqlite_log({path!r})")
+        return lazy_log(lambda: sqlite_log(path), f"sqlite_log({path!r})")
     if kind == "postgres":
         return _bundle(config, conns, url)["log"]
     raise ConfigError(f"TOOLNEXUS_LOG cannot be {redact(url)!r}")

@@ -87,10 +87,11 @@ def transport_errors() -> tuple[type[Exception], ...]:
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "target", "headers", "codec", "_key", "_core", "scrub")
+    __slots__ = ("url", "target", "headers", "codec", "_core", "scrub")
 
     def __init__(self, url: str, headers: Mapping, codec: Any, key: str | None):
-        self.url, self.target, self.codec, self._key = url, httpx.URL(url), codec, key
+        # The key is kept only in the headers and, for masking, inside the scrubber.
+        self.url, self.target, self.codec = url, httpx.URL(url), codec
         # Normalized once: httpx copies a Headers object faster than it parses a dict.
         self.headers = httpx.Headers(headers)
         self._core: tuple | None = None  # (httpcore URL, headers, streaming headers)

@@ -21,7 +21,7 @@ from typing import Any
 from .._extras import needs_extra
 from . import _connect
 
-__all__ = ["postgres_backend", "redis_backend", "sqlite_backend", "open_backend"]
+__all__ = ["postgres_backend", "redis_backend", "sqlite_backend", "open_backend", "lazy_log"]
 
 
 class _OpeningPool:
@@ -55,7 +55,7 @@ class _OpeningPool:
         self.pool.close()
 
 
-def _lazy_log(make: Callable[[], dict], desc: str) -> dict:
+def lazy_log(make: Callable[[], dict], desc: str) -> dict:
     """Return a log built on first use (and again after a failed build): postgres_log
     creates its table when built, which needs the database up."""
     built: list[dict] = []
@@ -118,7 +118,7 @@ def postgres_backend(
     size = getattr(raw, "max_size", None) or max_size
     keep = min(4, max(1, size // 4))  # connections the lock never holds
     store, write = open_store(pool, address, False, table, timeout, lock_timeout, keep)
-    log = _lazy_log(lambda: postgres_log(pool, log_table, timeout=timeout), desc)
+    log = lazy_log(lambda: postgres_log(pool, log_table, timeout=timeout), desc)
     own_record = log["record_many"]
 
     def save_logged(
@@ -199,7 +199,7 @@ def sqlite_backend(path: str) -> dict:
     from .sqlite import sqlite_store
 
     store = sqlite_store(path)
-    log = _lazy_log(lambda: sqlite_log(path), f"sqlite_log({str(path)!r})")
+    log = lazy_log(lambda: sqlite_log(path), f"sqlite_log({str(path)!r})")
 
     return {"store": store, "lock": store["lock"], "log": log, "close": log["close"],
             "desc": f"sqlite_backend({str(path)!r})"}  # fmt: skip
