@@ -39,6 +39,7 @@ def _context(client: Client, emit: Callable) -> sync.Context:
         emit=emit,
         read_timeout=client.read_timeout_ms / 1000,
         inline_tools=client.tool_executor == "inline",
+        own_transport=client.transport is None,
     )
 
 

@@ -301,7 +301,9 @@ async def _sequence(port: int, tag: str, requests: int, clients: int) -> None:
     await asyncio.gather(*(one(n) for n in range(clients)))
 
 
-def instructions_per_request(env: dict, requests: int = 200, clients: int = 4) -> float:
+def instructions_per_request(
+    env: dict, requests: int = 200, clients: int = 4, keep: str | None = None
+) -> float:
     """Return the instructions one worker executes per exchange, counted by callgrind."""
     import shutil
 
@@ -320,6 +322,8 @@ def instructions_per_request(env: dict, requests: int = 200, clients: int = 4) -
         asyncio.run(_sequence(port, "run" + uuid.uuid4().hex[:6], requests, clients))
         # A dump holds what ran since the previous one: exactly the measured requests.
         subprocess.run(["callgrind_control", "--dump", str(proc.pid)], capture_output=True)
+        if keep:  # the dump itself, for callgrind_annotate
+            shutil.copy(f"{out}.{proc.pid}.2", keep)
         return callgrind_total(f"{out}.{proc.pid}.2") / (requests // clients * clients)
     finally:
         proc.terminate()
@@ -465,6 +469,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--instructions", action="store_true", help="callgrind: instructions per request"
     )
+    p.add_argument("--keep", help="with --instructions: copy callgrind's dump to this path")
     p.add_argument(
         "--provider",
         choices=["light", "fake"],
@@ -510,7 +515,7 @@ def main(argv: list[str] | None = None) -> dict:
                    **dict(kv.split("=", 1) for kv in a.env)}  # fmt: skip
             try:
                 if a.instructions:
-                    per = instructions_per_request(env)
+                    per = instructions_per_request(env, keep=a.keep)
                     report["instructions_per_request"] = per
                     print(f"  one worker: {per / 1e6:.2f}M instructions per request (callgrind)")
                     return report

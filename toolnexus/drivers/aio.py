@@ -23,7 +23,7 @@ from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
 from .guard import Guard
 from .sync import Context, StreamClosed, _run_tool, overlap, plain_handlers, run_ops
-from .transport import TURN, asend, asend_stream
+from .transport import TURN, asend, asend_stream, send
 
 __all__ = ["adrive", "ahandlers"]
 
@@ -122,8 +122,18 @@ class _Async:
                 yield pmap({"type": "text", "delta": turn["text"]})
             yield pmap({"type": TURN, "turn": turn})
             return
-        transport = ctx.transport if ctx.transport.asynchronous else ctx.runtime.atransport()
         timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
+        if not self.streaming and ctx.own_transport:
+            # A whole answer goes over the runtime's sync pool in an io thread: half the
+            # CPU of httpcore's async pool for the same POST (benchmarks/service). A
+            # cancelled run stops waiting at once; the POST ends in its thread, bounded
+            # by `timeout` like any other.
+            work = asyncio.get_running_loop().run_in_executor(
+                ctx.runtime.io_pool(), send, ctx.transport, ctx.endpoint, request["content"],
+                timeout)  # fmt: skip
+            yield pmap({"type": TURN, "turn": await self.guarded(work)})
+            return
+        transport = ctx.transport if ctx.transport.asynchronous else ctx.runtime.atransport()
         if not self.streaming:
             turn = await self.guarded(asend(transport, ctx.endpoint, request["content"], timeout))
             yield pmap({"type": TURN, "turn": turn})

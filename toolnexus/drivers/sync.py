@@ -52,6 +52,7 @@ class Context(NamedTuple):
     emit: Callable[[Mapping], None]  # a metric event -> the sink and on_metric
     read_timeout: float  # seconds between bytes of an answer
     inline_tools: bool  # tool_executor="inline": a turn's calls run one after another here
+    own_transport: bool = False  # the runtime's default pool (not one the host passed)
 
 
 def resolve(value: Any) -> Any:

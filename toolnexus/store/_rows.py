@@ -115,6 +115,23 @@ class Memo:
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
 
+    def canonical(self, id: str, transcript: PVector, digest: str) -> PVector:
+        """Return the remembered transcript equal to `transcript` (just read, its head's
+        chained digest `digest`), else `transcript`.
+
+        So a store hands back the very value its last save was given when nothing
+        changed since, and a client that keeps what it derived from that value (the
+        runtime memo) need not derive it again. Equal is checked message by message
+        (most are the same objects: see `_read_v1`), so a changed row is never hidden.
+        """
+        with self._lock:
+            known = self._items.get(id, ())
+        n = len(transcript)
+        for seen, known_digest in known:
+            if known_digest == digest and len(seen) == n and seen == transcript:
+                return seen
+        return transcript
+
     def forget(self, id: str) -> None:
         """Drop what is known of `id`."""
         with self._lock:

@@ -190,6 +190,7 @@ def open_store(
         found = _rows.decode_joined(desc, id, rows)
         if found is None:
             return None
+        found = (memo.canonical(id, *found), found[1])
         memo.remember(id, *found, len(found[0]))
         return found[0]
 

@@ -105,6 +105,7 @@ def redis_store(
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has rows but no head")
             return None
         transcript = _rows.decode_rows(desc, id, _int(version), _int(count), enumerate(bodies))
+        transcript = memo.canonical(id, transcript, _text(digest))
         memo.remember(id, transcript, _text(digest), len(transcript))
         return transcript
 

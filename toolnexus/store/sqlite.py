@@ -136,6 +136,7 @@ def sqlite_store(
         found = _rows.decode_joined(desc, id, rows)
         if found is None:
             return None
+        found = (memo.canonical(id, *found), found[1])
         memo.remember(id, *found, len(found[0]))
         return found[0]
 
