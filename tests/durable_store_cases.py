@@ -75,6 +75,24 @@ def check_round_trip_and_restart(make_store) -> None:
     assert cid not in s["ids"]()
 
 
+def check_get_hands_back_the_value_saved(make_store, raw) -> None:
+    """A get after a save returns the very value saved (the client's memo keys on it),
+    unless what is stored changed since: another writer's save, or a row edited."""
+    s, cid = make_store(), new_id()
+    saved = freeze(turns(4))
+    s["save"](cid, saved)
+    assert s["get"](cid) is saved
+    other = make_store()  # another process: its save moves the head
+    other["save"](cid, freeze(turns(6)))
+    got = s["get"](cid)
+    assert got == freeze(turns(6)) and got is not saved
+    s["save"](cid, got)
+    assert s["get"](cid) is got
+    raw["set_body"](cid, 1, json.dumps(msg("assistant", "edited"), separators=(",", ":")))
+    edited = s["get"](cid)  # same head, a changed row: never hidden behind the memo
+    assert thaw(edited[1]) == msg("assistant", "edited") and edited is not got
+
+
 def check_empty_transcript(make_store) -> None:
     """An empty transcript is stored as empty, not as absent."""
     s, cid = make_store(), new_id()

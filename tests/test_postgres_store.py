@@ -422,3 +422,9 @@ def test_log_rows_are_written_only_with_their_transcript(pool, table):
         with pool.connection() as c:
             c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads, {table}_log")
             c.execute(f"DROP FUNCTION IF EXISTS {table}_refuse()")
+
+
+def test_a_get_after_a_save_hands_back_the_value_saved(pool, table):
+    cases.check_get_hands_back_the_value_saved(
+        lambda: postgres_store(pool, table), raw_for(pool, table)
+    )

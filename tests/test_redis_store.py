@@ -184,3 +184,9 @@ def test_an_append_over_a_moved_head_saves_whole(client, prefix):
     expected = cases.turns(2) + [cases.msg("user", "mine")]
     assert thaw(theirs["get"](cid)) == expected
     assert len(raw_for(client, prefix)["rows"](cid)) == len(expected)
+
+
+def test_a_get_after_a_save_hands_back_the_value_saved(redis_url, client, prefix):
+    cases.check_get_hands_back_the_value_saved(
+        lambda: redis_store(redis_url, prefix=prefix), raw_for(client, prefix)
+    )

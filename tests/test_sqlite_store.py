@@ -170,3 +170,7 @@ def test_concurrent_first_use_of_new_files(tmp_path):
         s = sqlite_store(tmp_path / f"new-{n}.db", durable=False)
         errors += cases.thread_errors(use, [(s, k) for k in range(4)])
     assert errors == []
+
+
+def test_a_get_after_a_save_hands_back_the_value_saved(db):
+    cases.check_get_hands_back_the_value_saved(lambda: sqlite_store(db), raw_for(db))

@@ -45,7 +45,6 @@ from toolnexus.history.entry import parse_when
 from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
 
 from .backends import open_backends, read_config
-from .pooling import service_transport
 
 __all__ = ["create_app", "app", "check_id", "read_message", "error_body"]
 
@@ -205,11 +204,8 @@ TOOLS = toolkit(add, utc_now)
 def build_service(config: Mapping) -> dict:
     """Return {client, store, lock, log, forget_log, close, semaphore, threads} for a config."""
     b = open_backends(config)
-    # Whole answers on a sync pool (in a worker thread for the async driver), streams
-    # on small async pools: see pooling.py for why.
     threads = config["driver"] == "threads"
     client = create_client(
-        transport=service_transport(2 * config["max_inflight"]),
         base_url=config["base_url"],
         style=config["style"],
         model=config["model"],

@@ -3,9 +3,12 @@
 Thin on purpose: bytes out through the dialect codec, bytes in through the pure
 decoders of `wire/`. Sync and async twins share every helper but the awaits.
 
-A client's default transport is an httpcore pool: httpx's own transport layer, built
-with httpx.HTTPTransport's settings and called directly, which skips converting each
-request and response between httpx's models and httpcore's (a fifth of a POST's CPU).
+A client's default transport speaks httpcore's interface, built with
+httpx.HTTPTransport's settings and called directly, which skips converting each request
+and response between httpx's models and httpcore's (a fifth of a POST's CPU): whole
+answers go over http.client keep-alive connections, streams over an httpcore pool
+(keepalive.py). The async driver sends whole answers over that sync pool in an io
+thread, and streams over an httpcore async pool per event loop.
 A host may pass either kind: an httpx transport (e.g. MockTransport) gets httpx
 requests; anything else is spoken to as an httpcore pool (handle_request or
 handle_async_request over httpcore.Request). `as_transport` wraps either, once, in the
@@ -47,10 +50,11 @@ _POOL = {"max_connections": 100, "max_keepalive_connections": 20, "keepalive_exp
 
 
 def default_transport() -> Any:
-    """Return a new pooled sync transport: an httpcore pool set up as httpx.HTTPTransport's."""
-    import httpcore  # imported with the first client, so `import toolnexus` stays light
+    """Return a new pooled sync transport (whole answers on http.client keep-alive
+    connections, streams on an httpcore pool; set up as httpx.HTTPTransport's)."""
+    from .keepalive import KeepAlivePool  # with the first client: `import toolnexus` stays light
 
-    return httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), **_POOL)
+    return KeepAlivePool(httpx.create_ssl_context(), **_POOL)
 
 
 def default_async_transport() -> Any:
