@@ -88,7 +88,10 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
             max_size=max_size,
             timeout=timeout,
             open=False,
-            kwargs={"connect_timeout": max(1, int(timeout))},
+            # Autocommit: a single statement needs no BEGIN/COMMIT, and a connection that
+            # stays in one mode costs no driver call per statement to switch it (a
+            # transaction is always opened explicitly with conn.transaction()).
+            kwargs={"connect_timeout": max(1, int(timeout)), "autocommit": True},
         )
         return pool, redact(pool_or_dsn), True
     if not callable(getattr(pool_or_dsn, "connection", None)):

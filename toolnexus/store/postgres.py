@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +35,7 @@ _APPEND = """WITH head AS (UPDATE {heads} SET version = %s, count = %s, digest =
         WHERE id = %s AND version = %s AND count = %s AND digest = %s RETURNING id),
     added AS (INSERT INTO {messages} (id, seq, body)
         SELECT head.id, %s + t.i - 1, t.body
-        FROM head, unnest(%s::text[]) WITH ORDINALITY t(body, i))"""
+        FROM head, json_array_elements_text(%s::json) WITH ORDINALITY t(body, i))"""
 
 
 def _statements(table: str) -> dict:
@@ -60,7 +61,8 @@ def _statements(table: str) -> dict:
         # The new messages and the head in one statement (one round trip, whatever the
         # count): a data-modifying WITH runs exactly once, read or not.
         "write": """WITH added AS (INSERT INTO {messages} (id, seq, body)
-                SELECT %s, %s + t.i - 1, t.body FROM unnest(%s::text[]) WITH ORDINALITY t(body, i))
+                SELECT %s, %s + t.i - 1, t.body
+                FROM json_array_elements_text(%s::json) WITH ORDINALITY t(body, i))
             UPDATE {heads} SET version = %s, count = %s, digest = %s WHERE id = %s""",
         # The usual save of a service (append to the transcript this process last saw
         # stored) as one autocommit statement: the head moves and the rows are added only
@@ -78,6 +80,12 @@ def _statements(table: str) -> dict:
     return {
         k: sql.SQL(v).format(messages=messages, heads=heads).as_string(None) for k, v in q.items()
     }
+
+
+def _array(texts: Sequence[str]) -> str:
+    """Return message rows as one JSON array parameter: psycopg escapes a text[] element by
+    element with a regular expression, json.dumps does the lot in C."""
+    return json.dumps(texts, ensure_ascii=False)
 
 
 def _ddl_key(table: str) -> int:
@@ -203,7 +211,7 @@ def open_store(
         with errors(id), connection() as conn:
             if extend is not None:
                 expected, plan = extend
-                params = (*plan.head, id, *expected, plan.start, list(plan.encoded))
+                params = (*plan.head, id, *expected, plan.start, _array(plan.encoded))
                 with _connect.pg_autocommit(conn):
                     if log is None:
                         done = conn.execute(sql["extend"], params).fetchone()[0] == 1
@@ -217,7 +225,7 @@ def open_store(
                     plan = _rows.plan_save(id, stored, frozen, memo)
                     if not plan.append:
                         conn.execute(sql["clear"], (id,))
-                    params = (id, plan.start, list(plan.encoded), *plan.head, id)
+                    params = (id, plan.start, _array(plan.encoded), *plan.head, id)
                     conn.execute(sql["write"], params)
                     if log is not None:
                         query, values = log("saved")
