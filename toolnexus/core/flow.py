@@ -413,6 +413,8 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     transcript loaded unless `history` is given, and the whole exchange saved at the
     end, or nothing if the run raised. The message log (cfg["log"]) records the prompt
     and every assistant text, also when the run failed. The run metric comes last.
+    A store's fused calls (cfg["lock_load"], cfg["save_release"]; None when they do not
+    apply) take and load, and save and release, in one effect each.
     """
     t0 = yield ("clock",)
     asked_at = yield ("now",)

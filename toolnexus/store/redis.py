@@ -98,6 +98,11 @@ def redis_store(
     `{prefix}lock:{id}`), which the client takes by default around get -> run -> save:
     processes and hosts asking on one id lose no turn (a lock not taken within
     `lock_timeout` seconds raises LockTimeoutError).
+
+    Its "lock_load" and "save_release" make the usual exchange two round trips: one
+    script takes the lock and reads the transcript, another appends the exchange and
+    releases the lock (the client uses them only while the map's get, save and lock are
+    these: a decorator that wraps one of them is never bypassed).
     """
     with needs_extra("redis_store"):
         import redis as redis_py
