@@ -59,6 +59,7 @@ def config(store, lock, **over):
         "encode": False, "hold_lock": True, "lock": lock, "get": store.get,
         "on_unsupported_part": "error", "max_part_bytes": None,
         "save": store.__setitem__, "log": lambda *a: logged.append(a), "save_logged": None,
+        "lock_load": None, "save_release": None,
     }  # fmt: skip
     return {**cfg, **over}
 
@@ -236,24 +237,100 @@ def drive_rest(gen, turn, store):
         value = drive_one(effect, store)
 
 
+def fused(store, lock, fail_save=False, release_error=None):
+    """Return config overrides with a store's "lock_load" and "save_release" over `store`."""
+
+    def lock_load(cid):
+        held = lock(cid)
+        held.__enter__()
+        return held, store.get(cid)
+
+    def save_release(held, cid, messages):
+        try:
+            if fail_save:
+                raise OSError("disk full")
+            store[cid] = messages
+        finally:
+            held.__exit__(None, None, None)
+        return release_error
+
+    return {"lock_load": lock_load, "save_release": save_release}
+
+
+def io_names(effects):
+    return [tuple(op.fn.__name__ for op in e[1]) for e in effects if e[0] == "io"]
+
+
+def test_the_fused_calls_take_and_load_then_save_and_release_in_one_op_each():
+    store, lock = {}, Lock()
+    logged.clear()
+    gen = flow.exchange_flow(config(store, lock, **fused(store, lock)), "hi", TK, None, "u1")
+    result, effects = drive(gen, [calls("echo"), text("done")])
+    assert result["text"] == "done" and len(store["u1"]) == 4
+    assert io_names(effects) == [("lock_load",), ("save_release", "<lambda>")]
+    assert (lock.taken, lock.released) == (1, 1) and logged == [("u1", "hi", ("done",), NOW)]
+    assert not [e for e in effects if e[0] == "warn"]
+
+
+def test_a_stream_uses_the_fused_calls_for_its_load_and_its_rebased_save():
+    store, lock = {"u": (pmap({"role": "user", "content": "zero"}),)}, Lock()
+    cfg = config(store, lock, hold_lock=False, **fused(store, lock))
+    gen = flow.exchange_flow(cfg, "one", TK, None, "u")
+    result, effects = drive(gen, [text("first")])
+    assert io_names(effects) == [("lock_load",), ("_exit",), ("lock_load",),
+                                 ("save_release", "<lambda>")]  # fmt: skip
+    assert [m["content"] for m in store["u"]] == ["zero", "one", "first"]
+    assert lock.taken == lock.released == 2
+
+
+def test_a_fused_save_that_fails_still_releases_and_raises_having_saved_nothing():
+    store, lock = {}, Lock()
+    cfg = config(store, lock, **fused(store, lock, fail_save=True))
+    effects: list = []
+    with pytest.raises(OSError, match="disk full"):
+        drive(flow.exchange_flow(cfg, "hi", TK, None, "u1"), [text("ok")], effects=effects)
+    assert store == {} and (lock.taken, lock.released) == (1, 1)
+    assert [m["error"] for m in run_metrics(effects)] == [True]
+
+
+def test_a_fused_release_that_fails_after_the_save_returns_the_result_and_reports_it():
+    store, lock = {}, Lock()
+    cfg = config(store, lock, **fused(store, lock, release_error=OSError("lock server gone")))
+    result, effects = drive(flow.exchange_flow(cfg, "hi", TK, None, "u1"), [text("ok")])
+    assert result["text"] == "ok" and len(store["u1"]) == 2
+    warns = [e[1] for e in effects if e[0] == "warn"]
+    assert len(warns) == 1 and "lock server gone" in warns[0]
+    assert [e[1]["error"] for e in effects if e[0] == "metric"
+            and e[1]["event"] == "lock_error"] == ["OSError"]  # fmt: skip
+    assert [m["error"] for m in run_metrics(effects)] == [False]
+
+
 @given(
     st.lists(st.sampled_from(["text", "calls", "fail", "busy"]), min_size=1, max_size=5),
     st.booleans(),
     st.booleans(),
+    st.booleans(),
+    st.booleans(),
 )
-def test_every_exit_releases_what_it_took_and_emits_one_run_metric(script, with_id, hold):
+def test_every_exit_releases_what_it_took_and_emits_one_run_metric(
+    script, with_id, hold, fuse, save_fails
+):
     """The single exit: whatever happens, the lock is released, one run metric is
-    emitted, and the store holds the whole exchange or nothing new."""
+    emitted, and the store holds the whole exchange or nothing new (with the store's
+    fused lock_load/save_release or without)."""
     turns = [{"text": text("a"), "calls": calls("echo"), "fail": ProviderError("x", status=400),
               "busy": ProviderError("y", status=503)}[s] for s in script]  # fmt: skip
     turns.append(text("end"))
     store, lock = {}, Lock()
-    cfg = config(store, lock, retries=1, hold_lock=hold, max_turns=3)
+    over = fused(store, lock, fail_save=save_fails) if fuse else {}
+    if save_fails and not fuse:
+        over = {"save": lambda cid, messages: (_ for _ in ()).throw(OSError("disk full"))}
+    cfg = config(store, lock, retries=1, hold_lock=hold, max_turns=3, **over)
     gen = flow.exchange_flow(cfg, "q", TK, None, "u" if with_id else None)
     effects: list = []
     try:
         result = drive(gen, turns, effects=effects)[0]
-    except ProviderError:
+    except (ProviderError, OSError):
         assert store == {}
         assert [m["error"] for m in run_metrics(effects)] == [True]
     else:

@@ -58,6 +58,28 @@ def _save_logged(store: Mapping, log: Mapping | None) -> Callable | None:
     return save
 
 
+def _fused(o: Mapping, store: Mapping, save_logged: Callable | None) -> tuple:
+    """Return the store's ("lock_load", "save_release") when they apply, else (None, None).
+
+    Only when the exchange takes the store's own lock (no `lock=`), no "save_logged"
+    applies, and each fused call still stands for the store's own get, save and lock: a
+    decorator that wraps one of them and copies the rest of the map must never be
+    bypassed (the flow then makes the separate calls).
+    """
+    lock_load, save_release = store.get("lock_load"), store.get("save_release")
+    if o["lock"] is not None or save_logged is not None or not callable(store.get("lock")):
+        return None, None
+    if lock_load is None or save_release is None:
+        return None, None
+    if (
+        getattr(lock_load, "get", None) is not store["get"]
+        or getattr(lock_load, "lock", None) is not store["lock"]
+        or getattr(save_release, "save", None) is not store["save"]
+    ):
+        return None, None
+    return lock_load, save_release
+
+
 def conversation_lock(lock: Callable | None, store: Mapping, runtime: Any) -> Callable:
     """Return the lock an exchange takes: `lock=`, else the store's own, else in-process.
 
@@ -76,6 +98,8 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
 
     system_prompt, store = o["system_prompt"], o["store"]
     emit = _emitter(runtime, o["on_metric"])
+    save_logged = _save_logged(store, o["message_log"])
+    lock_load, save_release = _fused(o, store, save_logged)
     base = {
         "dialect": o["style"],
         "model": o["model"],
@@ -97,7 +121,9 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         "get": store["get"],
         "save": store["save"],
         "log": _log_fn(o["message_log"], bool(o["strict_log"]), emit),
-        "save_logged": _save_logged(store, o["message_log"]),
+        "save_logged": save_logged,
+        "lock_load": lock_load,
+        "save_release": save_release,
     }
     # A stream's consumer may pause or drop it at any event: it never holds the
     # conversation, and its save is rebased on what is stored then (see flow.rebase).

@@ -143,3 +143,8 @@ class Store(TypedDict):
     ids: NotRequired[Callable[[], Any]]
     desc: NotRequired[str]
     lock: NotRequired[Callable[[str], Any]]
+    # Optional fused calls (redis_store has them): take the lock and load in one round
+    # trip, save and release in one; used only while they stand for this map's own
+    # get, save and lock (their .get/.lock/.save attributes).
+    lock_load: NotRequired[Callable[[str], tuple[Any, Transcript | None]]]
+    save_release: NotRequired[Callable[[Any, str, Transcript], BaseException | None]]

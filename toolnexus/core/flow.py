@@ -298,6 +298,11 @@ def rebase(base: Any, current: Any, messages: Sequence, fresh: Sequence) -> Any:
 
 def _take(cfg: Mapping, cid: str, load: bool):
     """Take the conversation's lock (and load, in the same hand-off); return (held, loaded)."""
+    if load and cfg["lock_load"] is not None:
+        # The store takes its own lock and reads in one round trip; on a failure it has
+        # released what it took, so there is nothing to exit here.
+        (outcome,) = yield ("io", (Op(cfg["lock_load"], (cid,)),))
+        return _value(outcome)
     ops = (Op(_enter, (cfg["lock"], cid)), *((Op(cfg["get"], (cid,)),) if load else ()))
     outcomes = yield ("io", ops)
     held = _value(outcomes[0])
@@ -359,6 +364,20 @@ def _save_ops(cfg: Mapping, cid: str, messages: Any, held: Any, log: Op | None) 
     return (save, *release, *((log,) if log is not None else ()))
 
 
+def _save_release(cfg: Mapping, cid: str, messages: Any, held: Any, log: Op | None):
+    """Save and release in one store call; return the outcomes as (save, release, log...).
+
+    The store releases even when its save fails (and raises the save's error); a release
+    that failed after a saved exchange comes back as its value, to report, not raise.
+    """
+    ops = (Op(cfg["save_release"], (held, cid, messages)), *((log,) if log is not None else ()))
+    outcomes = yield ("io", ops)
+    fused, rest = outcomes[0], outcomes[1:]
+    if fused[0] == "ok" and fused[1] is not None:
+        return (("ok", None), ("error", fused[1]), *rest)
+    return (fused, ("ok", None), *rest)
+
+
 def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
     """Save (rebased when the lock was not held), release and log; raise a save's error."""
     messages = state["messages"]
@@ -379,6 +398,8 @@ def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.
             outcomes = (*outcomes, ("ok", None))
         else:
             outcomes = (*outcomes, *(yield ("io", (log,))))
+    elif held is not None and cfg["save_release"] is not None:
+        outcomes = yield from _save_release(cfg, cid, messages, held, log)
     else:
         outcomes = yield ("io", _save_ops(cfg, cid, messages, held, log))
     return messages, outcomes, outcomes[0]
@@ -392,6 +413,8 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     transcript loaded unless `history` is given, and the whole exchange saved at the
     end, or nothing if the run raised. The message log (cfg["log"]) records the prompt
     and every assistant text, also when the run failed. The run metric comes last.
+    A store's fused calls (cfg["lock_load"], cfg["save_release"]; None when they do not
+    apply) take and load, and save and release, in one effect each.
     """
     t0 = yield ("clock",)
     asked_at = yield ("now",)

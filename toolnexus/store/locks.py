@@ -70,12 +70,16 @@ def paired_lock(make: Callable[[], Callable]) -> Callable[[str], AbstractContext
     made: list = []
     guard = threading.Lock()
 
-    def lock(id: str) -> AbstractContextManager:
+    def inner() -> Callable[[str], AbstractContextManager]:
+        """Return the made lock, making it now if this is its first use."""
         if not made:
             with guard:
                 if not made:
                     made.append(make())
-        return made[0](id)
+        return made[0]
+
+    def lock(id: str) -> AbstractContextManager:
+        return inner()(id)
 
     def close() -> None:
         with guard:
@@ -84,6 +88,7 @@ def paired_lock(make: Callable[[], Callable]) -> Callable[[str], AbstractContext
             inner.close()
 
     lock.close = close  # type: ignore[attr-defined]
+    lock.inner = inner  # type: ignore[attr-defined]  # what a store's fused calls use
     return lock
 
 
@@ -97,8 +102,10 @@ def paired_lock(make: Callable[[], Callable]) -> Callable[[str], AbstractContext
 Take = Callable[[str, float], Callable[[], None]]
 
 
-def _per_id(take: Take, timeout: float) -> Callable[[str], AbstractContextManager]:
-    inner = local_lock(timeout)
+def _per_id(
+    take: Take, timeout: float, inner: Callable | None = None
+) -> Callable[[str], AbstractContextManager]:
+    inner = inner or local_lock(timeout)
 
     @contextmanager
     def hold(id: str):
@@ -182,6 +189,52 @@ return 0
 """
 
 
+class Taken:
+    """A lock taken by `redis_lock(...).take_with`: already entered; `__exit__` releases it.
+
+    `release_with(via)` lets a store release it inside its own script (one round trip
+    for a save and the unlock): see `redis_lock`.
+    """
+
+    __slots__ = ("_release", "_queued", "_open")
+
+    def __init__(self, release: Callable, queued: AbstractContextManager) -> None:
+        self._release, self._queued, self._open = release, queued, True
+
+    def __enter__(self) -> Taken:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Release the lock (once: a second exit does nothing)."""
+        self._finish(None)
+
+    def release_with(self, via: Callable[[str, str], bool | None]) -> bool:
+        """Release through `via(key, token)`: True (it unlocked our token), False (it found
+        the lock not ours: lost, warned) or None (it did not unlock: still held).
+
+        Return whether the lock is released now. If `via` raises, the lock is still held.
+        """
+        if not self._open:
+            return True
+        return self._finish(via)
+
+    def _finish(self, via: Callable | None) -> bool:
+        if not self._open:
+            return True
+        try:
+            if not self._release(via):
+                return False  # `via` left it held: the caller exits it later
+        except BaseException:
+            if via is not None:
+                raise  # still held: the caller's exit releases it the usual way
+            self._open = False  # a failed unlock: this process lets go all the same
+            self._queued.__exit__(None, None, None)
+            raise
+        self._open = False
+        self._queued.__exit__(None, None, None)
+        return True
+
+
 def _warn_lost(what: str) -> None:
     warnings.warn(
         f"{what} was lost while held (expired or its session ended): another process may "
@@ -238,12 +291,14 @@ def redis_lock(
                 if not renewed:
                     lost.set()
 
-    def take(id: str, seconds: float) -> Callable[[], None]:
-        key, token = prefix + id, secrets.token_hex(16)
+    def poll(key: str, token: str, seconds: float) -> None:
         try:
             _poll(lambda: bool(client.set(key, token, nx=True, px=ttl_ms)), seconds, what)
         except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
             raise redis_unavailable(client, e, what) from None
+
+    def track(key: str, token: str) -> threading.Event:
+        """Hand a taken lock to the renewer; return the event it sets if the lock is lost."""
         lost = threading.Event()
         with guard:
             held[key] = (token, lost)
@@ -255,23 +310,64 @@ def redis_lock(
                     )
                 )
                 renewer[0].start()
+        return lost
 
-        def release() -> None:
+    def releaser(id: str, key: str, token: str, lost: threading.Event) -> Callable:
+        def untrack() -> None:
             with guard:
                 held.pop(key, None)
+
+        def release(via: Callable | None = None) -> bool:
+            if via is None:
+                untrack()  # even if the unlock fails: the renewer stops renewing it
             # Read before the unlock: a renewal already under way when we let go may
             # find the key gone, which says nothing about the time we held it.
             was_lost = lost.is_set()
             try:
-                released = unlock(keys=[key], args=[token])
+                released = unlock(keys=[key], args=[token]) if via is None else via(key, token)
             except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
                 raise redis_unavailable(client, e, what) from None
+            if released is None:  # `via` left it held (its save did not go through)
+                return False
+            untrack()
             if was_lost or not released:
                 _warn_lost(f"{what} for {id!r:.120}")
+            return True
 
         return release
 
-    return _per_id(take, timeout)
+    def take(id: str, seconds: float) -> Callable[[], None]:
+        key, token = prefix + id, secrets.token_hex(16)
+        poll(key, token, seconds)
+        return releaser(id, key, token, track(key, token))
+
+    queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
+
+    def take_with(id: str, first_try: Callable[[str, str, int], Any]) -> tuple[Taken, Any]:
+        """Take `id`'s lock, trying `first_try(key, token, ttl_ms)` first; return
+        (the entered lock, what the first try returned).
+
+        `first_try` is a store's script that sets the lock key to `token` (SET NX PX
+        semantics) and reads in the same round trip; it returns None when the lock is
+        held elsewhere, and the take then waits as usual (within the lock's timeout).
+        """
+        deadline = time.monotonic() + timeout
+        queued = queue(id)
+        queued.__enter__()
+        try:
+            key, token = prefix + id, secrets.token_hex(16)
+            value = first_try(key, token, ttl_ms)
+            if value is None:
+                poll(key, token, max(0.0, deadline - time.monotonic()))
+            lost = track(key, token)
+        except BaseException:
+            queued.__exit__(None, None, None)
+            raise
+        return Taken(releaser(id, key, token, lost), queued), value
+
+    hold = _per_id(take, timeout, queue)
+    hold.take_with = take_with  # type: ignore[attr-defined]
+    return hold
 
 
 def _advisory_key(id: str) -> int:

@@ -41,6 +41,39 @@ redis.call('SADD', KEYS[3], ARGV[8])
 return 1
 """
 
+# The save and the unlock in one script (see redis_store's "save_release"): the last
+# ARGV is the lock token, KEYS[4] the lock key. The unlock (compare-and-delete on the
+# token) only follows a save that went through: any other result leaves the lock held,
+# for the general save and the usual release. 1: saved and released; 2: saved, but the
+# lock was no longer ours (lost).
+_SAVE_RELEASE = (
+    "local token = table.remove(ARGV)\n"
+    + _SAVE.rstrip().removesuffix("return 1")
+    + """if redis.call('GET', KEYS[4]) == token then
+  redis.call('DEL', KEYS[4])
+  return 1
+end
+return 2
+"""
+)
+
+# KEYS: lock, head, list. ARGV: token, ttl ms. Take the lock (SET NX PX) and read the
+# transcript in one step: {0} when the lock is held elsewhere, {-2} for wrong key types
+# (checked first, so nothing is taken), else {1, version, count, digest, rows...}.
+_LOAD = """
+local kinds = {'hash', 'list'}
+for i = 2, 3 do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= 'none' and t ~= kinds[i - 1] then return {-2} end
+end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
+local h = redis.call('HMGET', KEYS[2], 'version', 'count', 'digest')
+local out = {1, h[1], h[2], h[3]}
+local rows = redis.call('LRANGE', KEYS[3], 0, -1)
+for i = 1, #rows do out[i + 4] = rows[i] end
+return out
+"""
+
 
 def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
@@ -65,6 +98,11 @@ def redis_store(
     `{prefix}lock:{id}`), which the client takes by default around get -> run -> save:
     processes and hosts asking on one id lose no turn (a lock not taken within
     `lock_timeout` seconds raises LockTimeoutError).
+
+    Its "lock_load" and "save_release" make the usual exchange two round trips: one
+    script takes the lock and reads the transcript, another appends the exchange and
+    releases the lock (the client uses them only while the map's get, save and lock are
+    these: a decorator that wraps one of them is never bypassed).
     """
     with needs_extra("redis_store"):
         import redis as redis_py
@@ -100,6 +138,9 @@ def redis_store(
             pipe.hmget(head_key, "version", "count", "digest")
             pipe.lrange(list_key, 0, -1)
             (version, count, digest), bodies = pipe.execute()
+        return decoded(id, version, count, digest, bodies)
+
+    def decoded(id: str, version: Any, count: Any, digest: Any, bodies: Sequence) -> Any:
         if version is None and count is None:
             if bodies:
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has rows but no head")
@@ -109,12 +150,15 @@ def redis_store(
         memo.remember(id, transcript, _text(digest), len(transcript))
         return transcript
 
-    def run(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> int:
-        head_key, list_key = keys(id)
+    def script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> list:
         exp = expected or _rows.Head("", "", "")
         args = ["append" if plan.append else "replace", str(exp.version), str(exp.count)]
         args += [exp.digest, str(plan.head.version), str(plan.head.count), plan.head.digest, id]
-        return script(keys=[head_key, list_key, ids_key], args=args + list(plan.encoded))
+        return args + list(plan.encoded)
+
+    def run(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> int:
+        head_key, list_key = keys(id)
+        return script(keys=[head_key, list_key, ids_key], args=script_args(id, plan, expected))
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         frozen = _rows.frozen(transcript)
@@ -166,6 +210,65 @@ def redis_store(
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
     lock = paired_lock(lambda: redis_lock(client, prefix=prefix + "lock:", timeout=lock_timeout))
+    load_script = client.register_script(_LOAD)
+    release_script = client.register_script(_SAVE_RELEASE)
+
+    def lock_load(id: str) -> tuple[Any, Any]:
+        """Take `id`'s lock and read its transcript: one round trip when the lock is free."""
+        head_key, list_key = keys(id)
+
+        def first_try(key: str, token: str, ttl_ms: int) -> Any:
+            with errors(id):
+                out = load_script(keys=[key, head_key, list_key], args=[token, ttl_ms])
+            if out[0] == -2:
+                raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has wrong key types")
+            return out if out[0] == 1 else None
+
+        held, out = lock.inner().take_with(id, first_try)
+        try:  # held elsewhere at first: waited for, so read now
+            return held, get(id) if out is None else decoded(id, *out[1:4], out[4:])
+        except BaseException:
+            _exit_quietly(held)
+            raise
+
+    def save_release(held: Any, id: str, transcript: Sequence[Mapping]) -> BaseException | None:
+        """Save `transcript`, then release `held`: one round trip when this process saw the
+        stored head last (the usual exchange); return a release's error, raise a save's."""
+        frozen = _rows.frozen(transcript)
+        extend = _rows.plan_extend(id, frozen, memo) if callable(_release_with(held)) else None
+        if extend is not None:
+            head_key, list_key = keys(id)
+            expected, plan = extend
+            args = script_args(id, plan, expected)
+
+            def via(key: str, token: str) -> bool | None:
+                with errors(id):
+                    done = release_script(keys=[head_key, list_key, ids_key, key],
+                                          args=[*args, token])  # fmt: skip
+                return {1: True, 2: False}.get(done)  # else not saved: still held
+
+            try:
+                released = held.release_with(via)
+            except BaseException:
+                _exit_quietly(held)
+                raise
+            if released:
+                memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
+                return None
+        # The head moved (or nothing to plan from): the general save, then the release.
+        try:
+            save(id, frozen)
+        except BaseException:
+            _exit_quietly(held)
+            raise
+        try:
+            held.__exit__(None, None, None)
+        except Exception as e:
+            return e
+        return None
+
+    lock_load.get, lock_load.lock = get, lock  # type: ignore[attr-defined]  # what it stands for
+    save_release.save = save  # type: ignore[attr-defined]
     return {
         "get": get,
         "save": save,
@@ -173,8 +276,23 @@ def redis_store(
         "ids": ids,
         "fork": fork,
         "lock": lock,
+        "lock_load": lock_load,
+        "save_release": save_release,
         "desc": desc,
     }
+
+
+def _release_with(held: Any) -> Any:
+    """Return `held`'s `release_with` (a lock taken by `redis_lock`'s take_with), or None."""
+    return getattr(held, "release_with", None)
+
+
+def _exit_quietly(held: Any) -> None:
+    """Release `held` after an error that the caller raises (a second one is not news)."""
+    try:
+        held.__exit__(None, None, None)
+    except Exception:
+        pass
 
 
 # KEYS: src head, src list, dst head, dst list, ids set. ARGV: src's expected version,

@@ -1,0 +1,197 @@
+"""The fused Redis exchange on the real server: lock+load and save+release, a round trip each."""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+
+import pytest
+from pyrsistent import thaw
+
+from toolnexus import ask, create_client
+from toolnexus.store import StoreCorruptError, capped_store, redis_store
+from toolnexus.store.locks import redis_lock
+from toolnexus.testing import fake_provider, text_reply
+
+
+@pytest.fixture
+def client(redis_url):
+    import redis
+
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def prefix(client, unique):
+    p = f"tnx-fused:{unique}:"
+    yield p
+    keys = list(client.scan_iter(match=p.replace("[", "\\[") + "*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+def echo(body, dialect):
+    return text_reply("echo: " + body["messages"][-1]["content"])
+
+
+class Monitor:
+    """The commands clients send that name `prefix` (MONITOR on its own connection);
+    commands run inside a script are not round trips and are left out."""
+
+    def __init__(self, client, prefix: str):
+        self.client, self.prefix, self.seen = client, prefix, []
+        self.stop = f"{prefix}stop-monitor"
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+
+    def _listen(self):
+        with self.client.monitor() as m:
+            self.ready.set()
+            while True:
+                cmd = m.next_command()
+                if self.stop in cmd["command"]:
+                    return
+                if cmd["client_type"] != "lua" and self.prefix in cmd["command"]:
+                    self.seen.append(cmd["command"].split(" ", 1)[0].upper())
+
+    def __enter__(self):
+        self.thread.start()
+        self.ready.wait(5)
+        self.client.echo("sync")
+        return self
+
+    def __exit__(self, *exc):
+        self.client.echo(self.stop)
+        self.thread.join(5)
+
+
+def test_a_usual_exchange_is_two_round_trips(redis_url, client, prefix):
+    """Lock+load is one script, save+release another (4 commands before the fused path)."""
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k",
+                          store=redis_store(redis_url, prefix=prefix))  # fmt: skip
+        ask(c, "first", id="x")  # a new conversation: nothing to append to yet
+        for i in range(3):
+            with Monitor(client, prefix) as seen:
+                r = ask(c, f"q{i}", id="x")
+            assert r["text"] == f"echo: q{i}"
+            assert seen.seen == ["EVALSHA", "EVALSHA"]
+    assert len(c.store["get"]("x")) == 8
+    assert client.exists(prefix + "lock:x") == 0  # released
+
+
+def test_a_lock_held_elsewhere_is_waited_for_then_loaded(redis_url, client, prefix):
+    other = redis_lock(redis_url, prefix=prefix + "lock:")
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k",
+                          store=redis_store(redis_url, prefix=prefix))  # fmt: skip
+        ask(c, "one", id="x")
+        done = []
+        with other("x"):
+            t = threading.Thread(target=lambda: done.append(ask(c, "two", id="x")))
+            t.start()
+            time.sleep(0.3)
+            assert not done  # waiting for the lock
+        t.join(10)
+    assert done and done[0]["text"] == "echo: two"
+    assert [m["content"] for m in thaw(c.store["get"]("x"))][::2] == ["one", "two"]
+
+
+def test_two_stores_racing_on_one_id_lose_no_turn(redis_url, prefix):
+    """Like two processes: each store has its own lock value, so they meet in Redis."""
+    n = 8
+    with fake_provider(echo, delay=0.01) as fp:
+        clients = [create_client(base_url=fp.url, model="m", api_key="k",
+                                 store=redis_store(redis_url, prefix=prefix))
+                   for _ in range(2)]  # fmt: skip
+        errors = []
+
+        def work(w, c):
+            try:
+                for i in range(n):
+                    ask(c, f"w{w}-{i}", id="race")
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(w, c)) for w, c in enumerate(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert not errors
+    users = [m["content"] for m in thaw(clients[0].store["get"]("race")) if m["role"] == "user"]
+    assert sorted(users) == sorted(f"w{w}-{i}" for w in range(2) for i in range(n))
+    for w in range(2):  # each worker's turns in its own order
+        assert [u for u in users if u.startswith(f"w{w}-")] == [f"w{w}-{i}" for i in range(n)]
+
+
+def test_a_decorated_store_is_never_bypassed(redis_url, client, prefix):
+    """capped_store copies lock_load/save_release with the rest of the map: the client
+    must still save through the cap (the fused save would store everything)."""
+    with fake_provider(echo) as fp:
+        store = capped_store(2, redis_store(redis_url, prefix=prefix))
+        assert "save_release" in store  # copied, yet not to be used
+        c = create_client(base_url=fp.url, model="m", api_key="k", store=store)
+        for i in range(3):
+            ask(c, f"q{i}", id="x")
+            with Monitor(client, prefix) as seen:
+                ask(c, f"again{i}", id="x")
+            assert len(seen.seen) > 2  # the separate calls
+    assert [m["content"] for m in thaw(store["get"]("x"))] == ["again2", "echo: again2"]
+
+
+def test_a_lock_lost_during_the_exchange_warns_and_the_exchange_is_saved(redis_url, client, prefix):
+    lock_key = prefix + "lock:x"
+
+    def drop_lock(body, dialect):
+        client.delete(lock_key)  # the lock expires while the model answers
+        return echo(body, dialect)
+
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k",
+                          store=redis_store(redis_url, prefix=prefix))  # fmt: skip
+        ask(c, "one", id="x")
+    with fake_provider(drop_lock) as fp:
+        c = c.set(base_url=fp.url)
+        with warnings.catch_warnings(record=True) as caught, Monitor(client, prefix) as seen:
+            warnings.simplefilter("always")
+            r = ask(c, "two", id="x")
+    assert r["text"] == "echo: two"
+    assert any("was lost while held" in str(w.message) for w in caught)
+    assert seen.seen.count("EVALSHA") == 2 and "DEL" in seen.seen  # fused, plus our DEL
+    assert len(c.store["get"]("x")) == 4
+
+
+def test_a_head_moved_under_the_lock_saves_the_general_way_and_releases(redis_url, client, prefix):
+    """A writer that ignores the lock moves the head: the fused save does not apply and
+    does not release; the general save and the usual release follow."""
+    writer = redis_store(redis_url, prefix=prefix)
+
+    def sneak(body, dialect):
+        writer["save"]("x", [{"role": "user", "content": "sneaked"}])
+        return echo(body, dialect)
+
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k",
+                          store=redis_store(redis_url, prefix=prefix))  # fmt: skip
+        ask(c, "one", id="x")
+    with fake_provider(sneak) as fp:
+        r = ask(c.set(base_url=fp.url), "two", id="x")
+    assert thaw(c.store["get"]("x")) == thaw(r["messages"])
+    assert client.exists(prefix + "lock:x") == 0
+    with fake_provider(echo) as fp:  # the lock is free again: the next exchange runs
+        assert ask(c.set(base_url=fp.url), "three", id="x")["text"] == "echo: three"
+
+
+def test_wrong_key_types_are_corrupt_and_take_no_lock(redis_url, client, prefix):
+    client.set(prefix + "m:x", "not a list")
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k",
+                          store=redis_store(redis_url, prefix=prefix))  # fmt: skip
+        with pytest.raises(StoreCorruptError, match="'x'"):
+            ask(c, "q", id="x")
+    assert client.exists(prefix + "lock:x") == 0
+    assert client.get(prefix + "m:x") == b"not a list"
