@@ -18,6 +18,7 @@ __all__ = [
     "entry",
     "make_entry",
     "check_entry",
+    "entry_fields",
     "utc",
     "fold",
     "check_query",
@@ -104,14 +105,40 @@ def entry(
 make_entry = entry
 
 
+_KEYS = frozenset({"id", "conversation_id", "text", "timestamp", "direction"})
+
+
 def check_entry(e: Any) -> PMap:
     """Return `e` as a validated entry map (a log's `record` accepts any such mapping)."""
+    id, conversation_id, text, timestamp, direction = entry_fields(e)
+    if type(e) is PMap and len(e) == len(_KEYS) and e["timestamp"] is timestamp:
+        return e  # already exactly an entry (its time in UTC): the same value, not a copy
+    return pmap({"id": id, "conversation_id": conversation_id, "text": text,
+                 "timestamp": timestamp, "direction": direction})  # fmt: skip
+
+
+def entry_fields(e: Any) -> tuple[str, str | None, str, datetime, str]:
+    """Return `(id, conversation_id, text, timestamp in UTC, direction)` of a valid entry
+    mapping, checked as `entry` checks them; else TypeError or ValueError.
+
+    One lookup per field: a log writes rows from these without building a copy.
+    """
     if not isinstance(e, Mapping):
         raise TypeError(f"an entry is a mapping, got {type(e).__name__}")
-    missing = {"id", "conversation_id", "text", "timestamp", "direction"} - set(e)
-    if missing:
-        raise ValueError(f"entry is missing {sorted(missing)}")
-    return entry(e["conversation_id"], e["text"], e["direction"], e["timestamp"], e["id"])
+    try:
+        id, conversation_id, text = e["id"], e["conversation_id"], e["text"]
+        timestamp, direction = e["timestamp"], e["direction"]
+    except KeyError:
+        raise ValueError(f"entry is missing {sorted(_KEYS - set(e))}") from None
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be 'user' or 'ai', got {direction!r}")
+    if conversation_id is not None:
+        _check_text(conversation_id, "conversation_id", allow_empty=False)
+    _check_text(id, "id", allow_empty=False)
+    _check_text(text, "text")
+    if not (isinstance(timestamp, datetime) and timestamp.tzinfo is UTC):
+        timestamp = utc(timestamp)
+    return id, conversation_id, text, timestamp, direction
 
 
 def fold(text: str) -> str:

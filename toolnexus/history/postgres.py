@@ -19,7 +19,7 @@ from pyrsistent import pmap
 
 from .._extras import needs_extra
 from ..store._connect import is_pg_unavailable, pg_autocommit, pg_open, pg_pool, pg_unavailable
-from .entry import check_entry, check_query, cutoff, fold
+from .entry import check_query, cutoff, entry_fields, fold
 
 __all__ = ["postgres_log", "like_pattern", "guarded_insert"]
 
@@ -135,12 +135,9 @@ _CHUNK = 500  # rows per INSERT: 6 parameters a row, well under PostgreSQL's 655
 
 
 def _rows_of(entries: Iterable[Mapping]) -> list[tuple]:
-    checked = [check_entry(e) for e in entries]  # all or nothing: validate first
-    return [
-        (e["id"], e["conversation_id"], e["text"], fold(e["text"]), e["timestamp"],
-         e["direction"])
-        for e in checked
-    ]  # fmt: skip
+    # All or nothing: every entry is checked before any row is written.
+    return [(id, cid, text, fold(text), ts, direction)
+            for id, cid, text, ts, direction in map(entry_fields, entries)]  # fmt: skip
 
 
 @lru_cache(maxsize=64)
