@@ -59,7 +59,7 @@ def config(store, lock, **over):
         "encode": False, "hold_lock": True, "lock": lock, "get": store.get,
         "on_unsupported_part": "error", "max_part_bytes": None,
         "save": store.__setitem__, "log": lambda *a: logged.append(a), "save_logged": None,
-        "lock_load": None, "save_release": None,
+        "lock_load": None, "save_release": None, "save_logged_release": None,
     }  # fmt: skip
     return {**cfg, **over}
 

@@ -195,3 +195,18 @@ def test_wrong_key_types_are_corrupt_and_take_no_lock(redis_url, client, prefix)
             ask(c, "q", id="x")
     assert client.exists(prefix + "lock:x") == 0
     assert client.get(prefix + "m:x") == b"not a list"
+
+
+def test_an_exchange_with_a_given_history_takes_the_plain_lock(redis_url, prefix):
+    # history= skips the load: the lock is the plain one, which the fused save must not
+    # be handed (it failed with an AttributeError before).
+    from toolnexus import run
+
+    store = redis_store(redis_url, prefix=prefix)
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k", store=store)
+        run(c, "one", id="h", history=[{"role": "user", "content": "zero"}])
+        ask(c, "two", id="h")
+    assert [m["content"] for m in thaw(store["get"]("h"))] == [
+        "zero", "one", "echo: one", "two", "echo: two"
+    ]  # fmt: skip

@@ -179,9 +179,15 @@ class _Traced:
 
     def __init__(self, pool):
         self.pool, self.conninfo, self.sent = pool, pool.conninfo, []
-        # The store's paired lock borrows untraced connections (its statements are not the
-        # store's round trips).
-        self.getconn, self.putconn, self.max_size = pool.getconn, pool.putconn, pool.max_size
+        self.max_size = pool.max_size
+
+    # The store's paired lock borrows connections too: the store's fused calls read and
+    # write on them, so they are traced as well (the lock's own are SELECT statements).
+    def getconn(self, timeout=None):
+        return _TracedConnection(self.pool.getconn(timeout=timeout), self.sent)
+
+    def putconn(self, conn):
+        self.pool.putconn(conn._conn)
 
     @contextmanager
     def connection(self):
@@ -333,10 +339,11 @@ def test_a_moved_head_logs_in_the_general_save_once(logged, pool, table):
     ask(client, "one", id=cid)
     del traced.sent[:]
     ask(client, "two", id=cid)
-    assert traced.sent[1].startswith("WITH head AS (UPDATE"), traced.sent
+    sent = [s for s in traced.sent if not s.startswith("SELECT pg_")]  # not the lock's
+    assert sent[1].startswith("WITH head AS (UPDATE"), traced.sent
     # then one transaction: head lock, write, the log's rows, commit
-    assert traced.sent[2] == "BEGIN" and traced.sent[-1] == "COMMIT", traced.sent
-    assert traced.sent[-2].startswith("WITH saved AS (SELECT 1) INSERT INTO")
+    assert sent[2] == "BEGIN" and sent[-1] == "COMMIT", traced.sent
+    assert sent[-2].startswith("WITH saved AS (SELECT 1) INSERT INTO")
     assert _log_texts(log, cid) == [
         ("user", "one"), ("ai", "re: one"), ("user", "two"), ("ai", "re: two")
     ]  # fmt: skip
@@ -428,3 +435,82 @@ def test_a_get_after_a_save_hands_back_the_value_saved(pool, table):
     cases.check_get_hands_back_the_value_saved(
         lambda: postgres_store(pool, table), raw_for(pool, table)
     )
+
+
+# ---- the fused exchange: the lock's own connection serves the load and the save --------
+
+
+class _Borrows(_Traced):
+    """A traced pool that also counts the connections borrowed (pool.connection/getconn)."""
+
+    def __init__(self, pool):
+        super().__init__(pool)
+        self.borrowed = 0
+
+    def getconn(self, timeout=None):
+        self.borrowed += 1
+        return super().getconn(timeout)
+
+    @contextmanager
+    def connection(self):
+        self.borrowed += 1
+        with super().connection() as conn:
+            yield conn
+
+
+def test_an_exchange_borrows_one_connection_its_lock_holds(pool, table):
+    """With the bundle's own store, lock and log, an exchange reads, saves and logs on the
+    connection its advisory lock lives on: one connection borrowed, not three."""
+    from toolnexus import ask, create_in_process_client
+    from toolnexus.store import postgres_backend
+
+    traced = _Borrows(pool)
+    bundle = postgres_backend(traced, table=table, log_table=table + "_log")
+    echo = lambda req: {"content": "re: " + req["messages"][-1]["content"]}  # noqa: E731
+    client = create_in_process_client(
+        model="m", generate=echo, store=bundle["store"], message_log=bundle["log"]
+    )
+    cid = cases.new_id()
+    try:
+        ask(client, "one", id=cid)
+        traced.borrowed, traced.sent[:] = 0, []
+        ask(client, "two", id=cid)
+        assert traced.borrowed == 1, traced.sent
+        writes = [s for s in traced.sent if not s.startswith("SELECT")]
+        assert len(writes) == 1 and writes[0].startswith("WITH head AS (UPDATE"), traced.sent
+        assert [e["text"] for e in bundle["log"]["query"](conversation_id=cid)] == [
+            "one", "re: one", "two", "re: two"
+        ]  # fmt: skip
+    finally:
+        with pool.connection() as c:
+            c.execute(f"DROP TABLE IF EXISTS {table}_log")
+
+
+def test_an_exchange_with_a_given_history_takes_the_plain_lock(pool, table):
+    """history= skips the load, so no fused lock is taken; the save still goes through."""
+    from toolnexus import ask, create_in_process_client, run
+
+    store, cid = postgres_store(pool, table), cases.new_id()
+    echo = lambda req: {"content": "re: " + req["messages"][-1]["content"]}  # noqa: E731
+    client = create_in_process_client(model="m", generate=echo, store=store)
+    run(client, "one", id=cid, history=[{"role": "user", "content": "zero"}])
+    got = [m["content"] for m in store["get"](cid)]
+    assert got == ["zero", "one", "re: one"]
+    ask(client, "two", id=cid)  # and the fused path after it
+    assert [m["content"] for m in store["get"](cid)] == [*got, "two", "re: two"]
+
+
+def test_a_decorated_save_is_never_bypassed_by_the_fused_save(pool, table):
+    """capped_store wraps save (its get and lock are the store's own): the exchange may
+    take and load in one call, but saves through the cap."""
+    from toolnexus import ask, create_in_process_client
+    from toolnexus.store import capped_store
+
+    inner, cid = postgres_store(pool, table), cases.new_id()
+    store = capped_store(2, inner)
+    echo = lambda req: {"content": "re: " + req["messages"][-1]["content"]}  # noqa: E731
+    client = create_in_process_client(model="m", generate=echo, store=store)
+    assert client.plan[False]["save_release"] is None
+    for text in ("one", "two", "three"):
+        ask(client, text, id=cid)
+    assert [m["content"] for m in inner["get"](cid)] == ["three", "re: three"]

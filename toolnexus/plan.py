@@ -58,26 +58,42 @@ def _save_logged(store: Mapping, log: Mapping | None) -> Callable | None:
     return save
 
 
-def _fused(o: Mapping, store: Mapping, save_logged: Callable | None) -> tuple:
-    """Return the store's ("lock_load", "save_release") when they apply, else (None, None).
+def _stands_for(fn: Any, store: Mapping, *names: str) -> bool:
+    """Whether a fused call still stands for the store's own `names` (get, save, lock)."""
+    return fn is not None and all(getattr(fn, n, None) is store[n] for n in names)
 
-    Only when the exchange takes the store's own lock (no `lock=`), no "save_logged"
-    applies, and each fused call still stands for the store's own get, save and lock: a
-    decorator that wraps one of them and copies the rest of the map must never be
-    bypassed (the flow then makes the separate calls).
+
+def _fused(o: Mapping, store: Mapping, save_logged: Callable | None) -> tuple:
+    """Return the store's ("lock_load", "save_release", "save_logged_release") calls that
+    apply (None for the others).
+
+    Only when the exchange takes the store's own lock (no `lock=`) and each fused call
+    still stands for the store's own get, save and lock: a decorator that wraps one of
+    them and copies the rest of the map must never be bypassed (the flow then makes the
+    separate calls). "save_release" saves without a log: only when no "save_logged"
+    applies; "save_logged_release" is "save_logged" on the lock's connection.
     """
-    lock_load, save_release = store.get("lock_load"), store.get("save_release")
-    if o["lock"] is not None or save_logged is not None or not callable(store.get("lock")):
-        return None, None
-    if lock_load is None or save_release is None:
-        return None, None
-    if (
-        getattr(lock_load, "get", None) is not store["get"]
-        or getattr(lock_load, "lock", None) is not store["lock"]
-        or getattr(save_release, "save", None) is not store["save"]
-    ):
-        return None, None
-    return lock_load, save_release
+    if o["lock"] is not None or not callable(store.get("lock")):
+        return None, None, None
+    lock_load = store.get("lock_load")
+    if not _stands_for(lock_load, store, "get", "lock"):
+        return None, None, None
+    save_release = store.get("save_release") if save_logged is None else None
+    if not _stands_for(save_release, store, "save"):
+        save_release = None
+    both = store.get("save_logged_release") if save_logged is not None else None
+    if not _stands_for(both, store, "save", "lock"):
+        return lock_load, save_release, None
+    from .history.wiring import exchange_entries
+
+    log = o["message_log"]
+
+    def save_logged_release(held: Any, cid: str, messages: Any, prompt: str,
+                            answers: Sequence[str], asked_at: Any) -> tuple:  # fmt: skip
+        entries = exchange_entries(cid, prompt, answers, asked_at)
+        return both(held, cid, messages, log, entries)
+
+    return lock_load, save_release, save_logged_release
 
 
 def conversation_lock(lock: Callable | None, store: Mapping, runtime: Any) -> Callable:
@@ -99,7 +115,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     system_prompt, store = o["system_prompt"], o["store"]
     emit = _emitter(runtime, o["on_metric"])
     save_logged = _save_logged(store, o["message_log"])
-    lock_load, save_release = _fused(o, store, save_logged)
+    lock_load, save_release, save_logged_release = _fused(o, store, save_logged)
     base = {
         "dialect": o["style"],
         "model": o["model"],
@@ -123,6 +139,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         "log": _log_fn(o["message_log"], bool(o["strict_log"]), emit),
         "save_logged": save_logged,
         "lock_load": lock_load,
+        "save_logged_release": save_logged_release,
         "save_release": save_release,
     }
     # A stream's consumer may pause or drop it at any event: it never holds the

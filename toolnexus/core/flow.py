@@ -378,6 +378,21 @@ def _save_release(cfg: Mapping, cid: str, messages: Any, held: Any, log: Op | No
     return (fused, ("ok", None), *rest)
 
 
+def _fused_held(cfg: Mapping) -> bool:
+    """Whether the lock held was taken by the store's "lock_load" (what its fused saves
+    release); with `history` given, the exchange took the plain lock instead."""
+    return cfg["lock_load"] is not None and cfg["loaded_from_store"]
+
+
+def _split(fused: tuple) -> tuple:
+    """Return the (save, release) outcomes of a fused save-and-release outcome, whose value
+    is (what the save returned, a failed release's error or None)."""
+    if fused[0] != "ok":
+        return fused, ("ok", None)  # the store released before raising the save's error
+    value, release_error = fused[1]
+    return ("ok", value), ("ok", None) if release_error is None else ("error", release_error)
+
+
 def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
     """Save (rebased when the lock was not held), release and log; raise a save's error."""
     messages = state["messages"]
@@ -391,14 +406,18 @@ def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.
     save_logged = cfg["save_logged"]
     if save_logged is not None and log is not None:
         args = (cid, messages, *log.args[1:])
-        outcomes = yield ("io", (Op(save_logged, args), Op(_exit, (held,), always=True)))
+        if cfg["save_logged_release"] is not None and _fused_held(cfg):
+            (fused,) = yield ("io", (Op(cfg["save_logged_release"], (held, *args)),))
+            outcomes = _split(fused)
+        else:
+            outcomes = yield ("io", (Op(save_logged, args), Op(_exit, (held,), always=True)))
         if outcomes[0][0] == "ok" and not outcomes[0][1]:  # the log did not go with it
             outcomes = (*outcomes, *(yield ("io", (log,))))
         elif outcomes[0][0] == "ok":
             outcomes = (*outcomes, ("ok", None))
         else:
             outcomes = (*outcomes, *(yield ("io", (log,))))
-    elif held is not None and cfg["save_release"] is not None:
+    elif held is not None and cfg["save_release"] is not None and _fused_held(cfg):
         outcomes = yield from _save_release(cfg, cid, messages, held, log)
     else:
         outcomes = yield ("io", _save_ops(cfg, cid, messages, held, log))

@@ -122,33 +122,58 @@ def postgres_backend(
     own_record = log["record_many"]
 
     def save_logged(
-        id: str, transcript: Sequence[Mapping], message_log: Mapping, entries: Sequence[Mapping]
+        id: str,
+        transcript: Sequence[Mapping],
+        message_log: Mapping,
+        entries: Sequence[Mapping],
+        held: Any = None,
     ) -> bool:
         """Save, recording `entries` in the same statement when `message_log` is this
-        bundle's own log; return whether they were recorded (else the caller does)."""
+        bundle's own log; return whether they were recorded (else the caller does).
+        With `held` (the connection of the conversation's lock), on that connection."""
+        alone = partial(write, id, transcript, held=held)
         if message_log.get("record_many") is not own_record or not entries:
-            save(id, transcript)
+            alone()
             return False
         try:
             log["ready"]()  # the log's table exists before a statement writes to it
         except StoreUnavailableError:
             raise  # the save could not go either: nothing is saved, the run raises
         except Exception:  # the log cannot be set up: the save alone; the caller reports
-            save(id, transcript)
+            alone()
             return False
         try:
-            write(id, transcript, partial(guarded_insert, log_table, entries))
+            write(id, transcript, partial(guarded_insert, log_table, entries), held=held)
             return True
         except (StoreRefusedError, StoreCorruptError, ValueError):
             # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
             # and the caller records the log as usual, which reports why. A fault of the
             # store's own raises again here.
-            save(id, transcript)
+            alone()
             return False
+
+    def save_logged_release(
+        lock: Any,
+        id: str,
+        transcript: Sequence[Mapping],
+        message_log: Mapping,
+        entries: Sequence[Mapping],
+    ) -> tuple[bool, BaseException | None]:
+        """`save_logged` on the connection of `lock` (from the store's "lock_load"), then
+        release it; return (logged, a failed release's error); a failed save raises after
+        the release."""
+        try:
+            logged = save_logged(id, transcript, message_log, entries, held=lock.conn)
+        except BaseException:
+            lock.release()
+            raise
+        return logged, lock.release()
 
     save = store["save"]
     save_logged.save = save  # type: ignore[attr-defined]  # the save it stands for
-    store = {**store, "save_logged": save_logged}
+    save_logged_release.save = save  # type: ignore[attr-defined]
+    save_logged_release.lock = store["lock"]  # type: ignore[attr-defined]
+    store = {**store, "save_logged": save_logged, "save_logged_release": save_logged_release}
 
     def close() -> None:
         log["close"]()

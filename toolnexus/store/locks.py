@@ -235,6 +235,37 @@ class Taken:
         return True
 
 
+class Held:
+    """A PostgreSQL lock taken by `postgres_lock(...).take_on`: entered; `.conn` is the
+    connection whose session holds it, and `__exit__` (or `release`) lets it go."""
+
+    __slots__ = ("_release", "_queued", "conn", "_open")
+
+    def __init__(self, release: Callable[[], None], queued: AbstractContextManager, conn: Any):
+        self._release, self._queued, self.conn, self._open = release, queued, conn, True
+
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Release the lock (once: a second exit does nothing); raise a failed unlock."""
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self._release()
+        finally:
+            self._queued.__exit__(None, None, None)
+
+    def release(self) -> BaseException | None:
+        """Release the lock; return the error of a failed unlock instead of raising it."""
+        try:
+            self.__exit__(None, None, None)
+        except Exception as e:
+            return e
+        return None
+
+
 def _warn_lost(what: str) -> None:
     warnings.warn(
         f"{what} was lost while held (expired or its session ended): another process may "
@@ -421,13 +452,17 @@ def postgres_lock(
     slots = threading.BoundedSemaphore(max_held) if max_held else None
 
     def take(id: str, seconds: float) -> Callable[[], None]:
+        return take_conn(id, seconds)[0]
+
+    def take_conn(id: str, seconds: float) -> tuple[Callable[[], None], Any]:
+        """Take `id`'s lock; return (its release, the connection holding it)."""
         if slots is None:
             return take_slot(id, seconds)
         start = time.monotonic()
         if not slots.acquire(timeout=seconds):
             raise LockTimeoutError(f"{what} for {id!r:.120} not taken within {seconds:.3g}s")
         try:
-            release = take_slot(id, max(0.0, seconds - (time.monotonic() - start)))
+            release, conn = take_slot(id, max(0.0, seconds - (time.monotonic() - start)))
         except BaseException:
             slots.release()
             raise
@@ -438,9 +473,9 @@ def postgres_lock(
             finally:
                 slots.release()
 
-        return release_slot
+        return release_slot, conn
 
-    def take_slot(id: str, seconds: float) -> Callable[[], None]:
+    def take_slot(id: str, seconds: float) -> tuple[Callable[[], None], Any]:
         key = _advisory_key(id)
         conn = connect(seconds)
         autocommit = conn.autocommit
@@ -480,9 +515,25 @@ def postgres_lock(
             finally:
                 pool.putconn(conn)
 
-        return release
+        return release, conn
 
-    hold = _per_id(take, timeout)
+    queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
+
+    def take_on(id: str) -> Held:
+        """Take `id`'s lock as `with lock(id)` does; return it entered, its session's
+        connection as `.conn` (autocommit), for a store's statements while it is held."""
+        deadline = time.monotonic() + timeout
+        queued = queue(id)
+        queued.__enter__()
+        try:
+            release, conn = take_conn(id, max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            queued.__exit__(None, None, None)
+            raise
+        return Held(release, queued, conn)
+
+    hold = _per_id(take, timeout, queue)
+    hold.take_on = take_on  # type: ignore[attr-defined]
     # A pool made from a DSN is ours: `lock.close()` closes it (a caller's pool is theirs).
     hold.close = pool.close if owned else (lambda: None)
     return hold

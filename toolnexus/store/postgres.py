@@ -177,9 +177,10 @@ def open_store(
                 raise StoreRefusedError(f"{desc} refused: {type(e).__name__}: {e}") from None
             raise
 
-    @contextmanager
-    def connection():
-        """A pooled connection, the tables created on first use; commits on success."""
+    def prepare() -> None:
+        """Open a pool we own and create the tables, on first use."""
+        if created and not owned:
+            return
         with ready:
             if owned:
                 _connect.pg_open(pool, timeout, desc)
@@ -188,12 +189,19 @@ def open_store(
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ddl_key(table),))
                     conn.execute(sql["create"])
                 created.append(True)
+
+    @contextmanager
+    def connection(held: Any = None):
+        """A pooled connection (or `held`, a lock's), the tables created on first use."""
+        prepare()
+        if held is not None:
+            yield held
+            return
         with pool.connection() as conn:
             yield conn
 
-    def get(id: str):
-        _check_id(id)
-        with errors(id), connection() as conn, _connect.pg_autocommit(conn):
+    def read(id: str, conn: Any):
+        with _connect.pg_autocommit(conn):
             rows = conn.execute(sql["get"], (id,)).fetchall()  # one statement, one snapshot
         found = _rows.decode_joined(desc, id, rows)
         if found is None:
@@ -202,13 +210,19 @@ def open_store(
         memo.remember(id, *found, len(found[0]))
         return found[0]
 
-    def write(id: str, transcript: Sequence[Mapping], log: Any = None) -> None:
+    def get(id: str):
+        _check_id(id)
+        with errors(id), connection() as conn:
+            return read(id, conn)
+
+    def write(id: str, transcript: Sequence[Mapping], log: Any = None, held: Any = None) -> None:
         """Save; with `log` (its INSERT, guarded by a CTE "head"), in the same statement or
-        transaction, so the transcript and its log entries are committed together."""
+        transaction, so the transcript and its log entries are committed together. With
+        `held` (the connection of the conversation's lock), on that connection."""
         _check_id(id)
         frozen = _rows.frozen(transcript)
         extend = _rows.plan_extend(id, frozen, memo)
-        with errors(id), connection() as conn:
+        with errors(id), connection(held) as conn:
             if extend is not None:
                 expected, plan = extend
                 params = (*plan.head, id, *expected, plan.start, _array(plan.encoded))
@@ -279,8 +293,34 @@ def open_store(
         with errors(src), connection() as conn, conn.transaction():
             return _fork(conn, sql, fork_sql, desc, src, dst, at, check)
 
+    def lock_load(id: str) -> tuple[Any, Any]:
+        """Take the conversation's lock and read it on the lock's own connection (no
+        second pooled connection); return (the entered lock, the transcript or None)."""
+        _check_id(id)
+        held = lock.inner().take_on(id)
+        try:
+            with errors(id), connection(held.conn) as conn:
+                return held, read(id, conn)
+        except BaseException:
+            held.release()  # the read's error is the one to raise
+            raise
+
+    def save_release(held: Any, id: str, transcript: Sequence[Mapping]) -> BaseException | None:
+        """Save on the lock's connection, then release the lock; return a failed release's
+        error (the save stands), raise a failed save's (after releasing)."""
+        try:
+            write(id, transcript, held=held.conn)
+        except BaseException:
+            held.release()
+            raise
+        return held.release()
+
+    lock_load.get, lock_load.lock = get, lock  # type: ignore[attr-defined]  # what they fuse
+    save_release.save = save  # type: ignore[attr-defined]
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
     store = {
+        "lock_load": lock_load,
+        "save_release": save_release,
         "get": get,
         "save": save,
         "delete": delete,
