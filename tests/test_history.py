@@ -9,7 +9,7 @@ import threading
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -453,3 +453,52 @@ def test_postgres_unreachable_is_a_clear_error():
 def test_postgres_table_name_is_checked():
     with pytest.raises(ValueError, match="identifier"):
         postgres_log("postgresql://x@127.0.0.1:1/none", table='x"; drop table y; --')
+
+
+# ---- entry_fields: the one-pass check a log writes rows from --------------------------
+
+_FIELD_VALUES = st.one_of(
+    st.none(),
+    st.text(max_size=6),
+    st.sampled_from(["user", "ai", "", "x\x00", "\ud800"]),
+    st.integers(),
+    st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=2))])),
+    st.datetimes(),  # naive: refused
+)
+
+
+_VALID = {"id": "e1", "conversation_id": "c", "text": "hi", "direction": "ai",
+          "timestamp": datetime(2026, 5, 8, 14, tzinfo=timezone(timedelta(hours=2)))}  # fmt: skip
+
+
+@settings(max_examples=300)
+@example(_VALID)
+@example({**_VALID, "id": None})
+@example({**_VALID, "timestamp": datetime(2026, 5, 8, tzinfo=UTC), "extra": 1})
+@given(
+    st.dictionaries(
+        st.sampled_from(["id", "conversation_id", "text", "timestamp", "direction", "extra"]),
+        _FIELD_VALUES,
+    )
+)
+def test_entry_fields_accepts_and_refuses_exactly_what_entry_does(raw):
+    """entry_fields (one lookup per field, no copy) agrees with building the entry anew."""
+    from pyrsistent import pmap
+
+    from toolnexus.history.entry import check_entry, entry, entry_fields
+
+    try:
+        made = entry(raw["conversation_id"], raw["text"], raw["direction"],
+                     raw["timestamp"], raw["id"])  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        with pytest.raises(type(e) if not isinstance(e, KeyError) else ValueError):
+            entry_fields(raw)
+        return
+    fields = entry_fields(raw)
+    keys = ("id", "conversation_id", "text", "timestamp", "direction")
+    fresh = raw["id"] is None  # a fresh id each time: compared by shape only
+    assert fields[1:] == tuple(made[k] for k in keys[1:]) and fields[3].tzinfo is UTC
+    assert len(fields[0]) == 32 if fresh else fields[0] == made["id"]
+    checked = check_entry(pmap(raw))
+    assert checked.remove("id") == made.remove("id")  # extra keys dropped, time in UTC
+    assert check_entry(made) is made  # an exact entry comes back as it is

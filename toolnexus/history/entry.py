@@ -119,7 +119,8 @@ def check_entry(e: Any) -> PMap:
 
 def entry_fields(e: Any) -> tuple[str, str | None, str, datetime, str]:
     """Return `(id, conversation_id, text, timestamp in UTC, direction)` of a valid entry
-    mapping, checked as `entry` checks them; else TypeError or ValueError.
+    mapping, checked as `entry` checks them (an id of None gets a fresh one); else
+    TypeError or ValueError.
 
     One lookup per field: a log writes rows from these without building a copy.
     """
@@ -134,7 +135,7 @@ def entry_fields(e: Any) -> tuple[str, str | None, str, datetime, str]:
         raise ValueError(f"direction must be 'user' or 'ai', got {direction!r}")
     if conversation_id is not None:
         _check_text(conversation_id, "conversation_id", allow_empty=False)
-    _check_text(id, "id", allow_empty=False)
+    id = uuid.uuid4().hex if id is None else _check_text(id, "id", allow_empty=False)
     _check_text(text, "text")
     if not (isinstance(timestamp, datetime) and timestamp.tzinfo is UTC):
         timestamp = utc(timestamp)
