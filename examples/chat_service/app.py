@@ -150,7 +150,7 @@ async def post_message(request: Request) -> Response:
     id, text = check_id(request.path_params["id"]), read_message(await request.body())
     client = request.app.state.client
     if "text/event-stream" not in request.headers.get("accept", ""):
-        # The sync driver in Starlette's thread pool (40 threads): 11% fewer instructions
+        # The sync driver in Starlette's thread pool (40 threads): 13% fewer instructions
         # per exchange than `aask` (benchmarks/service/README.md).
         done = await run_in_threadpool(ask, client, text, toolkit=TOOLS, id=id)
         return JSONResponse(answer(id, done))
