@@ -210,3 +210,25 @@ def test_an_exchange_with_a_given_history_takes_the_plain_lock(redis_url, prefix
     assert [m["content"] for m in thaw(store["get"]("h"))] == [
         "zero", "one", "echo: one", "two", "echo: two"
     ]  # fmt: skip
+
+
+def test_a_new_conversation_is_two_round_trips_too(redis_url, client, prefix):
+    """Seen absent, a conversation is the empty transcript: its first save appends to it
+    (it took an HMGET, the general save and a separate unlock before)."""
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k",
+                          store=redis_store(redis_url, prefix=prefix))  # fmt: skip
+        with Monitor(client, prefix) as seen:
+            assert ask(c, "first", id="new")["text"] == "echo: first"
+        assert seen.seen == ["EVALSHA", "EVALSHA"]
+    assert [m["content"] for m in thaw(c.store["get"]("new"))] == ["first", "echo: first"]
+    assert client.exists(prefix + "lock:new") == 0
+
+
+def test_a_conversation_seen_absent_then_created_elsewhere_is_not_overwritten(redis_url, prefix):
+    """An append planned on "absent" finds the head another writer made: general save."""
+    mine, theirs = redis_store(redis_url, prefix=prefix), redis_store(redis_url, prefix=prefix)
+    assert mine["get"]("race") is None  # seen absent
+    theirs["save"]("race", [{"role": "user", "content": "theirs"}])
+    mine["save"]("race", [{"role": "user", "content": "mine"}])  # replaces, whole
+    assert [m["content"] for m in thaw(theirs["get"]("race"))] == ["mine"]

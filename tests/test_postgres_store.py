@@ -514,3 +514,27 @@ def test_a_decorated_save_is_never_bypassed_by_the_fused_save(pool, table):
     for text in ("one", "two", "three"):
         ask(client, text, id=cid)
     assert [m["content"] for m in inner["get"](cid)] == ["three", "re: three"]
+
+
+def test_a_new_conversations_first_exchange_is_one_statement_with_its_log(logged):
+    """Seen absent, a conversation's first save (and its log rows) is one statement that
+    creates its head, not a transaction."""
+    from toolnexus import ask
+
+    traced, store, log, client = logged
+    cid = cases.new_id()
+    ask(client, "warm", id=cases.new_id())  # the tables exist
+    del traced.sent[:]
+    ask(client, "one", id=cid)
+    writes = [s for s in traced.sent if not s.startswith("SELECT")]
+    assert len(writes) == 1 and writes[0].startswith("WITH head AS (INSERT"), traced.sent
+    assert [e["text"] for e in log["query"](conversation_id=cid)] == ["one", "re: one"]
+    assert [m["content"] for m in store["get"](cid)] == ["one", "re: one"]
+
+
+def test_a_conversation_seen_absent_then_created_elsewhere_is_saved_whole(pool, table):
+    mine, theirs, cid = postgres_store(pool, table), postgres_store(pool, table), "race"
+    assert mine["get"](cid) is None  # seen absent
+    theirs["save"](cid, cases.turns(2, "theirs"))
+    mine["save"](cid, cases.turns(1, "mine"))  # the start finds a head: saved the general way
+    assert [m["content"] for m in theirs["get"](cid)] == ["mine0"]

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from pyrsistent import pvector
+
 from .._extras import needs_extra
 from ..core.transcript import freeze_transcript
 from . import _connect, _rows
@@ -33,6 +35,15 @@ def _identifiers(table: str):
 # The head moved (only if it is still the expected one) and the new rows added after it.
 _APPEND = """WITH head AS (UPDATE {heads} SET version = %s, count = %s, digest = %s
         WHERE id = %s AND version = %s AND count = %s AND digest = %s RETURNING id),
+    added AS (INSERT INTO {messages} (id, seq, body)
+        SELECT head.id, %s + t.i - 1, t.body
+        FROM head, json_array_elements_text(%s::json) WITH ORDINALITY t(body, i))"""
+
+
+# A new conversation's first rows and its head (only if it still has none: a save that
+# got there first makes this write nothing, and the caller saves the general way).
+_CREATE = """WITH head AS (INSERT INTO {heads} (id, version, count, digest)
+        VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id),
     added AS (INSERT INTO {messages} (id, seq, body)
         SELECT head.id, %s + t.i - 1, t.body
         FROM head, json_array_elements_text(%s::json) WITH ORDINALITY t(body, i))"""
@@ -73,6 +84,9 @@ def _statements(table: str) -> dict:
         # which adds them only if "head" has a row, i.e. the append happened), in the same
         # statement and commit.
         "extend_logged": _APPEND + ", logged AS ({{log}}) SELECT count(*) FROM head",
+        # The same two for a conversation this process saw absent (the empty transcript).
+        "start": _CREATE + " SELECT count(*) FROM head",
+        "start_logged": _CREATE + ", logged AS ({{log}}) SELECT count(*) FROM head",
         "drop_head": "DELETE FROM {heads} WHERE id = %s",
         "ids": "SELECT id FROM {heads} ORDER BY id",
     }
@@ -205,6 +219,7 @@ def open_store(
             rows = conn.execute(sql["get"], (id,)).fetchall()  # one statement, one snapshot
         found = _rows.decode_joined(desc, id, rows)
         if found is None:
+            memo.remember(id, pvector(), _rows.GENESIS)  # seen absent: a save starts it
             return None
         found = (memo.canonical(id, *found), found[1])
         memo.remember(id, *found, len(found[0]))
@@ -225,13 +240,17 @@ def open_store(
         with errors(id), connection(held) as conn:
             if extend is not None:
                 expected, plan = extend
-                params = (*plan.head, id, *expected, plan.start, _array(plan.encoded))
+                rows = (plan.start, _array(plan.encoded))
+                if expected.count == 0 and expected.digest == _rows.GENESIS:  # seen absent
+                    kind, params = "start", (id, *plan.head, *rows)
+                else:
+                    kind, params = "extend", (*plan.head, id, *expected, *rows)
                 with _connect.pg_autocommit(conn):
                     if log is None:
-                        done = conn.execute(sql["extend"], params).fetchone()[0] == 1
+                        done = conn.execute(sql[kind], params).fetchone()[0] == 1
                     else:
                         log_sql, log_params = log("head")
-                        query = sql["extend_logged"].replace("{log}", log_sql)
+                        query = sql[kind + "_logged"].replace("{log}", log_sql)
                         done = conn.execute(query, (*params, *log_params)).fetchone()[0] == 1
             if extend is None or not done:
                 with conn.transaction():

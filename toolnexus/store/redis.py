@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from pyrsistent import pvector
+
 from .._extras import needs_extra
 from ..core.transcript import freeze_transcript
 from . import _connect, _rows
@@ -16,11 +18,13 @@ __all__ = ["redis_store"]
 
 # KEYS: head, list, ids set. ARGV: mode, expected version/count/digest, new
 # version/count/digest, id, then the messages to push. An append only happens if the
-# head is still the one the plan was made against (compare-and-set), so the whole
-# save is one atomic step. Key types are checked before any write, because Redis does
+# head is still the one the plan was made against (compare-and-set; no head at all is
+# the empty transcript, so a new conversation's first save is an append too), so the
+# whole save is one atomic step. Key types are checked before any write, because Redis does
 # not roll a script back when a command in it fails. RPUSH goes in chunks because
 # Lua's unpack has a small limit.
-_SAVE = """
+_SAVE = (
+    """
 local kinds = {'hash', 'list', 'set'}
 for i = 1, 3 do
   local t = redis.call('TYPE', KEYS[i]).ok
@@ -28,6 +32,7 @@ for i = 1, 3 do
 end
 if ARGV[1] == 'append' then
   local h = redis.call('HMGET', KEYS[1], 'version', 'count', 'digest')
+  if not h[1] and not h[2] and not h[3] then h = {ARGV[2], '0', 'GENESIS'} end  -- absent: empty
   if h[1] ~= ARGV[2] or h[2] ~= ARGV[3] or h[3] ~= ARGV[4] then return 0 end
   if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return -1 end
 else
@@ -40,6 +45,7 @@ redis.call('HSET', KEYS[1], 'version', ARGV[5], 'count', ARGV[6], 'digest', ARGV
 redis.call('SADD', KEYS[3], ARGV[8])
 return 1
 """
+).replace("GENESIS", _rows.GENESIS)  # an absent conversation is the empty transcript
 
 # The save and the unlock in one script (see redis_store's "save_release"): the last
 # ARGV is the lock token, KEYS[4] the lock key. The unlock (compare-and-delete on the
@@ -144,6 +150,7 @@ def redis_store(
         if version is None and count is None:
             if bodies:
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has rows but no head")
+            memo.remember(id, pvector(), _rows.GENESIS)  # seen absent: a save appends to it
             return None
         transcript = _rows.decode_rows(desc, id, _int(version), _int(count), enumerate(bodies))
         transcript = memo.canonical(id, transcript, _text(digest))
