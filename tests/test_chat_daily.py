@@ -142,7 +142,9 @@ def test_ctrl_c_stops_the_answer_not_the_session(tmp_path):
         assert p.stdout.readline().startswith("  -> ")
         wait_for(lambda: len(fp.requests) == 2)  # the answer's request is held: under way
         p.send_signal(signal.SIGINT)
-        assert p.stdout.readline() == "\n"
+        # The answer's first words may or may not have been printed when the signal lands
+        # (the provider sends them, then stalls): either way the line ends, then the note.
+        assert p.stdout.readline() in ("\n", "never finished\n")
         assert p.stdout.readline() == "[cancelled]\n"
         p.stdin.write("again\n")
         p.stdin.flush()
