@@ -100,11 +100,19 @@ def test_a_rejected_key_is_one_line_and_never_shown(monkeypatch, capsys):
     assert "401" in err and "check the API key" in err and KEY not in err
 
 
+# `python -m toolnexus` as from a terminal: a process started in the background (a CI
+# job, `cmd &`) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
+SIGINT_DEFAULT = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('toolnexus', run_name='__main__', alter_sys=True)"
+)
+
+
 def test_ctrl_c_exits_cleanly(tmp_path):
     with fake_provider([text_reply("first answer")]) as fp:
         env = {**os.environ, "OPENAI_API_KEY": KEY}
         p = subprocess.Popen(
-            [sys.executable, "-m", "toolnexus", "chat", "--base-url", fp.url, "--model", "m"],
+            [sys.executable, "-c", SIGINT_DEFAULT, "chat", "--base-url", fp.url, "--model", "m"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env,
         )  # fmt: skip
