@@ -176,7 +176,7 @@ def test_an_idle_connection_past_its_expiry_is_not_reused():
 
 def test_a_cancelled_aask_stops_waiting_for_a_whole_answer_at_once():
     # The POST runs in an io thread: cancelling the run must not wait for its answer.
-    with fake_provider(lambda body, dialect: {"stall": 5}) as fp:
+    with fake_provider(lambda body, dialect: {"stall": 120}) as fp:
         client = client_of(fp.url)
 
         async def cancel_while_waiting() -> float:
@@ -189,7 +189,7 @@ def test_a_cancelled_aask_stops_waiting_for_a_whole_answer_at_once():
                 await task
             return time.monotonic() - start
 
-        assert asyncio.run(cancel_while_waiting()) < 2.5  # the answer would take 5 s
+        assert asyncio.run(cancel_while_waiting()) < 30  # the answer would take 120 s
         client.close()
 
 

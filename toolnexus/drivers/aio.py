@@ -196,11 +196,6 @@ class _Async:
         await self.guarded(asyncio.sleep(seconds))
 
 
-# The effects whose handlers never wait (plain_handlers): performed with a plain call.
-_PLAIN = frozenset({"clock", "now", "wallclock", "remaining", "metric", "warn", "recall",
-                    "remember"})  # fmt: skip
-
-
 def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]:
     """Return the effect table of one async run: plain functions, coroutines, or async
     generators (which stream)."""
@@ -273,9 +268,6 @@ async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
                             yield item
                 finally:
                     await items.aclose()
-                continue
-            if kind in _PLAIN:  # no waiting: called here, without a coroutine per effect
-                value = table[kind](*effect[1:])
                 continue
             value, _ = await _perform(table[kind], effect[1:], closing)
         except GeneratorExit:

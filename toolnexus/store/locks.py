@@ -120,6 +120,20 @@ def _per_id(
     return hold
 
 
+def _queued(queue: Callable, id: str, timeout: float, take: Callable[[float], Any]) -> tuple:
+    """Enter `id`'s place in this process's queue (`queue`, a local lock), then call
+    `take(deadline)`; return (the entered queue entry, what `take` returned). A failed
+    take leaves the queue. For the takes a store's fused calls make (see `_per_id`)."""
+    deadline = time.monotonic() + timeout
+    queued = queue(id)
+    queued.__enter__()
+    try:
+        return queued, take(deadline)
+    except BaseException:
+        queued.__exit__(None, None, None)
+        raise
+
+
 def _poll(try_once: Callable[[], bool], seconds: float, what: str) -> None:
     """Call `try_once` until it returns True, backing off from 1 ms to 50 ms; time out."""
     deadline = time.monotonic() + seconds
@@ -382,18 +396,15 @@ def redis_lock(
         semantics) and reads in the same round trip; it returns None when the lock is
         held elsewhere, and the take then waits as usual (within the lock's timeout).
         """
-        deadline = time.monotonic() + timeout
-        queued = queue(id)
-        queued.__enter__()
-        try:
-            key, token = prefix + id, secrets.token_hex(16)
+        key, token = prefix + id, secrets.token_hex(16)
+
+        def take_now(deadline: float) -> tuple[Any, threading.Event]:
             value = first_try(key, token, ttl_ms)
             if value is None:
                 poll(key, token, max(0.0, deadline - time.monotonic()))
-            lost = track(key, token)
-        except BaseException:
-            queued.__exit__(None, None, None)
-            raise
+            return value, track(key, token)
+
+        queued, (value, lost) = _queued(queue, id, timeout, take_now)
         return Taken(releaser(id, key, token, lost), queued), value
 
     hold = _per_id(take, timeout, queue)
@@ -522,14 +533,11 @@ def postgres_lock(
     def take_on(id: str) -> Held:
         """Take `id`'s lock as `with lock(id)` does; return it entered, its session's
         connection as `.conn` (autocommit), for a store's statements while it is held."""
-        deadline = time.monotonic() + timeout
-        queued = queue(id)
-        queued.__enter__()
-        try:
-            release, conn = take_conn(id, max(0.0, deadline - time.monotonic()))
-        except BaseException:
-            queued.__exit__(None, None, None)
-            raise
+
+        def take_now(deadline: float) -> tuple[Callable[[], None], Any]:
+            return take_conn(id, max(0.0, deadline - time.monotonic()))
+
+        queued, (release, conn) = _queued(queue, id, timeout, take_now)
         return Held(release, queued, conn)
 
     hold = _per_id(take, timeout, queue)
