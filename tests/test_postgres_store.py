@@ -9,6 +9,7 @@ import pytest
 from pyrsistent import freeze, thaw
 
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
+from toolnexus.store import _pq
 from toolnexus.store.postgres import postgres_store
 
 
@@ -218,6 +219,19 @@ class _TracedConnection:
         with self._conn.transaction():
             yield
         self._sent.append("COMMIT")
+
+
+@pytest.fixture(autouse=True)
+def _trace_pq(monkeypatch):
+    """Statements the store sends through libpq directly (store._pq) are traced too."""
+    sent_directly = _pq.rows
+
+    def rows(conn, query, params=()):
+        if isinstance(conn, _TracedConnection):
+            conn._sent.append(" ".join(str(query).split())[:40])
+        return sent_directly(conn, query, params)
+
+    monkeypatch.setattr(_pq, "rows", rows)
 
 
 def test_an_append_to_what_was_read_is_one_statement(pool, table):

@@ -43,6 +43,7 @@ class Plan(NamedTuple):
     encoded: tuple[str, ...]
     head: Head
     frozen_upto: int  # this many leading messages are known to be pmaps (a memo hit)
+    texts: tuple[str, ...] | None = None  # every stored row after the save, when known
 
 
 def frozen(transcript: Sequence[Mapping]) -> PVector:
@@ -83,13 +84,16 @@ def digest_of(messages: Iterable[Mapping]) -> str:
 
 
 class Memo:
-    """The last transcripts seen per id (saved and read) with their digests (bounded LRU).
+    """The last transcripts seen per id (saved and read), each with its chained digest and,
+    when known, its stored row texts (a bounded LRU, one per store).
 
     It lets a save recognise "the same objects as before, plus new ones" by an identity
-    scan instead of re-encoding every message; a miss only costs CPU, never correctness.
-    Two per id, because `run` saves an extension of what it read while a reader may
-    have read the conversation in between. Only fully frozen transcripts are kept: a
-    dict inside could change after the fact while keeping its identity.
+    scan instead of re-encoding every message, and a read recognise "the rows this
+    process saw last" by comparing their texts instead of decoding them: a miss only
+    costs CPU, never correctness. Two per id, because `run` saves an extension of what
+    it read while a reader may have read the conversation in between. Only fully frozen
+    transcripts are kept: a dict inside could change after the fact while keeping its
+    identity.
     """
 
     def __init__(self, size: int = 256, per_id: int = 2) -> None:
@@ -98,9 +102,14 @@ class Memo:
         self._lock = threading.Lock()
 
     def remember(
-        self, id: str, transcript: Sequence[Mapping], digest: str, frozen_upto: int = 0
+        self,
+        id: str,
+        transcript: Sequence[Mapping],
+        digest: str,
+        frozen_upto: int = 0,
+        texts: tuple[str, ...] | None = None,
     ) -> None:
-        """Record that `transcript` has chained digest `digest`.
+        """Record that `transcript` has chained digest `digest` (and rows `texts`).
 
         `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
         """
@@ -110,26 +119,42 @@ class Memo:
             return
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e[0] is not transcript]
-            self._items[id] = ((transcript, digest), *kept)[: self._per_id]
+            self._items[id] = ((transcript, digest, texts), *kept)[: self._per_id]
             self._items.move_to_end(id)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
 
-    def canonical(self, id: str, transcript: PVector, digest: str) -> PVector:
-        """Return the remembered transcript equal to `transcript` (just read, its head's
-        chained digest `digest`), else `transcript`.
+    def saved(self, id: str, transcript: PVector, plan: Plan) -> None:
+        """Record a transcript just saved by `plan`."""
+        self.remember(id, transcript, plan.head.digest, plan.frozen_upto, plan.texts)
 
-        So a store hands back the very value its last save was given when nothing
-        changed since, and a client that keeps what it derived from that value (the
-        runtime memo) need not derive it again. Equal is checked message by message
-        (most are the same objects: see `_read_v1`), so a changed row is never hidden.
+    def read(
+        self, backend: str, id: str, version: object, count: object, digest: str, rows: Sequence
+    ) -> PVector:
+        """Return the transcript of a head and its `(seq, text)` rows (see `decode_rows`),
+        and remember it.
+
+        Rows whose texts are exactly those of a remembered transcript (same digest) give
+        that very value back, so a client that keeps what it derived from it (the
+        runtime memo) need not derive it again; a changed row is never hidden, since
+        every text is compared. Otherwise the rows are decoded, reusing the remembered
+        messages whose rows are unchanged.
         """
+        texts = _texts(rows)
         with self._lock:
             known = self._items.get(id, ())
-        n = len(transcript)
-        for seen, known_digest in known:
-            if known_digest == digest and len(seen) == n and seen == transcript:
-                return seen
+        best = None
+        for seen, seen_digest, seen_texts in known:
+            if seen_texts is None:
+                continue
+            if seen_texts == texts and seen_digest == digest and version == FORMAT_VERSION:
+                if count == len(texts) and all(map(operator.eq, _seqs(rows), range(count))):
+                    self.remember(id, seen, digest, len(seen), texts)
+                    return seen
+            if best is None or len(seen_texts) > len(best[1]):
+                best = (seen, seen_texts)
+        transcript = decode_rows(backend, id, version, count, rows, best)
+        self.remember(id, transcript, digest, len(transcript), texts)
         return transcript
 
     def forget(self, id: str) -> None:
@@ -137,27 +162,49 @@ class Memo:
         with self._lock:
             self._items.pop(id, None)
 
-    def prefix_digest(self, id: str, transcript: Sequence[Mapping], count: int) -> tuple[str, bool]:
-        """Return the digest of `transcript[:count]` and whether the memo knew those objects."""
+    def prefix_digest(
+        self, id: str, transcript: Sequence[Mapping], count: int
+    ) -> tuple[str, bool, tuple[str, ...] | None]:
+        """Return the digest of `transcript[:count]`, whether the memo knew those objects,
+        and their row texts when known."""
         with self._lock:
             known = self._items.get(id, ())
-        for seen, digest in known:
+        for seen, digest, texts in known:
             if len(seen) == count and all(map(operator.is_, seen, islice(transcript, count))):
-                return digest, True
-        return digest_of(islice(transcript, count)), False
+                return digest, True, texts
+        return digest_of(islice(transcript, count)), False, None
 
-    def known_prefix(self, id: str, transcript: Sequence[Mapping]) -> tuple[int, str] | None:
-        """Return `(count, digest)` of the longest remembered transcript that is a prefix
-        of `transcript` by identity, or None."""
+    def known_prefix(
+        self, id: str, transcript: Sequence[Mapping]
+    ) -> tuple[int, str, tuple[str, ...] | None] | None:
+        """Return `(count, digest, texts)` of the longest remembered transcript that is a
+        prefix of `transcript` by identity, or None."""
         with self._lock:
             known = self._items.get(id, ())
         best = None
-        for seen, digest in known:
+        for seen, digest, texts in known:
             n = len(seen)
             if n <= len(transcript) and (best is None or n > best[0]):
                 if all(map(operator.is_, seen, islice(transcript, n))):
-                    best = (n, digest)
+                    best = (n, digest, texts)
         return best
+
+
+def _texts(rows: Sequence) -> tuple[str, ...] | None:
+    """Return the rows' texts as str (a driver may give bytes), or None if one is not
+    UTF-8 (decoding then names the row)."""
+    try:
+        return tuple(t.decode() if type(t) is bytes else t for _, t in rows)
+    except UnicodeDecodeError:
+        return None
+
+
+def _seqs(rows: Sequence) -> Iterable:
+    return (seq for seq, _ in rows)
+
+
+def _joined(texts: tuple[str, ...] | None, tail: tuple[str, ...]) -> tuple[str, ...] | None:
+    return None if texts is None else texts + tail
 
 
 def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Head, Plan] | None:
@@ -171,10 +218,11 @@ def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Hea
     known = memo.known_prefix(id, transcript)
     if known is None:
         return None
-    count, digest = known
+    count, digest, texts = known
     tail = tuple(map(encode_message, islice(transcript, count, None)))
     head = Head(FORMAT_VERSION, len(transcript), chain(digest, tail))
-    return Head(FORMAT_VERSION, count, digest), Plan(True, count, tail, head, count)
+    plan = Plan(True, count, tail, head, count, _joined(texts, tail))
+    return Head(FORMAT_VERSION, count, digest), plan
 
 
 def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo: Memo) -> Plan:
@@ -185,13 +233,14 @@ def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo:
     """
     n = len(transcript)
     if stored is not None and stored.version == FORMAT_VERSION and stored.count <= n:
-        prefix, hit = memo.prefix_digest(id, transcript, stored.count)
+        prefix, hit, texts = memo.prefix_digest(id, transcript, stored.count)
         if prefix == stored.digest:
             tail = tuple(map(encode_message, islice(transcript, stored.count, None)))
             head = Head(FORMAT_VERSION, n, chain(prefix, tail))
-            return Plan(True, stored.count, tail, head, stored.count if hit else 0)
+            upto = stored.count if hit else 0
+            return Plan(True, stored.count, tail, head, upto, _joined(texts, tail))
     encoded = tuple(map(encode_message, transcript))
-    return Plan(False, 0, encoded, Head(FORMAT_VERSION, n, chain(GENESIS, encoded)), 0)
+    return Plan(False, 0, encoded, Head(FORMAT_VERSION, n, chain(GENESIS, encoded)), 0, encoded)
 
 
 def _fail(backend: str, id: str, why: str) -> StoreCorruptError:
@@ -210,29 +259,11 @@ def _freeze_json(value: Any) -> Any:
     return value
 
 
-# Message rows read before, by their text: a service reads a conversation again on each
-# exchange, and equal text is an equal (immutable) value, so the same value is reused.
-# That saves decoding and freezing, and keeps the identity that a save's memo and the
-# request encoder's JSON cache key on. Bounded by the text it holds.
-_READ: dict[str | bytes, PMap] = {}
-_READ_MAX_CHARS = 16_000_000
-_read_chars = [0]
-
-
 def _read_v1(text: str | bytes) -> PMap:
-    hit = _READ.get(text)
-    if hit is not None:
-        return hit
     message = load(text)  # bounded: a row nested 100,000 deep is only corrupt
     if type(message) is not dict or not isinstance(message.get("role"), str):
         raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")
-    frozen = _freeze_json(message)
-    if _read_chars[0] + len(text) > _READ_MAX_CHARS:
-        _READ.clear()  # a crude bound, as for the request encoder's cache
-        _read_chars[0] = 0
-    _READ[text] = frozen
-    _read_chars[0] += len(text)
-    return frozen
+    return _freeze_json(message)
 
 
 # Per format version, how to read one message row; older versions get a reader here.
@@ -240,13 +271,22 @@ _READERS = {1: _read_v1}
 
 
 def decode_rows(
-    backend: str, id: str, version: object, count: object, rows: Iterable[tuple[object, object]]
+    backend: str,
+    id: str,
+    version: object,
+    count: object,
+    rows: Iterable[tuple[object, object]],
+    reuse: tuple[PVector, tuple[str, ...]] | None = None,
 ) -> PVector:
     """Return the transcript of a head and its `(seq, text)` rows, in seq order.
 
     Anything but rows 0..count-1 of readable messages is a StoreCorruptError naming
-    the id: a missing, extra or unreadable row is never skipped.
+    the id: a missing, extra or unreadable row is never skipped. `reuse` is a known
+    transcript and its row texts: a row with the same text at the same place is that
+    message (equal text, equal immutable value), not decoded again.
     """
+    seen, seen_texts = reuse or ((), ())
+    known = len(seen_texts)
     reader = _READERS.get(version)  # type: ignore[arg-type]
     if reader is None:
         raise _fail(
@@ -258,6 +298,9 @@ def decode_rows(
     for expected, (seq, text) in enumerate(rows):
         if seq != expected:
             raise _fail(backend, id, f"message row {expected} is missing (found row {seq!r})")
+        if expected < known and reader is _read_v1 and text == seen_texts[expected]:
+            messages.append(seen[expected])
+            continue
         try:
             messages.append(reader(text))
         except (ValueError, TypeError) as e:
@@ -267,17 +310,20 @@ def decode_rows(
     return pvector(messages)
 
 
-def decode_joined(backend: str, id: str, rows: Sequence[Sequence]) -> tuple[PVector, str] | None:
-    """Return `(transcript, digest)` from the rows of a key-first outer join, or None.
+def decode_joined(backend: str, id: str, rows: Sequence[Sequence], memo: Memo) -> PVector | None:
+    """Return the transcript from the rows of a key-first outer join (see `Memo.read`),
+    or None.
 
     Rows are `(version, count, digest, seq, body)` from one SQL statement (one snapshot)
-    that always yields a row for the id; no head and no messages means absent, no head
-    but messages is corrupt.
+    that always yields a row for the id; no head and no messages means absent (the memo
+    then knows it as the empty transcript, which a first save appends to), no head but
+    messages is corrupt.
     """
     version, count, digest = rows[0][:3] if rows else (None, None, None)
     messages = [(seq, body) for *_, seq, body in rows if seq is not None]
     if version is None and count is None:
         if messages:
             raise _fail(backend, id, "it has message rows but no head")
+        memo.remember(id, pvector(), GENESIS, 0, ())
         return None
-    return decode_rows(backend, id, version, count, messages), digest
+    return memo.read(backend, id, version, count, digest, messages)

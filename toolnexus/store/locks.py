@@ -439,6 +439,7 @@ def postgres_lock(
         import psycopg
 
     from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
+    from . import _pq
 
     if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
         raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")
@@ -495,7 +496,7 @@ def postgres_lock(
                 conn.autocommit = True
             # A free lock (the usual case) is one statement; only a held one is waited
             # for, bounded by lock_timeout (three statements).
-            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            if _pq.rows(conn, "SELECT pg_try_advisory_lock(%s)", (key,))[0][0] != "t":
                 ms = max(1, int(seconds * 1000))
                 conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
                 try:
@@ -517,7 +518,7 @@ def postgres_lock(
 
         def release() -> None:
             try:
-                if not conn.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()[0]:
+                if _pq.rows(conn, "SELECT pg_advisory_unlock(%s)", (key,))[0][0] != "t":
                     _warn_lost(f"{what} for {id!r:.120}")
                 if not autocommit:
                     conn.autocommit = autocommit

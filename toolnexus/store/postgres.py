@@ -10,11 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from pyrsistent import pvector
-
 from .._extras import needs_extra
 from ..core.transcript import freeze_transcript
-from . import _connect, _rows
+from . import _connect, _pq, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 from .locks import paired_lock, postgres_lock
 
@@ -100,6 +98,15 @@ def _array(texts: Sequence[str]) -> str:
     """Return message rows as one JSON array parameter: psycopg escapes a text[] element by
     element with a regular expression, json.dumps does the lot in C."""
     return json.dumps(texts, ensure_ascii=False)
+
+
+def _typed(rows: list[tuple]) -> list[tuple]:
+    """Return the text rows of "get" with version, count and seq as ints (NULL stays None)."""
+    if not rows:
+        return rows
+    version, count, digest = rows[0][:3]
+    head = (version if version is None else int(version), count if count is None else int(count))
+    return [(*head, digest, seq if seq is None else int(seq), body) for *_, seq, body in rows]
 
 
 def _ddl_key(table: str) -> int:
@@ -216,14 +223,8 @@ def open_store(
 
     def read(id: str, conn: Any):
         with _connect.pg_autocommit(conn):
-            rows = conn.execute(sql["get"], (id,)).fetchall()  # one statement, one snapshot
-        found = _rows.decode_joined(desc, id, rows)
-        if found is None:
-            memo.remember(id, pvector(), _rows.GENESIS)  # seen absent: a save starts it
-            return None
-        found = (memo.canonical(id, *found), found[1])
-        memo.remember(id, *found, len(found[0]))
-        return found[0]
+            rows = _pq.rows(conn, sql["get"], (id,))  # one statement, one snapshot
+        return _rows.decode_joined(desc, id, _typed(rows), memo)
 
     def get(id: str):
         _check_id(id)
@@ -247,11 +248,11 @@ def open_store(
                     kind, params = "extend", (*plan.head, id, *expected, *rows)
                 with _connect.pg_autocommit(conn):
                     if log is None:
-                        done = conn.execute(sql[kind], params).fetchone()[0] == 1
+                        done = _pq.rows(conn, sql[kind], params) == [("1",)]
                     else:
                         log_sql, log_params = log("head")
                         query = sql[kind + "_logged"].replace("{log}", log_sql)
-                        done = conn.execute(query, (*params, *log_params)).fetchone()[0] == 1
+                        done = _pq.rows(conn, query, (*params, *log_params)) == [("1",)]
             if extend is None or not done:
                 with conn.transaction():
                     stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
@@ -263,7 +264,7 @@ def open_store(
                     if log is not None:
                         query, values = log("saved")
                         conn.execute("WITH saved AS (SELECT 1) " + query, values)
-        memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
+        memo.saved(id, frozen, plan)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         write(id, transcript)

@@ -150,12 +150,10 @@ def redis_store(
         if version is None and count is None:
             if bodies:
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has rows but no head")
-            memo.remember(id, pvector(), _rows.GENESIS)  # seen absent: a save appends to it
+            memo.remember(id, pvector(), _rows.GENESIS, 0, ())  # seen absent: a save appends
             return None
-        transcript = _rows.decode_rows(desc, id, _int(version), _int(count), enumerate(bodies))
-        transcript = memo.canonical(id, transcript, _text(digest))
-        memo.remember(id, transcript, _text(digest), len(transcript))
-        return transcript
+        rows = list(enumerate(bodies))
+        return memo.read(desc, id, _int(version), _int(count), _text(digest), rows)
 
     def script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> list:
         exp = expected or _rows.Head("", "", "")
@@ -190,7 +188,7 @@ def redis_store(
             if done < 0:
                 why = "its list length does not match its head" if done == -1 else "wrong key types"
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} is corrupt: {why}")
-        memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
+        memo.saved(id, frozen, plan)
 
     def delete(id: str) -> None:
         head_key, list_key = keys(id)
@@ -260,7 +258,7 @@ def redis_store(
                 _exit_quietly(held)
                 raise
             if released:
-                memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
+                memo.saved(id, frozen, plan)
                 return None
         # The head moved (or nothing to plan from): the general save, then the release.
         try:

@@ -133,12 +133,7 @@ def sqlite_store(
     def get(id: str):
         with errors(id):
             rows = conn().execute(_GET, (id,)).fetchall()
-        found = _rows.decode_joined(desc, id, rows)
-        if found is None:
-            return None
-        found = (memo.canonical(id, *found), found[1])
-        memo.remember(id, *found, len(found[0]))
-        return found[0]
+        return _rows.decode_joined(desc, id, rows, memo)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         frozen = _rows.frozen(transcript)
@@ -152,7 +147,7 @@ def sqlite_store(
                 ((id, plan.start + i, body) for i, body in enumerate(plan.encoded)),
             )
             c.execute(_PUT_HEAD, (id, *plan.head))
-        memo.remember(id, frozen, plan.head.digest, plan.frozen_upto)
+        memo.saved(id, frozen, plan)
 
     def delete(id: str) -> None:
         memo.forget(id)
