@@ -19,7 +19,12 @@ from toolnexus.history import (
     sqlite_log,
 )
 from toolnexus.history.tool import render
-from toolnexus.history.wiring import lookup_tool_for, require_log, with_lookup_tool
+from toolnexus.history.wiring import (
+    lookup_tool_for,
+    lookup_toolkits,
+    require_log,
+    with_lookup_tool,
+)
 
 NOW = datetime(2026, 5, 9, 15, 30, tzinfo=UTC)
 clock = lambda: NOW  # noqa: E731
@@ -250,6 +255,28 @@ def test_the_wired_toolkit_stays_scoped_to_its_conversation():
              for c, t in (("c1", first), ("c2", other))}  # fmt: skip
     assert "one question" in found["c1"] and "two" not in found["c1"]
     assert "two question" in found["c2"] and "one" not in found["c2"]
+
+
+def test_scoped_toolkits_share_one_build_and_stay_scoped():
+    """`lookup_toolkits` (what a client uses, once per toolkit) gives each conversation
+    the same toolkit as `with_lookup_tool`, its request entries built once, its handler
+    searching that conversation only and still checking its arguments."""
+    log = in_memory_log()
+    record_exchange(log, "c1", "one question", "one answer")
+    record_exchange(log, "c2", "two question", "two answer")
+    tk = toolkit(tool("echo", "Echo.", None, lambda a: "x"))
+    scoped = lookup_toolkits(tk, log)
+    first, other = scoped("c1"), scoped("c2")
+    assert first["wire_json"] is other["wire_json"]
+    assert first["wire_json"] == with_lookup_tool(tk, log, "c1")["wire_json"]
+    assert [t["name"] for t in other["tools"]] == ["echo", "chat_history"]
+    found = {c: execute(t, "chat_history", {"contains": "question"})["output"]
+             for c, t in (("c1", first), ("c2", other))}  # fmt: skip
+    assert "one question" in found["c1"] and "two" not in found["c1"]
+    assert "two question" in found["c2"] and "one" not in found["c2"]
+    bad = execute(other, "chat_history", {"limit": "many"})
+    assert bad["is_error"] and "limit" in bad["output"]
+    assert scoped(None) is tk and lookup_toolkits(tk, None)("c1") is tk
 
 
 def test_require_log():

@@ -139,7 +139,12 @@ def test_the_scoped_lookup_toolkit_is_made_once_per_conversation_in_the_runtime(
     run(c, "two", toolkit=tk, id="a")
     assert c.runtime.lookup_toolkit(tk, c.message_log, "a", lambda: None) is made
     assert made is not None and seen == [("echo", "chat_history")] * 2
+    # A new conversation reuses the toolkit's scoper (its request entries built once).
+    b = c.runtime.lookup_toolkit(tk, c.message_log, "b", lambda: None)
+    assert b["wire_json"] is made["wire_json"] and b["index"]["chat_history"] is not None
+    assert b["index"]["chat_history"]["execute"] is not made["index"]["chat_history"]["execute"]
     other = toolkit(echo)
-    assert c.runtime.lookup_toolkit(other, c.message_log, "a", lambda: "new") == "new"
+    assert c.runtime.lookup_toolkit(other, c.message_log, "a", lambda: lambda id: "new") == "new"
     c.close()
-    assert c.runtime.lookup_toolkit(tk, c.message_log, "a", lambda: "after") == "after"
+    after = c.runtime.lookup_toolkit(tk, c.message_log, "a", lambda: lambda id: "after " + id)
+    assert after == "after a"

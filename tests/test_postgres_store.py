@@ -8,8 +8,7 @@ import durable_store_cases as cases
 import pytest
 from pyrsistent import freeze, thaw
 
-from toolnexus.store import StoreCorruptError, StoreUnavailableError
-from toolnexus.store import _pq
+from toolnexus.store import StoreCorruptError, StoreUnavailableError, _pq
 from toolnexus.store.postgres import postgres_store
 
 

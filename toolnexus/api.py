@@ -56,14 +56,12 @@ def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     tk = as_toolkit(tk)
     if client.message_log is None:
         return tk
-    from .history.wiring import with_lookup_tool
-
-    def make() -> Any:
-        return with_lookup_tool(tk, client.message_log, conversation_id, client.lookup_tool)
+    from .history.wiring import lookup_toolkits
 
     if conversation_id is None or not client.lookup_tool:
-        return make()  # nothing to add (no id to scope it to, or turned off)
-    return client.runtime.lookup_toolkit(tk, client.message_log, conversation_id, make)
+        return tk  # nothing to add (no id to scope it to, or turned off)
+    log = client.message_log
+    return client.runtime.lookup_toolkit(tk, log, conversation_id, lambda: lookup_toolkits(tk, log))
 
 
 def _check_run(prompt: Any, conversation_id: Any) -> None:

@@ -48,6 +48,7 @@ class Runtime:
         self._io_pool: ThreadPoolExecutor | None = None
         self._memo: OrderedDict[str, Mapping] = OrderedDict()
         self._lookup: OrderedDict[str, tuple] = OrderedDict()  # id -> (toolkit, log, made)
+        self._scoper: tuple | None = None  # (toolkit, log, scoped(id)) of the last toolkit
         self._sink: dict | None = None
         self._local_lock: Callable | None = None
         self.closed = False
@@ -132,17 +133,24 @@ class Runtime:
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
 
-    def lookup_toolkit(self, tk: Any, log: Any, conversation_id: str, make: Callable) -> Any:
-        """Return `make()`, the toolkit plus the log's lookup tool scoped to a conversation,
-        made once per (toolkit, log) value and conversation (LRU, MEMO_SIZE ids): building
-        the tool and the toolkit's request JSON on every exchange cost more than the rest."""
+    def lookup_toolkit(
+        self, tk: Any, log: Any, conversation_id: str, scoper: Callable[[], Callable]
+    ) -> Any:
+        """Return the toolkit plus the log's lookup tool scoped to a conversation, made
+        once per conversation (LRU, MEMO_SIZE ids) by `scoper()(conversation_id)`; the
+        scoper itself is made once per (toolkit, log) value (the last one is kept), so
+        the toolkit's request entries are not built again for each new conversation."""
         with self._lock:
             hit = self._lookup.get(conversation_id)
             if hit is not None and hit[0] is tk and hit[1] is log:
                 self._lookup.move_to_end(conversation_id)
                 return hit[2]
-        made = make()
+            last = self._scoper
+        if last is None or last[0] is not tk or last[1] is not log:
+            last = (tk, log, scoper())
+        made = last[2](conversation_id)
         with self._lock:
+            self._scoper = last
             self._lookup[conversation_id] = (tk, log, made)
             self._lookup.move_to_end(conversation_id)
             while len(self._lookup) > MEMO_SIZE:
@@ -161,6 +169,7 @@ class Runtime:
             self._atransports.clear()  # closed with their event loops
             self._memo.clear()
             self._lookup.clear()
+            self._scoper = None
         if transport is not None:
             transport.close()
         for pool in pools:

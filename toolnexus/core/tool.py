@@ -27,6 +27,7 @@ __all__ = [
     "schema_for",
     "error_result",
     "validated",
+    "with_execute",
     "TRACEBACK",
 ]
 
@@ -156,17 +157,20 @@ def tool(
     )
 
 
-def validated(name: str, schema: Mapping, run: Callable[[Mapping], Any]) -> Callable:
+def validated(
+    name: str, schema: Mapping, run: Callable[[Mapping], Any], checker: Callable | None = None
+) -> Callable:
     """Return `run` checking its arguments against `schema` first (`core.validate`).
 
     Arguments that do not fit give an error result naming the field, and `run` is not
     called. A schema with nothing to check, or a `run` already checked against this
-    very schema, is returned as it is; an async `run` stays async.
+    very schema, is returned as it is; an async `run` stays async. `checker` is the
+    schema's compiled check when the caller has it (see `with_execute`).
     """
     if is_trivial(schema) or getattr(run, "__schema__", None) is schema:
         return run
 
-    checker = compile_schema(schema, _HOST_KEYS)
+    checker = checker or compile_schema(schema, _HOST_KEYS)
 
     def invalid(args: Any):
         error = checker(args, "")
@@ -192,7 +196,16 @@ def validated(name: str, schema: Mapping, run: Callable[[Mapping], Any]) -> Call
         out = run_checked
     out.__wrapped__ = getattr(run, "__wrapped__", run)
     out.__schema__ = schema
+    out.__checker__ = checker
     return out
+
+
+def with_execute(t: PMap, execute: Callable[[Mapping], Any]) -> PMap:
+    """Return tool `t` with another handler, checked against `t`'s schema as compiled when
+    `t` was made (the same tool for another scope, say, without building it again)."""
+    run = execute if hasattr(execute, "__wrapped__") else _guarded(execute)
+    checker = getattr(t["execute"], "__checker__", None)
+    return t.set("execute", validated(t["name"], t["input_schema"], run, checker))
 
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}

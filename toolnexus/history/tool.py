@@ -8,10 +8,10 @@ from typing import Any
 
 from pyrsistent import PMap
 
-from ..core.tool import tool, tool_result
+from ..core.tool import tool, tool_result, with_execute
 from .entry import parse_when
 
-__all__ = ["chat_history_tool", "render", "scope_ids", "TOOL_NAME"]
+__all__ = ["chat_history_tool", "chat_history_scoper", "render", "scope_ids", "TOOL_NAME"]
 
 TOOL_NAME = "chat_history"
 DEFAULT_LIMIT = 50
@@ -176,29 +176,50 @@ def chat_history_tool(
     within `max_chars`. Bad input comes back as an error result the model can read.
     `now` (a clock returning an aware datetime) is for tests and "today"/"yesterday".
     """
+    return chat_history_scoper(log, max_chars=max_chars, now=now)(scope)
+
+
+def chat_history_scoper(
+    log: Mapping, *, max_chars: int = 4000, now: Callable[[], datetime] | None = None
+) -> Callable[[str | Collection[str]], PMap]:
+    """Return `scoped(scope)`: `chat_history_tool(log, scope=scope, ...)`, where the tool
+    of one conversation is built once and only its handler is made per scope (a service
+    scopes the tool to each conversation it answers)."""
     if not isinstance(log, Mapping) or not callable(log.get("query")):
         raise ValueError("log must be a message log (a mapping with a callable 'query')")
-    ids = scope_ids(scope)
     if not isinstance(max_chars, int) or max_chars < 200:
         raise ValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
     clock = now or (lambda: datetime.now(UTC))
 
-    def execute(args: Mapping) -> PMap:
-        contains = args.get("contains")
-        if contains is not None and not isinstance(contains, str):
-            return _error(f"contains must be a string, got {type(contains).__name__}")
-        try:
-            since, until = _window(args, clock)
-            limit = _limit(args)
-        except ValueError as e:
-            return _error(str(e))
-        hits = _search(log, ids, contains, since, until, limit)
-        return tool_result(render(hits, max_chars, clock().astimezone(UTC), len(ids) > 1))
+    def search_in(ids: tuple) -> Callable[[Mapping], PMap]:
+        def execute(args: Mapping) -> PMap:
+            contains = args.get("contains")
+            if contains is not None and not isinstance(contains, str):
+                return _error(f"contains must be a string, got {type(contains).__name__}")
+            try:
+                since, until = _window(args, clock)
+                limit = _limit(args)
+            except ValueError as e:
+                return _error(str(e))
+            hits = _search(log, ids, contains, since, until, limit)
+            return tool_result(render(hits, max_chars, clock().astimezone(UTC), len(ids) > 1))
 
-    who = "this conversation" if len(ids) == 1 else f"{len(ids)} conversations"
-    description = (
-        f"Search the earlier messages of {who} (what the user said and what you answered). "
-        "Filter by text and by date; results are dated lines, newest first. Use it to answer "
-        "questions like 'what did we talk about yesterday?'."
-    )
-    return tool(TOOL_NAME, description, SCHEMA, execute)
+        return execute
+
+    def described(who: str, ids: tuple) -> PMap:
+        description = (
+            f"Search the earlier messages of {who} (what the user said and what you answered). "
+            "Filter by text and by date; results are dated lines, newest first. Use it to "
+            "answer questions like 'what did we talk about yesterday?'."
+        )
+        return tool(TOOL_NAME, description, SCHEMA, search_in(ids))
+
+    one = described("this conversation", ("~",))  # its handler is replaced per scope
+
+    def scoped(scope: str | Collection[str]) -> PMap:
+        ids = scope_ids(scope)
+        if len(ids) == 1:
+            return with_execute(one, search_in(ids))
+        return described(f"{len(ids)} conversations", ids)
+
+    return scoped

@@ -11,7 +11,7 @@ from pyrsistent import PMap
 
 from ..core.toolkit import register, toolkit
 from .entry import make_entry
-from .tool import TOOL_NAME, chat_history_tool
+from .tool import TOOL_NAME, chat_history_scoper, chat_history_tool
 
 __all__ = [
     "exchange_entries",
@@ -19,6 +19,7 @@ __all__ = [
     "require_log",
     "lookup_tool_for",
     "with_lookup_tool",
+    "lookup_toolkits",
 ]
 
 logger = logging.getLogger("toolnexus.history")
@@ -134,3 +135,26 @@ def with_lookup_tool(
         return tk
     t = chat_history_tool(log, scope=conversation_id)
     return toolkit(t) if tk is None else register(tk, t)
+
+
+def lookup_toolkits(
+    tk: PMap | None, log: Mapping | None, enabled: bool = True
+) -> Callable[[str | None], PMap | None]:
+    """Return `scoped(conversation_id)`, equal to `with_lookup_tool(tk, log, conversation_id,
+    enabled)`: the toolkit with the lookup tool, and its request entries, are built once
+    here, and each conversation only swaps in the tool's handler scoped to it."""
+    if log is None or not enabled or (tk is not None and TOOL_NAME in tk["index"]):
+        return lambda conversation_id: tk
+    scoper = chat_history_scoper(log)
+    full = register(tk if tk is not None else toolkit(), scoper("~"))  # "~": replaced below
+    at = len(full["tools"]) - 1
+
+    def scoped(conversation_id: str | None) -> PMap | None:
+        if conversation_id is None:
+            return tk
+        t = scoper(conversation_id)
+        return full.update(
+            {"tools": full["tools"].set(at, t), "index": full["index"].set(TOOL_NAME, t)}
+        )
+
+    return scoped

@@ -438,8 +438,8 @@ def postgres_lock(
     with needs_extra("postgres_lock"):
         import psycopg
 
-    from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
     from . import _pq
+    from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
 
     if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
         raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")
