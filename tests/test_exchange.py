@@ -14,6 +14,7 @@ from toolnexus import (
     ProviderError,
     RunCancelledError,
     RunTimeoutError,
+    aask,
     arun,
     ask,
     astream,
@@ -124,6 +125,23 @@ def test_a_stalled_answer_ends_at_the_read_timeout():
         with pytest.raises(ProviderError):
             run(c, "hi")
         assert time.monotonic() - t0 < 10
+
+
+def test_an_async_request_that_times_out_with_the_deadline_is_the_runs_timeout():
+    """Fails on the old main: the async driver raised the request's own ReadTimeout as a
+    ProviderError when it finished just before the deadline's timer (a flaky CI test);
+    the sync driver already called it the run's timeout. Here the request blocks the loop
+    past the deadline, then fails: the request finishes first, deterministically."""
+    import httpx
+
+    async def past_the_deadline(request):
+        time.sleep(0.5)  # blocks the event loop: the deadline (0.3 s) passes meanwhile
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    c = create_client(base_url="http://model.test/v1", model="m", api_key="k", retries=0,
+                      timeout_ms=300, transport=httpx.MockTransport(past_the_deadline))  # fmt: skip
+    with pytest.raises(RunTimeoutError):
+        asyncio.run(aask(c, "hi"))
 
 
 # ---- what each exit saves and logs ------------------------------------------------------

@@ -1,10 +1,12 @@
 """The default transport (toolnexus/drivers/keepalive.py) over real loopback HTTP.
 
-Whole answers go over http.client keep-alive connections (for the async driver too, in
-an io thread); these tests pin what that relies on: answers and headers arrive for both
-drivers, connections are reused, a connection the server closed while idle or kept past
-its expiry is replaced (not failed on), and network failures come back as ProviderError
-/ RunTimeoutError like httpcore's do.
+Whole answers go over keep-alive sockets (for the async driver too, in an io thread),
+read by httptools when it is installed, else by http.client: every test here runs with
+each reader. They pin what that relies on: answers and headers arrive for both drivers,
+connections are reused, a connection the server closed while idle or kept past its
+expiry is replaced (not failed on), every way HTTP/1.1 ends a body is read (length,
+chunks, the server closing), and network and protocol failures come back as
+ProviderError / RunTimeoutError like httpcore's do.
 """
 
 from __future__ import annotations
@@ -21,9 +23,18 @@ import pytest
 
 from toolnexus import aask, ask, create_client, stream
 from toolnexus.core.errors import ProviderError, RunTimeoutError
+from toolnexus.drivers import keepalive
 from toolnexus.drivers.keepalive import KeepAlivePool
 from toolnexus.testing import fake_provider
 from toolnexus.testing.fake_provider import openai_response
+
+
+@pytest.fixture(autouse=True, params=["httptools", "stdlib"])
+def reader(request, monkeypatch):
+    """Each test with each answer reader: stdlib is what a machine without httptools gets."""
+    if request.param == "stdlib":
+        monkeypatch.setattr(keepalive, "httptools", None)
+    return request.param
 
 
 def client_of(url: str, **options):
@@ -36,6 +47,12 @@ def idle_of(client):
     pool = client.runtime.transport().pool
     assert isinstance(pool, KeepAlivePool)
     return [tuple(c for _, c in free) for free in pool.idle.free.values()]
+
+
+def test_the_reader_is_the_one_installed(reader):
+    client = client_of("http://127.0.0.1:9/v1")
+    read = client.runtime.transport().pool.read
+    assert read is {"httptools": keepalive.read_httptools, "stdlib": keepalive.read_stdlib}[reader]
 
 
 def test_whole_answers_on_both_drivers_reuse_one_connection():
@@ -205,3 +222,113 @@ def test_a_host_async_transport_still_serves_aask():
     client = create_client(base_url="http://model.test/v1", api_key="k", model="m",
                            transport=httpx.MockTransport(handler))  # fmt: skip
     assert asyncio.run(aask(client, "hi"))["text"] == "mocked" and seen == ["/v1/chat/completions"]
+
+
+class BytesServer:
+    """Answers each request with the next of `replies` (exact bytes, sent in pieces of
+    `piece` bytes), keeping the connection unless the reply is marked to close it."""
+
+    def __init__(self, replies: list[tuple[bytes, bool]], piece: int = 1 << 16):
+        self.replies, self.piece, self.accepted = list(replies), piece, 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def serve(self) -> None:
+        while self.replies:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                while self.replies:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        got = conn.recv(65536)
+                        if not got:
+                            break
+                        data += got
+                    if not data:
+                        break
+                    reply, close = self.replies.pop(0)
+                    for i in range(0, len(reply), self.piece):
+                        conn.sendall(reply[i : i + self.piece])
+                    if close:
+                        break
+
+    def __enter__(self) -> BytesServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+
+def _json_reply(extra: bytes = b"", chunked: bool = False, length: bool = True) -> bytes:
+    body = json.dumps(openai_response({"content": "fine"})).encode()
+    if chunked:
+        framed = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 7]), body[i : i + 7])
+                          for i in range(0, len(body), 7)) + b"0\r\n\r\n"  # fmt: skip
+        return b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n" + extra + b"\r\n" + framed
+    size = b"content-length: %d\r\n" % len(body) if length else b""
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + size + extra + b"\r\n" + body
+
+
+@pytest.mark.parametrize(
+    "reply, kept",
+    [
+        ((_json_reply(chunked=True), False), True),  # chunks: read to the last, then kept
+        ((_json_reply(length=False), True), False),  # until the server closes: not kept
+        ((_json_reply(b"connection: close\r\n"), True), False),  # the server says so
+        ((_json_reply().replace(b"HTTP/1.1", b"HTTP/1.0", 1), True), False),  # 1.0: not kept
+    ],
+    ids=["chunked", "until-close", "connection-close", "http-1.0"],
+)
+def test_each_way_a_body_ends_is_read_and_kept_only_when_it_may_be(reply, kept):
+    with BytesServer([reply, (_json_reply(), True)], piece=5) as server:  # 5 bytes a send
+        client = client_of(server.url)
+        assert ask(client, "one")["text"] == "fine"
+        assert [len(free) for free in idle_of(client)] == ([1] if kept else [])
+        assert ask(client, "two")["text"] == "fine"
+        client.close()
+    assert server.accepted == (1 if kept else 2)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"NOT HTTP AT ALL\r\n\r\n",
+        b'HTTP/1.1 200 OK\r\ncontent-length: 500\r\n\r\n{"partial":',  # cut short
+        b"HTTP/1.1 200 OK\r\ncontent-le",  # cut inside the headers
+    ],
+    ids=["junk", "short-body", "short-headers"],
+)
+def test_a_broken_answer_is_a_protocol_error_and_the_connection_is_dropped(reply, reader):
+    # http.client takes headers cut short by a close as complete (an empty body, so an
+    # unreadable answer); httptools calls it what it is.
+    lenient = reader == "stdlib" and b"\r\n\r\n" not in reply
+    with BytesServer([(reply, True), (_json_reply(), True)]) as server:
+        client = client_of(server.url)
+        expected = "not readable JSON" if lenient else "RemoteProtocolError"
+        with pytest.raises(ProviderError, match=expected) as broken:
+            ask(client, "hi")
+        assert "sk-secret-123" not in str(broken.value) and idle_of(client) in ([], [()])
+        assert ask(client, "again")["text"] == "fine"  # a new connection
+        client.close()
+    assert server.accepted == 2
+
+
+def test_a_header_value_with_a_line_break_is_refused_before_sending():
+    with BytesServer([(_json_reply(), True)]) as server:
+        client = client_of(server.url, headers={"X-Note": "fine"})
+        assert ask(client, "hi")["text"] == "fine"
+        pool = client.runtime.transport().pool
+        evil = [(b"Host", b"x"), (b"X-Evil", b"a\r\nInjected: 1")]
+        request = httpcore.Request(b"POST", server.url + "/chat/completions", headers=evil)
+        with pytest.raises(httpcore.LocalProtocolError, match="X-Evil"):
+            pool.handle_request(request)
+        client.close()

@@ -74,6 +74,15 @@ class _Async:
         guard.check()
         raise RunTimeoutError("the run's deadline (timeout_ms) passed")
 
+    async def _answer(self, work: Any) -> Any:
+        """Await a whole answer; a request that failed because the deadline passed (its
+        read timeout is the time left) is the run's timeout, as in the sync driver."""
+        try:
+            return await self.guarded(work)
+        except ProviderError:
+            self.guard.after_failure()
+            raise
+
     async def io(self, ops: Sequence) -> tuple:
         if any(_is_async(op.fn) for op in ops):
             work = asyncio.ensure_future(self._mixed(ops))
@@ -131,11 +140,11 @@ class _Async:
             work = asyncio.get_running_loop().run_in_executor(
                 ctx.runtime.io_pool(), send, ctx.transport, ctx.endpoint, request["content"],
                 timeout)  # fmt: skip
-            yield pmap({"type": TURN, "turn": await self.guarded(work)})
+            yield pmap({"type": TURN, "turn": await self._answer(work)})
             return
         transport = ctx.transport if ctx.transport.asynchronous else ctx.runtime.atransport()
         if not self.streaming:
-            turn = await self.guarded(asend(transport, ctx.endpoint, request["content"], timeout))
+            turn = await self._answer(asend(transport, ctx.endpoint, request["content"], timeout))
             yield pmap({"type": TURN, "turn": turn})
             return
         items = asend_stream(transport, ctx.endpoint, request["content"], timeout)
@@ -152,6 +161,7 @@ class _Async:
                     return
                 streamed = True
         except ProviderError as e:
+            self.guard.after_failure()  # a timeout the deadline caused is an abort
             e.streamed = streamed  # text reached the consumer: the flow will not retry
             raise
         finally:
