@@ -223,14 +223,14 @@ class _TracedConnection:
 @pytest.fixture(autouse=True)
 def _trace_pq(monkeypatch):
     """Statements the store sends through libpq directly (store._pq) are traced too."""
-    sent_directly = _pq.rows
+    sent_directly = _pq.execute
 
-    def rows(conn, query, params=()):
+    def execute(conn, query, params=()):
         if isinstance(conn, _TracedConnection):
             conn._sent.append(" ".join(str(query).split())[:40])
         return sent_directly(conn, query, params)
 
-    monkeypatch.setattr(_pq, "rows", rows)
+    monkeypatch.setattr(_pq, "execute", execute)
 
 
 def test_an_append_to_what_was_read_is_one_statement(pool, table):

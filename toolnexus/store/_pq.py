@@ -6,9 +6,10 @@ loaders for each statement, about 90,000 instructions of Python; sending the sam
 statement with `send_query_params` and waiting on it with the connection's own `wait`
 (non-blocking, Ctrl-C cancels the query as psycopg does) costs about 15,000
 (benchmarks/service/README.md). Parameters go as text (str, int, datetime, None) and
-results come back as rows of str or None: the caller converts what it reads. A
-server's error is raised as psycopg's own exception class, so callers classify it as
-before. For single statements on a connection in autocommit (`pg_autocommit`).
+results come back as libpq's text cells (bytes, None for NULL): the caller converts
+what it reads. A server's error is raised as psycopg's own exception class, so callers
+classify it as before. For single statements on a connection in autocommit
+(`pg_autocommit`).
 """
 
 from __future__ import annotations
@@ -19,21 +20,24 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["rows", "placeholders"]
+__all__ = ["execute", "rows", "encoding", "placeholders"]
 
 _INT8 = 20  # the type of an int parameter: the server must not guess it from "12"
 _UNKNOWN = 0  # text parameters: the server infers the type from where they go
+_FATAL_ERROR = 7  # pq.ExecStatus.FATAL_ERROR, as the int a result's status is
 
 
 @lru_cache(maxsize=256)
-def placeholders(query: str) -> bytes:
-    """Return `query` with psycopg's `%s` placeholders numbered as libpq's `$1, $2, ...`.
+def placeholders(query: str, codec: str = "utf-8") -> bytes:
+    """Return `query` with psycopg's `%s` placeholders numbered as libpq's `$1, $2, ...`,
+    in the client encoding `codec`.
 
     >>> placeholders("SELECT %s, %s || '%%'")
     b"SELECT $1, $2 || '%'"
     """
     count = iter(range(1, 1 << 16))
-    return re.sub(r"%([s%])", lambda m: f"${next(count)}" if m[1] == "s" else "%", query).encode()
+    numbered = re.sub(r"%([s%])", lambda m: f"${next(count)}" if m[1] == "s" else "%", query)
+    return numbered.encode(codec)
 
 
 def _param(value: Any, encoding: str) -> bytes | None:
@@ -56,22 +60,35 @@ def _param(value: Any, encoding: str) -> bytes | None:
     raise TypeError(f"no text form for a {kind.__name__} parameter")
 
 
-def rows(conn: Any, query: str, params: Sequence[Any] = ()) -> list[tuple[str | None, ...]]:
-    """Run one statement (psycopg `%s` placeholders) on `conn`; return its rows as text."""
-    from psycopg import errors, pq
-    from psycopg.generators import execute
+def encoding(conn: Any) -> str:
+    """Return the Python codec of the connection's client encoding (text cells are in it)."""
+    # The usual one is read without building psycopg's ConnectionInfo.
+    status = conn.pgconn.parameter_status(b"client_encoding")
+    return "utf-8" if status == b"UTF8" else conn.info.encoding
 
-    pgconn, encoding = conn.pgconn, conn.info.encoding
-    values = [_param(v, encoding) for v in params]
-    types = [_INT8 if type(v) is int else _UNKNOWN for v in params]
-    pgconn.send_query_params(placeholders(query), values, types, None, 0)
-    results = conn.wait(execute(pgconn))
-    failed = next((r for r in results if r.status == pq.ExecStatus.FATAL_ERROR), None)
-    if failed is not None:
-        raise errors.error_from_result(failed, encoding)
-    out = results[-1]
-    width, get = out.nfields, out.get_value
-    return [
-        tuple(None if (v := get(i, j)) is None else v.decode(encoding) for j in range(width))
-        for i in range(out.ntuples)
+
+def execute(conn: Any, query: str, params: Sequence[Any] = ()) -> Any:
+    """Run one statement (psycopg `%s` placeholders) on `conn`; return its libpq result
+    (`ntuples`, `get_value(row, column)` -> bytes or None)."""
+    from psycopg import errors
+    from psycopg.generators import execute as sent
+
+    pgconn, codec = conn.pgconn, encoding(conn)
+    # str (almost every parameter) is encoded here; _param checks and converts the rest.
+    values = [
+        v.encode(codec) if type(v) is str and "\x00" not in v else _param(v, codec) for v in params
     ]
+    types = [_INT8 if type(v) is int else _UNKNOWN for v in params]
+    pgconn.send_query_params(placeholders(query, codec), values, types, None, 0)
+    results = conn.wait(sent(pgconn))
+    for result in results:
+        if result.status == _FATAL_ERROR:
+            raise errors.error_from_result(result, codec)
+    return results[-1]
+
+
+def rows(conn: Any, query: str, params: Sequence[Any] = ()) -> list[tuple[bytes | None, ...]]:
+    """Run one statement on `conn`; return its rows of text cells (bytes, None for NULL)."""
+    result = execute(conn, query, params)
+    get, width = result.get_value, range(result.nfields)
+    return [tuple([get(i, j) for j in width]) for i in range(result.ntuples)]

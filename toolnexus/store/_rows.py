@@ -310,17 +310,24 @@ def decode_rows(
     return pvector(messages)
 
 
-def decode_joined(backend: str, id: str, rows: Sequence[Sequence], memo: Memo) -> PVector | None:
-    """Return the transcript from the rows of a key-first outer join (see `Memo.read`),
-    or None.
+def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list]:
+    """Return the head and the `(seq, body)` rows of a key-first outer join's rows
+    `(version, count, digest, seq, body)` (see `decode_joined`)."""
+    head = tuple(rows[0][:3]) if rows else (None, None, None)
+    return head, [(seq, body) for *_, seq, body in rows if seq is not None]
 
-    Rows are `(version, count, digest, seq, body)` from one SQL statement (one snapshot)
-    that always yields a row for the id; no head and no messages means absent (the memo
-    then knows it as the empty transcript, which a first save appends to), no head but
-    messages is corrupt.
+
+def decode_joined(
+    backend: str, id: str, head: Sequence, messages: Sequence, memo: Memo
+) -> PVector | None:
+    """Return the transcript of a head `(version, count, digest)` and its `(seq, body)`
+    rows, read by one SQL statement (one snapshot) that always yields the head's columns
+    (see `Memo.read`), or None.
+
+    No head and no messages means absent (the memo then knows it as the empty
+    transcript, which a first save appends to), no head but messages is corrupt.
     """
-    version, count, digest = rows[0][:3] if rows else (None, None, None)
-    messages = [(seq, body) for *_, seq, body in rows if seq is not None]
+    version, count, digest = head
     if version is None and count is None:
         if messages:
             raise _fail(backend, id, "it has message rows but no head")

@@ -17,10 +17,10 @@ import secrets
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from .._extras import needs_extra
@@ -39,24 +39,48 @@ class LockTimeoutError(TimeoutError):
     """A conversation lock could not be taken in time (the run never goes on without it)."""
 
 
+class _Local:
+    """One id's in-process lock, entered by `with`: see `local_lock`."""
+
+    __slots__ = ("_locks", "_guard", "_timeout", "_id", "_entry")
+
+    def __init__(self, locks: dict, guard: threading.Lock, timeout: float, id: str) -> None:
+        self._locks, self._guard, self._timeout, self._id = locks, guard, timeout, id
+
+    def __enter__(self) -> _Local:
+        with self._guard:
+            entry = self._locks.get(self._id)
+            if entry is None:
+                # A Lock, not an RLock: the async driver may release it from another thread.
+                entry = self._locks[self._id] = [threading.Lock(), 0]
+            entry[1] += 1  # holders and waiters: the entry goes when the last one leaves
+        if not entry[0].acquire(timeout=self._timeout):
+            self._leave(entry)
+            raise LockTimeoutError(
+                f"conversation lock for {self._id!r} not taken within {self._timeout}s"
+            )
+        self._entry = entry
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        entry = self._entry
+        entry[0].release()
+        self._leave(entry)
+
+    def _leave(self, entry: list) -> None:
+        with self._guard:
+            entry[1] -= 1
+            if not entry[1]:
+                del self._locks[self._id]
+
+
 def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]:
     """Return an in-process lock per conversation id (the default for a store with no "lock")."""
-    locks: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    locks: dict[str, list] = {}  # id -> [its Lock, how many hold or wait for it]
     guard = threading.Lock()
 
-    @contextmanager
-    def hold(id: str):
-        with guard:
-            lock = locks.get(id)
-            if lock is None:
-                # A Lock, not an RLock: the async driver may release it from another thread.
-                lock = locks[id] = threading.Lock()
-        if not lock.acquire(timeout=timeout):
-            raise LockTimeoutError(f"conversation lock for {id!r} not taken within {timeout}s")
-        try:
-            yield
-        finally:
-            lock.release()
+    def hold(id: str) -> _Local:
+        return _Local(locks, guard, timeout, id)
 
     return hold
 
@@ -461,7 +485,12 @@ def postgres_lock(
                 raise pg_unavailable(pool, e, what) from None
             raise
 
-    slots = threading.BoundedSemaphore(max_held) if max_held else None
+    # At most max_held locks held at once: a token each (a queue in C, no Condition).
+    slots: SimpleQueue | None = None
+    if max_held:
+        slots = SimpleQueue()
+        for _ in range(max_held):
+            slots.put(None)
 
     def take(id: str, seconds: float) -> Callable[[], None]:
         return take_conn(id, seconds)[0]
@@ -471,19 +500,23 @@ def postgres_lock(
         if slots is None:
             return take_slot(id, seconds)
         start = time.monotonic()
-        if not slots.acquire(timeout=seconds):
-            raise LockTimeoutError(f"{what} for {id!r:.120} not taken within {seconds:.3g}s")
+        try:
+            slots.get(timeout=seconds)
+        except Empty:
+            raise LockTimeoutError(
+                f"{what} for {id!r:.120} not taken within {seconds:.3g}s"
+            ) from None
         try:
             release, conn = take_slot(id, max(0.0, seconds - (time.monotonic() - start)))
         except BaseException:
-            slots.release()
+            slots.put(None)
             raise
 
         def release_slot() -> None:
             try:
                 release()
             finally:
-                slots.release()
+                slots.put(None)
 
         return release_slot, conn
 
@@ -496,7 +529,7 @@ def postgres_lock(
                 conn.autocommit = True
             # A free lock (the usual case) is one statement; only a held one is waited
             # for, bounded by lock_timeout (three statements).
-            if _pq.rows(conn, "SELECT pg_try_advisory_lock(%s)", (key,))[0][0] != "t":
+            if _pq.execute(conn, "SELECT pg_try_advisory_lock(%s)", (key,)).get_value(0, 0) != b"t":
                 ms = max(1, int(seconds * 1000))
                 conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
                 try:
@@ -518,7 +551,10 @@ def postgres_lock(
 
         def release() -> None:
             try:
-                if _pq.rows(conn, "SELECT pg_advisory_unlock(%s)", (key,))[0][0] != "t":
+                if (
+                    _pq.execute(conn, "SELECT pg_advisory_unlock(%s)", (key,)).get_value(0, 0)
+                    != b"t"
+                ):
                     _warn_lost(f"{what} for {id!r:.120}")
                 if not autocommit:
                     conn.autocommit = autocommit

@@ -100,13 +100,16 @@ def _array(texts: Sequence[str]) -> str:
     return json.dumps(texts, ensure_ascii=False)
 
 
-def _typed(rows: list[tuple]) -> list[tuple]:
-    """Return the text rows of "get" with version, count and seq as ints (NULL stays None)."""
-    if not rows:
-        return rows
-    version, count, digest = rows[0][:3]
-    head = (version if version is None else int(version), count if count is None else int(count))
-    return [(*head, digest, seq if seq is None else int(seq), body) for *_, seq, body in rows]
+def _joined(result: Any, codec: str) -> tuple[tuple, list[tuple[int, str]]]:
+    """Return the head (version, count, digest) and the (seq, body) rows of "get"'s
+    result: the head is on every row, and one row with no seq means no messages."""
+    get = result.get_value
+    version, count, digest = get(0, 0), get(0, 1), get(0, 2)
+    head = (version if version is None else int(version), count if count is None else int(count),
+            digest if digest is None else digest.decode(codec))  # fmt: skip
+    if get(0, 3) is None:
+        return head, []
+    return head, [(int(get(i, 3)), get(i, 4).decode(codec)) for i in range(result.ntuples)]
 
 
 def _ddl_key(table: str) -> int:
@@ -223,8 +226,8 @@ def open_store(
 
     def read(id: str, conn: Any):
         with _connect.pg_autocommit(conn):
-            rows = _pq.rows(conn, sql["get"], (id,))  # one statement, one snapshot
-        return _rows.decode_joined(desc, id, _typed(rows), memo)
+            found = _pq.execute(conn, sql["get"], (id,))  # one statement, one snapshot
+        return _rows.decode_joined(desc, id, *_joined(found, _pq.encoding(conn)), memo)
 
     def get(id: str):
         _check_id(id)
@@ -248,11 +251,13 @@ def open_store(
                     kind, params = "extend", (*plan.head, id, *expected, *rows)
                 with _connect.pg_autocommit(conn):
                     if log is None:
-                        done = _pq.rows(conn, sql[kind], params) == [("1",)]
+                        done = _pq.execute(conn, sql[kind], params).get_value(0, 0) == b"1"
                     else:
                         log_sql, log_params = log("head")
                         query = sql[kind + "_logged"].replace("{log}", log_sql)
-                        done = _pq.rows(conn, query, (*params, *log_params)) == [("1",)]
+                        done = (
+                            _pq.execute(conn, query, (*params, *log_params)).get_value(0, 0) == b"1"
+                        )
             if extend is None or not done:
                 with conn.transaction():
                     stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())

@@ -133,7 +133,7 @@ def sqlite_store(
     def get(id: str):
         with errors(id):
             rows = conn().execute(_GET, (id,)).fetchall()
-        return _rows.decode_joined(desc, id, rows, memo)
+        return _rows.decode_joined(desc, id, *_rows.split_joined(rows), memo)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         frozen = _rows.frozen(transcript)

@@ -1,0 +1,76 @@
+"""Statements sent through libpq directly (toolnexus/store/_pq.py), against the real server.
+
+The store's hot statements skip psycopg's cursor; these pin that the parameters and
+errors still mean what they mean through psycopg: text, numbers, NULL and timestamps
+arrive as values; NUL, a lone surrogate and a naive timestamp are refused before
+anything is sent (libpq would cut a text at its NUL); a server error is psycopg's own
+exception class; another client encoding is honoured.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolnexus.store import _pq
+
+psycopg = pytest.importorskip("psycopg")
+
+
+@pytest.fixture(scope="module")
+def conn(postgres_dsn):
+    with psycopg.connect(postgres_dsn, autocommit=True) as c:
+        yield c
+
+
+def test_parameters_arrive_as_values_and_cells_come_back_as_text(conn):
+    when = datetime(2026, 12, 1, 15, 30, 0, 123456, tzinfo=UTC)
+    query = (
+        "SELECT %s::text, pg_typeof(%s)::text, %s::int + 1, %s::text IS NULL, %s::timestamptz = %s"
+    )
+    values = ("héllo 'quoted' %s", 2**40, 41, None, when, when)
+    assert _pq.rows(conn, query, values) == [(b"h\xc3\xa9llo 'quoted' %s", b"bigint", b"42",
+                                              b"t", b"t")]  # fmt: skip
+    assert _pq.rows(conn, "SELECT NULL::text, ''::text") == [(None, b"")]
+    assert _pq.rows(conn, "SELECT 1 WHERE false") == []
+
+
+@settings(max_examples=60)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")))
+def test_any_storable_text_round_trips(conn, text):
+    (cell,) = _pq.rows(conn, "SELECT %s::text", (text,))[0]
+    assert cell.decode() == text
+
+
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        ("a\x00b", "DataError"),  # libpq would send "a" alone
+        ("a\ud800b", "UnicodeEncodeError"),  # as psycopg raises it
+        (datetime(2026, 1, 1), "ValueError"),  # naive: which zone it means is unknown
+        (1.5, "TypeError"),  # no text form chosen for it: refused, not guessed
+    ],
+)
+def test_values_the_server_cannot_take_as_given_are_refused_before_sending(conn, value, error):
+    with pytest.raises(Exception) as refused:
+        _pq.rows(conn, "SELECT %s::text", (value,))
+    assert type(refused.value).__name__ == error
+    assert _pq.rows(conn, "SELECT 1") == [(b"1",)]  # the connection is still usable
+
+
+def test_a_server_error_is_psycopgs_own_exception_and_the_connection_goes_on(conn):
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        _pq.rows(conn, "SELECT 1 / %s", (0,))
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        _pq.rows(conn, "SELECT * FROM tnx_no_such_table_here")
+    assert _pq.rows(conn, "SELECT %s::int * 2", (21,)) == [(b"42",)]
+
+
+def test_another_client_encoding_is_honoured(postgres_dsn):
+    with psycopg.connect(postgres_dsn, autocommit=True, client_encoding="LATIN1") as latin:
+        assert _pq.encoding(latin) == "iso8859-1"
+        (cell,) = _pq.rows(latin, "SELECT %s::text || 'é'", ("café ",))[0]
+        assert cell.decode(_pq.encoding(latin)) == "café é"
