@@ -318,3 +318,42 @@ def test_postgres_lock_is_freed_when_its_session_dies(postgres_dsn, unique):
     with lock(unique):
         pass
     lock.close()
+
+
+# ---- the in-process lock --------------------------------------------------------------
+
+
+def test_the_local_lock_excludes_per_id_times_out_and_forgets_ids_it_no_longer_holds():
+    lock = L.local_lock(timeout=0.2)
+    inside, overlaps = [], []
+
+    def worker(id: str) -> None:
+        for _ in range(200):
+            with lock(id):
+                inside.append(id)
+                if inside.count(id) > 1:
+                    overlaps.append(id)
+                inside.remove(id)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in ("a", "a", "b", "b", "a")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+    held = lock("a")
+    held.__enter__()
+    with lock("b"):  # another id is free meanwhile
+        pass
+    with pytest.raises(LockTimeoutError, match="'a'"):
+        with lock("a"):
+            pass
+    # The async driver may release from another thread than the one that took it.
+    t = threading.Thread(target=held.__exit__, args=(None, None, None))
+    t.start()
+    t.join()
+    with lock("a"):
+        pass
+    # Nothing is kept for ids no one holds or waits for (a service sees millions of ids).
+    kept = [c.cell_contents for c in lock.__closure__ if isinstance(c.cell_contents, dict)]
+    assert kept == [{}]
