@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from toolnexus import tool, toolkit
 from toolnexus.core.tool import tool_result
 from toolnexus.core.wire import anthropic, openai
-from toolnexus.core.wire.common import ZERO_USAGE, add_usage, encode_json, usage
+from toolnexus.core.wire.common import ZERO_USAGE, add_usage, to_json, usage
 from toolnexus.testing import anthropic_response, openai_response
 
 names = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_-]{0,20}", fullmatch=True)
@@ -42,7 +42,7 @@ def test_openai_round_trip(reply):
     assert got == _expected_calls(reply)
     assert turn["usage"]["total_tokens"] == sum(reply["usage"].values())
     # The assistant message replays exactly what was decoded.
-    msg = json.loads(encode_json(turn["message"]))
+    msg = json.loads(to_json(turn["message"]))
     assert [c["function"]["name"] for c in msg.get("tool_calls", [])] == [c[1] for c in got]
 
 

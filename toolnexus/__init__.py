@@ -20,6 +20,7 @@ from .client import (
 from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
 from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
+from .core.wire.common import to_json
 from .toolkit import toolkit
 
 if _typing.TYPE_CHECKING:  # type checkers see the lazy names below as what they are
@@ -96,6 +97,7 @@ __all__ = [
     "text",
     "to_anthropic",
     "to_gemini",
+    "to_json",
     "to_openai",
     "tool",
     "tool_names",

@@ -19,7 +19,6 @@ import re
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 
-from pyrsistent import thaw
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -27,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from toolnexus import ask, astream, create_client, define_tool, toolkit
+from toolnexus import ask, astream, create_client, define_tool, to_json, toolkit
 from toolnexus.core.errors import ProviderError, RunTimeoutError
 from toolnexus.core.secrets import dsn_passwords, scrubber
 from toolnexus.history.entry import parse_when
@@ -134,15 +133,15 @@ TOOLS = toolkit(add)
 
 
 def answer(id: str, r: Mapping) -> dict:
-    """Return the JSON answer of a RunResult."""
+    """Return the answer of a RunResult (to_json encodes its frozen parts as they are)."""
     calls = [{k: c[k] for k in ("name", "args", "output", "is_error")} for c in r["tool_calls"]]
     keys = ("text", "status", "turns", "usage", "model", "pending")
-    return {"conversation_id": id, **{k: thaw(r[k]) for k in keys}, "tool_calls": thaw(calls)}
+    return {"conversation_id": id, **{k: r[k] for k in keys}, "tool_calls": calls}
 
 
-def sse(kind: str, data: object) -> str:
+def sse(kind: str, data: object) -> bytes:
     """Return one server-sent event."""
-    return f"event: {kind}\ndata: {json.dumps(data, default=str)}\n\n"
+    return b"event: " + kind.encode() + b"\ndata: " + to_json(data) + b"\n\n"
 
 
 async def post_message(request: Request) -> Response:
@@ -153,7 +152,7 @@ async def post_message(request: Request) -> Response:
         # The sync driver in Starlette's thread pool (40 threads): 13% fewer instructions
         # per exchange than `aask` (benchmarks/service/README.md).
         done = await run_in_threadpool(ask, client, text, toolkit=TOOLS, id=id)
-        return JSONResponse(answer(id, done))
+        return Response(to_json(answer(id, done)), media_type="application/json")
     events = astream(client, text, toolkit=TOOLS, id=id)
     first = await anext(events)  # an error before the first event still gets a status
 
@@ -163,7 +162,7 @@ async def post_message(request: Request) -> Response:
             while True:
                 fields = {k: v for k, v in event.items() if k != "type"}
                 done = event["type"] == "done"
-                yield sse(event["type"], answer(id, event["result"]) if done else thaw(fields))
+                yield sse(event["type"], answer(id, event["result"]) if done else fields)
                 event = await anext(events)
         except StopAsyncIteration:
             pass
@@ -182,7 +181,9 @@ async def get_conversation(request: Request) -> Response:
     found = await asyncio.to_thread(request.app.state.db["store"]["get"], id)
     if found is None:
         return JSONResponse({"error": {"code": "not_found", "message": "no such id"}}, 404)
-    return JSONResponse({"conversation_id": id, "messages": thaw(found)})
+    return Response(
+        to_json({"conversation_id": id, "messages": found}), media_type="application/json"
+    )
 
 
 async def get_history(request: Request) -> Response:

@@ -14,13 +14,13 @@ from .common import (
     EMPTY_ANSWER,
     MALFORMED,
     MalformedResponse,
-    encode_json,
     is_empty_answer,
     is_empty_text_block,
     malformed,
     name_text,
     replayable_with,
     response_object,
+    to_json,
     turn,
     usage,
 )
@@ -212,7 +212,7 @@ def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -
                 "tool_use_id": c["id"],
                 "content": r["output"]
                 if isinstance(r["output"], str)
-                else encode_json(r["output"]).decode(),
+                else to_json(r["output"]).decode(),
                 "is_error": bool(r["is_error"]),
             }
         )

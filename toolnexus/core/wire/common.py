@@ -19,7 +19,7 @@ __all__ = [
     "usage",
     "add_usage",
     "ZERO_USAGE",
-    "encode_json",
+    "to_json",
     "encode_body",
     "message_text",
     "turn",
@@ -106,7 +106,7 @@ def name_text(name: Any) -> str:
         return name
     if name is None:
         return ""
-    return encode_json(name).decode("utf-8")
+    return to_json(name).decode("utf-8")
 
 
 def _count(x: Any) -> int:
@@ -153,8 +153,14 @@ def _plain(o: Any) -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_plain)
 
 
-def encode_json(value: Any) -> bytes:
-    """Return compact UTF-8 JSON of a value that may hold pmaps and pvectors."""
+def to_json(value: Any) -> bytes:
+    """Return compact UTF-8 JSON of a value that may hold pmaps and pvectors (a RunResult,
+    a stream event, a transcript): one pass of json's C encoder, nothing thawed first.
+
+    >>> from pyrsistent import pmap, pvector
+    >>> to_json({"usage": pmap({"prompt_tokens": 1}), "calls": pvector(["é"])}).decode()
+    '{"usage":{"prompt_tokens":1},"calls":["é"]}'
+    """
     return _ENCODER.encode(value).encode("utf-8")
 
 

@@ -131,9 +131,9 @@ def _assistant_message(text: str, calls: Sequence[Mapping]) -> PMap:
 def _args_text(raw: Any) -> str:
     if isinstance(raw, str):
         return raw
-    from .common import encode_json
+    from .common import to_json
 
-    return encode_json(raw).decode("utf-8")
+    return to_json(raw).decode("utf-8")
 
 
 def _turn(text: str, calls: list, u: Mapping | None, finish: Any, model: Any) -> PMap:

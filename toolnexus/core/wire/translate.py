@@ -28,7 +28,7 @@ from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..transcript import freeze_transcript
 from . import parts as P
-from .common import encode_json
+from .common import to_json
 
 __all__ = ["Translated", "dialect_of", "to_dialect", "translate", "valid_tool_id"]
 
@@ -244,7 +244,7 @@ def _args_input(raw: Any) -> Mapping:
 
 
 def _args_text(raw: Any) -> str:
-    return raw if isinstance(raw, str) else encode_json(raw).decode("utf-8")
+    return raw if isinstance(raw, str) else to_json(raw).decode("utf-8")
 
 
 def _part_of(block: Mapping, source: str) -> Mapping:
