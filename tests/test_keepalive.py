@@ -332,3 +332,12 @@ def test_a_header_value_with_a_line_break_is_refused_before_sending():
         with pytest.raises(httpcore.LocalProtocolError, match="X-Evil"):
             pool.handle_request(request)
         client.close()
+
+
+def test_a_client_header_that_would_break_the_framing_is_never_sent():
+    with fake_provider(lambda body, dialect: {"content": "ok"}) as fp:
+        client = client_of(fp.url, headers={"X-Note": "a\r\nInjected: 1"})
+        with pytest.raises(ProviderError, match="LocalProtocolError: invalid header b'X-Note'"):
+            ask(client, "hi")
+        client.close()
+    assert fp.requests == []

@@ -35,7 +35,7 @@ try:  # the C parser, when installed (the service extra)
 except ImportError:  # pragma: no cover - the test extra installs it; tests run both readers
     httptools, _PARSE_ERRORS = None, ()
 
-__all__ = ["KeepAlivePool", "read_httptools", "read_stdlib"]
+__all__ = ["KeepAlivePool", "read_httptools", "read_stdlib", "request_head"]
 
 _SSE = b"text/event-stream"
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes, bool]  # status, headers, body, keep
@@ -184,41 +184,46 @@ class _Idle:
             conn.close()
 
 
-def _head(request: httpcore.Request) -> bytes:
-    """Return the request line and headers (Host and Content-Length are among them)."""
-    lines = [request.method + b" " + request.url.target + b" HTTP/1.1"]
-    for name, value in request.headers:
+def request_head(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """Return a request line and its header lines (a blank line still to come), checked:
+    a name or value that would break the framing is a LocalProtocolError.
+
+    >>> request_head(b"POST", b"/v1", [(b"Host", b"api")])
+    b'POST /v1 HTTP/1.1\\r\\nHost: api\\r\\n'
+    """
+    lines = [method + b" " + target + b" HTTP/1.1"]
+    for name, value in headers:
         if b"\r" in name or b"\n" in name or b":" in name or b"\r" in value or b"\n" in value:
             raise httpcore.LocalProtocolError(f"invalid header {name!r}: a CR, LF or ':'")
         lines.append(name + b": " + value)
-    return b"\r\n".join(lines) + b"\r\n\r\n"
+    return b"\r\n".join(lines) + b"\r\n"
 
 
-def _post_whole(idle: _Idle, read: Callable[[socket.socket], Answer], request: httpcore.Request):
-    """POST on a keep-alive connection and read the answer whole."""
-    url, timeouts = request.url, request.extensions.get("timeout", {})
-    data = _head(request) + b"".join(request.stream)
+def _post_whole(
+    idle: _Idle, read: Callable, url: httpcore.URL, data: bytes, timeout: Any, connect: Any
+) -> Answer:
+    """Send a whole request on a keep-alive connection and read the answer whole."""
     conn = idle.take(url)
     if conn is None:
         try:
-            conn = idle.connect(url, timeouts.get("connect"))
+            conn = idle.connect(url, connect)
         except OSError as e:
             raise _as_httpcore(e, connecting=True) from None
     try:
-        conn.sock.settimeout(timeouts.get("read"))
+        conn.sock.settimeout(timeout)
         conn.sock.sendall(data)
-        status, headers, content, keep = read(conn.sock)
+        answer = read(conn.sock)
     except (OSError, http.client.HTTPException, _Closed, *_PARSE_ERRORS) as e:
         conn.close()
         raise _as_httpcore(e, connecting=False) from None
     except BaseException:
         conn.close()
         raise
-    if keep:
+    if answer[3]:
         idle.give(url, conn)
     else:
         conn.close()
-    return httpcore.Response(status, headers=headers, content=content)
+    return answer
 
 
 class KeepAlivePool:
@@ -243,7 +248,20 @@ class KeepAlivePool:
         """Send a request: a stream on httpcore's pool, anything else whole on a kept socket."""
         if _streamed(request):
             return self.streams.handle_request(request)
-        return _post_whole(self.idle, self.read, request)
+        head = request_head(request.method, request.url.target, request.headers)
+        timeouts = request.extensions.get("timeout", {})
+        data = head + b"\r\n" + b"".join(request.stream)
+        status, headers, content, _ = _post_whole(
+            self.idle, self.read, request.url, data, timeouts.get("read"), timeouts.get("connect")
+        )
+        return httpcore.Response(status, headers=headers, content=content)
+
+    def post_whole(self, url: httpcore.URL, head: bytes, content: bytes, timeout: float) -> tuple:
+        """POST `content` after `head` (from `request_head`, with Host, without
+        Content-Length) and read the answer whole: (status, [(name, value)], body). The
+        transport's own path for whole answers: no request or response objects."""
+        data = head + b"Content-Length: %d\r\n\r\n" % len(content) + content
+        return _post_whole(self.idle, self.read, url, data, timeout, timeout)[:3]
 
     def close(self) -> None:
         """Close every connection."""

@@ -98,7 +98,8 @@ class Endpoint:
         self.url, self.target, self.codec = url, httpx.URL(url), codec
         # Normalized once: httpx copies a Headers object faster than it parses a dict.
         self.headers = httpx.Headers(headers)
-        self._core: tuple | None = None  # (httpcore URL, headers, streaming headers)
+        # (httpcore URL, headers, streaming headers, whole-answer request head or None)
+        self._core: tuple | None = None
         # Every text an error carries passes through this: the key in any form is masked.
         self.scrub = scrubber((key,))
 
@@ -123,7 +124,7 @@ class Endpoint:
         """Return the httpcore request of a body, for the default pool."""
         if self._core is None:
             self._core = self._core_parts()
-        url, plain, streaming = self._core
+        url, plain, streaming, _ = self._core
         import httpcore
 
         length = (b"Content-Length", str(len(content)).encode())
@@ -135,6 +136,19 @@ class Endpoint:
             extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)},
         )
 
+    def head(self) -> tuple:
+        """Return (the httpcore URL, the request line and headers of a whole-answer POST
+        without Content-Length): for a pool's `post_whole`, checked and built once."""
+        if self._core is None:
+            self._core = self._core_parts()
+        url, plain, _, head = self._core
+        if head is None:
+            from .keepalive import request_head
+
+            head = request_head(b"POST", url.target, plain)
+            self._core = (*self._core[:3], head)
+        return url, head
+
     def _core_parts(self) -> tuple:
         import httpcore
 
@@ -143,7 +157,7 @@ class Endpoint:
         # httpx.Request adds Host from the URL; a bare httpcore request must say it itself.
         plain = [(b"Host", t.netloc), *self.headers.raw]
         accept = [(k, v) for k, v in plain if k.lower() != b"accept"]
-        return url, plain, [*accept, (b"Accept", b"text/event-stream")]
+        return url, plain, [*accept, (b"Accept", b"text/event-stream")], None
 
     def failed(self, e: Exception) -> ProviderError:
         """Return the ProviderError for a transport failure (marked `network` when retryable)."""
@@ -192,13 +206,26 @@ class Transport:
     (and their async twins) read and free the response.
     """
 
-    __slots__ = ("pool", "httpx", "sync", "asynchronous")
+    __slots__ = ("pool", "httpx", "sync", "asynchronous", "post_whole")
 
     def __init__(self, pool: Any):
         self.pool = pool
         self.httpx = isinstance(pool, (httpx.BaseTransport, httpx.AsyncBaseTransport))
         self.sync = hasattr(pool, "handle_request")
         self.asynchronous = hasattr(pool, "handle_async_request")
+        # The default pool's own path for whole answers (keepalive.KeepAlivePool).
+        self.post_whole = None if self.httpx else getattr(pool, "post_whole", None)
+
+    def whole(self, ep: Endpoint, content: bytes, timeout: float) -> tuple:
+        """POST and read the answer whole: (status, headers, body)."""
+        if self.post_whole is not None:
+            status, headers, body = self.post_whole(*ep.head(), content, timeout)
+            return status, _header_dict(headers), body
+        status, headers, resp = self.open(ep, content, timeout, False)
+        try:
+            return status, headers, resp.read()
+        finally:
+            resp.close()
 
     def _request(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> Any:
         if self.httpx:
@@ -271,11 +298,7 @@ def send(transport: Transport, ep: Endpoint, content: bytes, timeout: float) -> 
     LLM POST needs none of them, and skipping that layer is most of our speed.
     """
     try:
-        status, headers, resp = transport.open(ep, content, timeout, False)
-        try:
-            body = resp.read()
-        finally:
-            resp.close()
+        status, headers, body = transport.whole(ep, content, timeout)
     except transport_errors() as e:
         raise ep.failed(e) from None
     if not _ok(status):
