@@ -74,3 +74,19 @@ def test_another_client_encoding_is_honoured(postgres_dsn):
         assert _pq.encoding(latin) == "iso8859-1"
         (cell,) = _pq.rows(latin, "SELECT %s::text || 'é'", ("café ",))[0]
         assert cell.decode(_pq.encoding(latin)) == "café é"
+
+
+def test_statements_are_prepared_once_per_session_and_again_when_the_session_lost_them(conn):
+    def prepared() -> set:
+        rows = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+        return {name for (name,) in rows if name.startswith("tnx_")}
+
+    conn.execute("DEALLOCATE ALL")
+    assert _pq.rows(conn, "SELECT %s::int + 1", (1,)) == [(b"2",)]
+    assert _pq.rows(conn, "SELECT %s::int + 1", (2,)) == [(b"3",)]
+    assert len(prepared()) == 1  # the second run reused it
+    assert _pq.rows(conn, "SELECT %s::text || 'x'", ("1",)) == [(b"1x",)]  # same text, str
+    assert len(prepared()) == 2  # another statement, another name
+    conn.execute("DEALLOCATE ALL")  # as a pool's reset or a new session would
+    assert _pq.rows(conn, "SELECT %s::int + 1", (3,)) == [(b"4",)]
+    assert len(prepared()) == 1

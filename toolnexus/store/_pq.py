@@ -14,6 +14,7 @@ classify it as before. For single statements on a connection in autocommit
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -25,6 +26,7 @@ __all__ = ["execute", "rows", "encoding", "placeholders"]
 _INT8 = 20  # the type of an int parameter: the server must not guess it from "12"
 _UNKNOWN = 0  # text parameters: the server infers the type from where they go
 _FATAL_ERROR = 7  # pq.ExecStatus.FATAL_ERROR, as the int a result's status is
+_NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name: not prepared in this session
 
 
 @lru_cache(maxsize=256)
@@ -78,13 +80,40 @@ def execute(conn: Any, query: str, params: Sequence[Any] = ()) -> Any:
     values = [
         v.encode(codec) if type(v) is str and "\x00" not in v else _param(v, codec) for v in params
     ]
-    types = [_INT8 if type(v) is int else _UNKNOWN for v in params]
-    pgconn.send_query_params(placeholders(query, codec), values, types, None, 0)
+    types = tuple([_INT8 if type(v) is int else _UNKNOWN for v in params])
+    name, command = _prepared(query, codec, types)
+    pgconn.send_query_prepared(name, values)
     results = conn.wait(sent(pgconn))
+    if results[-1].status == _FATAL_ERROR and _sqlstate(results[-1]) == _NO_SUCH_STATEMENT:
+        # Prepared once per session: the server keeps it (and its plan), and a session
+        # that lost it (a new connection, DISCARD ALL) prepares it again here.
+        pgconn.send_prepare(name, command, types)
+        _check(conn.wait(sent(pgconn)), codec, errors)
+        pgconn.send_query_prepared(name, values)
+        results = conn.wait(sent(pgconn))
+    return _check(results, codec, errors)
+
+
+def _check(results: list, codec: str, errors: Any) -> Any:
     for result in results:
         if result.status == _FATAL_ERROR:
             raise errors.error_from_result(result, codec)
     return results[-1]
+
+
+def _sqlstate(result: Any) -> bytes | None:
+    from psycopg.pq import DiagnosticField
+
+    return result.error_field(DiagnosticField.SQLSTATE)
+
+
+@lru_cache(maxsize=256)
+def _prepared(query: str, codec: str, types: tuple[int, ...]) -> tuple[bytes, bytes]:
+    """Return (a statement name, the statement) of a query and its parameter types: the
+    name is the digest of both, so a name always stands for one statement."""
+    command = placeholders(query, codec)
+    digest = hashlib.blake2b(command + repr(types).encode(), digest_size=10).hexdigest()
+    return f"tnx_{digest}".encode(), command
 
 
 def rows(conn: Any, query: str, params: Sequence[Any] = ()) -> list[tuple[bytes | None, ...]]:
