@@ -90,3 +90,10 @@ def test_statements_are_prepared_once_per_session_and_again_when_the_session_los
     conn.execute("DEALLOCATE ALL")  # as a pool's reset or a new session would
     assert _pq.rows(conn, "SELECT %s::int + 1", (3,)) == [(b"4",)]
     assert len(prepared()) == 1
+
+
+def test_a_connection_with_preparing_turned_off_prepares_nothing(postgres_dsn):
+    with psycopg.connect(postgres_dsn, autocommit=True, prepare_threshold=None) as bouncer:
+        assert _pq.rows(bouncer, "SELECT %s::int * 3", (5,)) == [(b"15",)]
+        names = bouncer.execute("SELECT name FROM pg_prepared_statements").fetchall()
+        assert names == []

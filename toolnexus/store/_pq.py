@@ -5,7 +5,9 @@ Why: psycopg's `conn.execute` builds a cursor, an adapters map, a parsed query a
 loaders for each statement, about 90,000 instructions of Python; sending the same
 statement with `send_query_params` and waiting on it with the connection's own `wait`
 (non-blocking, Ctrl-C cancels the query as psycopg does) costs about 15,000
-(benchmarks/service/README.md). Parameters go as text (str, int, datetime, None) and
+(benchmarks/service/README.md). Each statement is prepared once per session, as psycopg
+does for a statement it runs often (unless the connection's `prepare_threshold` is None,
+as for PgBouncer in transaction mode). Parameters go as text (str, int, datetime, None) and
 results come back as libpq's text cells (bytes, None for NULL): the caller converts
 what it reads. A server's error is raised as psycopg's own exception class, so callers
 classify it as before. For single statements on a connection in autocommit
@@ -82,6 +84,9 @@ def execute(conn: Any, query: str, params: Sequence[Any] = ()) -> Any:
     ]
     types = tuple([_INT8 if type(v) is int else _UNKNOWN for v in params])
     name, command = _prepared(query, codec, types)
+    if conn.prepare_threshold is None:  # preparing turned off (PgBouncer in transaction mode)
+        pgconn.send_query_params(command, values, types, None, 0)
+        return _check(conn.wait(sent(pgconn)), codec, errors)
     pgconn.send_query_prepared(name, values)
     results = conn.wait(sent(pgconn))
     if results[-1].status == _FATAL_ERROR and _sqlstate(results[-1]) == _NO_SUCH_STATEMENT:
