@@ -48,3 +48,37 @@ def test_equal_but_not_the_same_values_are_not_a_known_prefix(t):
     memo.remember("c", freeze(t), _rows.digest_of(freeze(t)))
     assert _rows.plan_extend("c", freeze(t), memo) is None
     assert _rows.plan_extend("other", freeze(t), memo) is None
+
+
+def _stored(t):
+    """The rows and head a backend would hold for transcript `t`."""
+    texts = [_rows.encode_message(m) for m in t]
+    return list(enumerate(texts)), _rows.chain(_rows.GENESIS, texts)
+
+
+@given(transcripts().filter(bool), st.data())
+def test_a_read_gives_back_what_was_saved_and_never_hides_a_changed_row(t, data):
+    """Memo.read: the rows of the last save give that very value back; a row changed
+    since (same head, say, by hand) is read as it now is, never the memo's."""
+    t = freeze(t)
+    memo = _rows.Memo()
+    plan = _rows.plan_save("c", None, t, memo)
+    memo.saved("c", t, plan)
+    rows, digest = _stored(t)
+    assert memo.read("test", "c", 1, len(t), digest, rows) is t
+    k = data.draw(st.integers(0, len(t) - 1))
+    edited = freeze({"role": "user", "content": data.draw(st.text())})
+    changed = [*rows[:k], (k, _rows.encode_message(edited)), *rows[k + 1 :]]
+    got = memo.read("test", "c", 1, len(t), digest, changed)  # the head still says `digest`
+    assert got == t.set(k, edited)
+    assert got[k] == edited and all(got[i] is t[i] for i in range(len(t)) if i != k)
+
+
+@given(transcripts().filter(bool))
+def test_a_read_of_rows_this_memo_never_saw_decodes_them(t):
+    t = freeze(t)
+    rows, digest = _stored(t)
+    fresh = _rows.Memo().read("test", "c", 1, len(t), digest, rows)
+    assert fresh == t
+    as_bytes = [(seq, body.encode()) for seq, body in rows]  # a driver may give bytes
+    assert _rows.Memo().read("test", "c", 1, len(t), digest, as_bytes) == t

@@ -18,6 +18,7 @@ client's runtime with the rest of its pools, and is closed with it.
 from __future__ import annotations
 
 import http.client
+import re
 import select
 import socket
 import threading
@@ -184,17 +185,26 @@ class _Idle:
             conn.close()
 
 
+# RFC 9110: a field name is a token; a value is visible bytes, spaces and tabs (no CR,
+# LF, NUL or other control byte, which would break or smuggle the framing).
+_NAME = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+
+
 def request_head(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
     """Return a request line and its header lines (a blank line still to come), checked:
-    a name or value that would break the framing is a LocalProtocolError.
+    a name that is not a token, or a value with a control byte, is a LocalProtocolError
+    (as httpcore's own pool refuses them).
 
     >>> request_head(b"POST", b"/v1", [(b"Host", b"api")])
     b'POST /v1 HTTP/1.1\\r\\nHost: api\\r\\n'
     """
     lines = [method + b" " + target + b" HTTP/1.1"]
     for name, value in headers:
-        if b"\r" in name or b"\n" in name or b":" in name or b"\r" in value or b"\n" in value:
-            raise httpcore.LocalProtocolError(f"invalid header {name!r}: a CR, LF or ':'")
+        if not _NAME.fullmatch(name) or not _VALUE.fullmatch(value):
+            raise httpcore.LocalProtocolError(
+                f"invalid header {name!r}: a name must be a token, a value has no control bytes"
+            )
         lines.append(name + b": " + value)
     return b"\r\n".join(lines) + b"\r\n"
 
