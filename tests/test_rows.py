@@ -82,3 +82,13 @@ def test_a_read_of_rows_this_memo_never_saw_decodes_them(t):
     assert fresh == t
     as_bytes = [(seq, body.encode()) for seq, body in rows]  # a driver may give bytes
     assert _rows.Memo().read("test", "c", 1, len(t), digest, as_bytes) == t
+
+
+def test_a_stored_row_whose_tool_calls_is_not_a_list_is_corrupt():
+    import pytest
+
+    from toolnexus.store import StoreCorruptError
+
+    row = '{"content":null,"role":"assistant","tool_calls":5}'
+    with pytest.raises(StoreCorruptError, match="row 0: a message's tool_calls must be a list"):
+        _rows.decode_rows("test", "c", 1, 1, [(0, row)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyrsistent import freeze, pvector, thaw
 
@@ -316,6 +316,49 @@ def test_loads_reads_a_bare_list_and_refuses_unknown_versions():
         tx.loads("{")
     with pytest.raises(tx.TranscriptFormatError, match="not a message"):
         tx.loads('{"version": 1, "messages": [{"content": "no role"}]}')
+
+
+@pytest.mark.parametrize("doc", ['{"version": 1}', '{"version": 1, "messages": null}'])
+def test_a_versioned_document_without_its_messages_is_not_an_empty_transcript(doc):
+    """Fails on the old main: a document cut short or hand-edited read as no messages, so
+    whatever saved it next would have saved over the conversation as if it were new."""
+    with pytest.raises(tx.TranscriptFormatError, match="no 'messages'"):
+        tx.loads(doc)
+    assert tx.loads('{"version": 1, "messages": []}') == pvector()  # empty is still fine
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=6,
+)
+JUNK_MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system"])},
+    optional={"content": JSONISH, "tool_calls": JSONISH, "tool_call_id": JSONISH},
+)
+
+
+@given(st.lists(JUNK_MESSAGE, max_size=5))
+@example([{"role": "assistant", "content": None, "tool_calls": 5}])
+@example([{"role": "assistant", "content": None, "tool_calls": {"id": "c"}}])
+@example([{"role": "tool", "tool_call_id": None}])
+def test_any_message_maps_are_repaired_or_refused_clearly_never_a_type_error(t):
+    """Fails on the old main: `tool_calls: 5` (say, from a hand-edited store) raised a bare
+    TypeError from inside repair and dangling, and so from run(history=...)."""
+    for look in (tx.repair, tx.dangling, tx.safe_cuts, lambda x: tx.trim(x, 2)):
+        try:
+            look(t)
+        except tx.TranscriptFormatError as e:
+            assert "tool_calls" in str(e)
+
+
+def test_a_history_whose_tool_calls_is_not_a_list_is_a_clear_error():
+    from toolnexus import create_in_process_client, run
+
+    c = create_in_process_client(model="m", generate=lambda req: {"content": "ok"})
+    bad = {"role": "assistant", "content": None, "tool_calls": 5}
+    with pytest.raises(tx.TranscriptFormatError, match="tool_calls must be a list"):
+        run(c, "hi", history=[{"role": "user", "content": "q"}, bad])
 
 
 # ---- the loop repairs loaded history (over the loopback fake provider) ---------------

@@ -57,11 +57,30 @@ def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TranscriptFormatError(f"a transcript is a list of messages, got {type(messages)}")
     for m in messages:
-        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-            raise TranscriptFormatError(f"not a message (a map with a string 'role'): {m!r:.200}")
+        check_message(m)
     if isinstance(messages, PVector):
         return freeze(messages, strict=False)  # plain dicts inside become pmaps
     return freeze(list(messages), strict=False)  # a tuple too becomes a pvector
+
+
+def check_message(m: Any) -> None:
+    """Raise TranscriptFormatError unless `m` is a message: a map with a string "role"
+    and, if it has "tool_calls", a list of them.
+
+    >>> check_message({"role": "assistant", "content": None, "tool_calls": 5})
+    Traceback (most recent call last):
+    ...
+    toolnexus.core.transcript.TranscriptFormatError: a message's tool_calls must be a list, got int
+    """
+    if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+        raise TranscriptFormatError(f"not a message (a map with a string 'role'): {m!r:.200}")
+    calls = m.get("tool_calls")
+    if calls is not None and (
+        isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence)
+    ):
+        raise TranscriptFormatError(
+            f"a message's tool_calls must be a list, got {type(calls).__name__}"
+        )
 
 
 def thaw_transcript(messages: Sequence[Mapping]) -> list[dict]:
@@ -89,7 +108,9 @@ def _migrate(doc: Any) -> list:
             f"unknown transcript format version {doc['version']!r}"
             f" (this toolnexus reads 0..{FORMAT_VERSION})"
         )
-    return doc.get("messages")
+    if doc.get("messages") is None:  # never written so: cut short or edited, not empty
+        raise TranscriptFormatError("a transcript document has no 'messages' list")
+    return doc["messages"]
 
 
 def loads(text: str | bytes) -> PVector:
@@ -144,6 +165,8 @@ def tool_call_ids(message: Mapping) -> tuple[str, ...]:
     if message.get("role") != "assistant":
         return ()
     calls = message.get("tool_calls") or ()
+    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
+        calls = ()  # not a list of calls (check_message refuses it where messages come in)
     ids = [c.get("id") for c in calls if isinstance(c, Mapping)]
     ids += [b.get("id") for b in _blocks(message) if _is_block(b, "tool_use")]
     return tuple(i for i in ids if isinstance(i, str))

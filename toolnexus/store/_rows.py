@@ -20,7 +20,12 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector, thaw
 
-from ..core.transcript import FORMAT_VERSION, TranscriptFormatError, freeze_transcript
+from ..core.transcript import (
+    FORMAT_VERSION,
+    TranscriptFormatError,
+    check_message,
+    freeze_transcript,
+)
 from ..core.wire.jsonload import load
 from .errors import StoreCorruptError
 
@@ -261,8 +266,9 @@ def _freeze_json(value: Any) -> Any:
 
 def _read_v1(text: str | bytes) -> PMap:
     message = load(text)  # bounded: a row nested 100,000 deep is only corrupt
-    if type(message) is not dict or not isinstance(message.get("role"), str):
+    if type(message) is not dict:
         raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")
+    check_message(message)  # a TranscriptFormatError is a ValueError: the row is corrupt
     return _freeze_json(message)
 
 
