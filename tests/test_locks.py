@@ -354,6 +354,15 @@ def test_the_local_lock_excludes_per_id_times_out_and_forgets_ids_it_no_longer_h
     t.join()
     with lock("a"):
         pass
+    # A second exit of one hold never releases a later holder's lock.
+    first = lock("a")
+    first.__enter__()
+    first.__exit__(None, None, None)
+    with lock("a"):
+        first.__exit__(None, None, None)
+        with pytest.raises(LockTimeoutError):
+            with lock("a"):
+                pass
     # Nothing is kept for ids no one holds or waits for (a service sees millions of ids).
     kept = [c.cell_contents for c in lock.__closure__ if isinstance(c.cell_contents, dict)]
     assert kept == [{}]

@@ -46,6 +46,7 @@ class _Local:
 
     def __init__(self, locks: dict, guard: threading.Lock, timeout: float, id: str) -> None:
         self._locks, self._guard, self._timeout, self._id = locks, guard, timeout, id
+        self._entry: list | None = None
 
     def __enter__(self) -> _Local:
         with self._guard:
@@ -63,7 +64,9 @@ class _Local:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        entry = self._entry
+        entry, self._entry = self._entry, None
+        if entry is None:  # never taken, or let go already: never release another's hold
+            return
         entry[0].release()
         self._leave(entry)
 
