@@ -341,3 +341,31 @@ def test_a_client_header_that_would_break_the_framing_is_never_sent():
             ask(client, "hi")
         client.close()
     assert fp.requests == []
+
+
+def test_a_kept_connection_is_reused_when_the_process_has_over_1024_files_open():
+    """Fails on the old main: the idle check was select(), which refuses a descriptor past
+    1024 (a busy service has that many sockets), so the second POST raised ValueError."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine allows at most {hard} open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    spare = []
+    try:
+        with fake_provider(lambda body, dialect: {"content": "ok"}) as fp:
+            while not spare or spare[-1] < 1100:  # the next sockets get numbers past 1024
+                spare.append(os.open(os.devnull, os.O_RDONLY))
+            client = client_of(fp.url)
+            assert ask(client, "one")["text"] == "ok"
+            [(conn,)] = idle_of(client)
+            assert conn.sock.fileno() > 1024
+            assert ask(client, "two")["text"] == "ok"  # the idle check of a high descriptor
+            assert idle_of(client) == [(conn,)]
+            client.close()
+    finally:
+        for fd in spare:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

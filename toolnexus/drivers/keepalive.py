@@ -117,6 +117,16 @@ def read_stdlib(sock: socket.socket) -> Answer:
     return response.status, headers, content, not response.will_close
 
 
+def _readable(sock: socket.socket) -> bool:
+    """Whether a socket has something to read now, without waiting. poll() where there is
+    one: select() refuses a descriptor past 1024, which a busy process has."""
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([sock], [], [], 0)[0])
+    ready = select.poll()
+    ready.register(sock, select.POLLIN)
+    return bool(ready.poll(0))
+
+
 class _Conn:
     """One keep-alive socket to an origin; `sock` is None once closed."""
 
@@ -151,7 +161,7 @@ class _Idle:
                 # An idle keep-alive socket has nothing to read: readable means the
                 # server closed it (or sent junk), so it is dropped, not reused.
                 fresh = now - since < self.expiry
-                if fresh and conn.sock is not None and not select.select([conn.sock], [], [], 0)[0]:
+                if fresh and conn.sock is not None and not _readable(conn.sock):
                     return conn
                 conn.close()
         return None
