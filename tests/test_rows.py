@@ -92,3 +92,30 @@ def test_a_stored_row_whose_tool_calls_is_not_a_list_is_corrupt():
     row = '{"content":null,"role":"assistant","tool_calls":5}'
     with pytest.raises(StoreCorruptError, match="row 0: a message's tool_calls must be a list"):
         _rows.decode_rows("test", "c", 1, 1, [(0, row)])
+
+
+def test_a_saved_value_json_would_change_reads_back_as_any_process_reads_it():
+    """Fails before the fix: a read matching the rows of the last save gave back the saved
+    value itself, though JSON changed it (a number key became a string, a tuple a list),
+    so this process saw another value than every other process reading the same rows."""
+    for odd in ({1: "one"}, ("a", "b")):
+        t = freeze([{"role": "user", "content": "q"}, {"role": "user", "content": "r", "x": odd}])
+        memo = _rows.Memo()
+        memo.saved("c", t, _rows.plan_save("c", None, t, memo))
+        rows, digest = _stored(t)
+        here = memo.read("test", "c", 1, len(t), digest, rows)
+        elsewhere = _rows.Memo().read("test", "c", 1, len(t), digest, rows)
+        assert _rows.encode_message(here[1]) == _rows.encode_message(elsewhere[1])
+        assert type(here[1]["x"]) is type(elsewhere[1]["x"]) and here[1] is not t[1]
+        assert here[0] is t[0]  # what JSON keeps is still the saved value itself
+
+
+def test_a_message_no_reader_could_take_back_is_refused_when_saved():
+    import pytest
+
+    from toolnexus.core.transcript import TranscriptFormatError
+
+    for number in (float("nan"), float("inf")):
+        t = freeze([{"role": "user", "content": "q", "score": number}])
+        with pytest.raises(TranscriptFormatError, match="not JSON"):
+            _rows.plan_save("c", None, t, _rows.Memo())

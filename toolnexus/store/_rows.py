@@ -48,7 +48,9 @@ class Plan(NamedTuple):
     encoded: tuple[str, ...]
     head: Head
     frozen_upto: int  # this many leading messages are known to be pmaps (a memo hit)
-    texts: tuple[str, ...] | None = None  # every stored row after the save, when known
+    # Every stored row after the save, when known (None for a row that would not read
+    # back as its message: see encode_rows).
+    texts: tuple[str | None, ...] | None = None
 
 
 def frozen(transcript: Sequence[Mapping]) -> PVector:
@@ -66,10 +68,40 @@ def encode_message(message: Mapping) -> str:
     >>> encode_message({"role": "user", "content": "hi"})
     '{"content":"hi","role":"user"}'
     """
+    return _dumps(_plain(message))
+
+
+def _plain(message: Mapping) -> dict:
     plain = thaw(message)
     if not isinstance(plain, dict) or not isinstance(plain.get("role"), str):
         raise TranscriptFormatError(f"not a message (a map with a string 'role'): {message!r:.200}")
-    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return plain
+
+
+def _dumps(plain: dict) -> str:
+    try:
+        return json.dumps(
+            plain, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+        )
+    except ValueError as e:  # NaN or infinity: a row no reader would take back
+        raise TranscriptFormatError(f"a message is not JSON: {e}") from None
+
+
+def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
+    """Return the row texts of messages, and the same with None where a row would not read
+    back as the very message (JSON makes a number key a string, a tuple a list): the
+    memo's texts, which a read matches to give saved values back.
+
+    >>> encode_rows([{"role": "user", "content": "hi"}, {"role": "user", "n": (1,)}])
+    (('{"content":"hi","role":"user"}', '{"n":[1],"role":"user"}'), ('{"content":"hi","role":"user"}', None))
+    """  # noqa: E501
+    texts, kept = [], []
+    for message in messages:
+        plain = _plain(message)
+        text = _dumps(plain)
+        texts.append(text)
+        kept.append(text if json.loads(text) == plain else None)
+    return tuple(texts), tuple(kept)
 
 
 def chain(digest: str, encoded: Iterable[str]) -> str:
@@ -224,9 +256,9 @@ def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Hea
     if known is None:
         return None
     count, digest, texts = known
-    tail = tuple(map(encode_message, islice(transcript, count, None)))
+    tail, kept = encode_rows(islice(transcript, count, None))
     head = Head(FORMAT_VERSION, len(transcript), chain(digest, tail))
-    plan = Plan(True, count, tail, head, count, _joined(texts, tail))
+    plan = Plan(True, count, tail, head, count, _joined(texts, kept))
     return Head(FORMAT_VERSION, count, digest), plan
 
 
@@ -240,12 +272,12 @@ def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo:
     if stored is not None and stored.version == FORMAT_VERSION and stored.count <= n:
         prefix, hit, texts = memo.prefix_digest(id, transcript, stored.count)
         if prefix == stored.digest:
-            tail = tuple(map(encode_message, islice(transcript, stored.count, None)))
+            tail, kept = encode_rows(islice(transcript, stored.count, None))
             head = Head(FORMAT_VERSION, n, chain(prefix, tail))
             upto = stored.count if hit else 0
-            return Plan(True, stored.count, tail, head, upto, _joined(texts, tail))
-    encoded = tuple(map(encode_message, transcript))
-    return Plan(False, 0, encoded, Head(FORMAT_VERSION, n, chain(GENESIS, encoded)), 0, encoded)
+            return Plan(True, stored.count, tail, head, upto, _joined(texts, kept))
+    encoded, kept = encode_rows(transcript)
+    return Plan(False, 0, encoded, Head(FORMAT_VERSION, n, chain(GENESIS, encoded)), 0, kept)
 
 
 def _fail(backend: str, id: str, why: str) -> StoreCorruptError:
