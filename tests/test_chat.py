@@ -297,3 +297,33 @@ def test_render_a_stored_openai_transcript_with_a_system_prompt():
         ' "text": "look"}, {"type": "image_url", "image_url": {"url": "x"}}]}]'
     )
     assert render_transcript(messages) == "system: S\nuser: look\n  [image_url]"
+
+
+class _CtrlCAfterTheAnswer(io.StringIO):
+    """Output where Ctrl-C lands once, on the first line break written after the answer's
+    text: the moment between a finished answer and the next prompt."""
+
+    def __init__(self):
+        super().__init__()
+        self.fired = False
+
+    def write(self, text):
+        if not self.fired and text == "\n" and "answer" in self.getvalue():
+            self.fired = True
+            raise KeyboardInterrupt
+        return super().write(text)
+
+
+def test_a_ctrl_c_after_the_answer_ended_keeps_the_answer():
+    """Fails on the old main: a Ctrl-C landing after the `done` event (the exchange was
+    already saved) printed [cancelled] and dropped the answer from the session's history,
+    so the next prompt went out without the answer the user had read."""
+    from toolnexus import create_in_process_client
+    from toolnexus.commands.chat import CANCELLED, Session, _turn
+
+    client = create_in_process_client(model="m", generate=lambda req: {"content": "the answer"})
+    s = Session(client=client, id=None, history=(), toolkit=None)
+    out = _CtrlCAfterTheAnswer()
+    after = _turn(s, "question", out)
+    assert out.fired and CANCELLED not in out.getvalue()
+    assert [m["content"] for m in after["history"]] == ["question", "the answer"]

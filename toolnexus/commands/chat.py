@@ -127,10 +127,11 @@ def parse_slash(line: str) -> tuple[str, str] | None:
     return name.strip().lower(), arg.strip()
 
 
-def show_events(events: Iterable[Mapping], out: TextIO):
+def show_events(events: Iterable[Mapping], out: TextIO, done: list | None = None):
     """Print stream events as they come (text deltas inline, tool calls on their own lines).
 
-    Return the RunResult of the "done" event (None if the stream had none).
+    Return the RunResult of the "done" event (None if the stream had none); it is also
+    appended to `done` as soon as it arrives (a Ctrl-C after it cancels nothing).
     """
     result, mid_line = None, False
     for ev in events:
@@ -151,6 +152,8 @@ def show_events(events: Iterable[Mapping], out: TextIO):
             print(line, file=out, flush=True)
         elif kind == "done":
             result = ev.get("result")
+            if done is not None:
+                done.append(result)
     print(file=out, flush=True)
     return result
 
@@ -174,7 +177,8 @@ def _turn(s: Mapping, prompt: str, out: TextIO) -> Session:
     """Run one exchange, printing it as it streams; return the new session.
 
     Ctrl-C stops this answer only: the stream is closed, so nothing of the exchange is
-    saved and the conversation lock is released; the session goes on.
+    saved and the conversation lock is released; the session goes on. A Ctrl-C after the
+    answer ended (it is saved by then) cancels nothing: the answer stands.
     """
     from toolnexus import stream
 
@@ -184,12 +188,15 @@ def _turn(s: Mapping, prompt: str, out: TextIO) -> Session:
     else:
         kw["history"] = s["history"]
     events = stream(s["client"], prompt, **kw)
+    done: list = []
     try:
-        result = show_events(events, out)
+        result = show_events(events, out, done)
     except KeyboardInterrupt:
         events.close()
-        print(f"\n{CANCELLED}", file=out, flush=True)
-        return Session(s)
+        if not done:
+            print(f"\n{CANCELLED}", file=out, flush=True)
+            return Session(s)
+        result = done[0]
     finally:
         events.close()
     if result is not None and s["id"] is None:
