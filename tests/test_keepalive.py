@@ -254,6 +254,11 @@ class BytesServer:
                         data += got
                     if not data:
                         break
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                                   if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+                    while len(body) < length:  # read it all: unread bytes make close a reset
+                        body += conn.recv(65536)
                     reply, close = self.replies.pop(0)
                     for i in range(0, len(reply), self.piece):
                         conn.sendall(reply[i : i + self.piece])
@@ -369,3 +374,56 @@ def test_a_kept_connection_is_reused_when_the_process_has_over_1024_files_open()
         for fd in spare:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# ---- streamed answers (SSE): on the kept socket with httptools, else on httpcore's pool --
+
+
+def test_a_streamed_answer_arrives_in_pieces_and_its_connection_is_kept(reader):
+    with fake_provider(lambda body, dialect: {"content": "a streamed reply"}, chunk=3) as fp:
+        client = client_of(fp.url)
+        deltas = [e["delta"] for e in stream(client, "one") if e["type"] == "text"]
+        assert "".join(deltas) == "a streamed reply" and len(deltas) > 1
+        kept = idle_of(client)
+        assert [len(k) for k in kept] == ([1] if reader == "httptools" else [])
+        assert ask(client, "two")["text"] == "a streamed reply"  # a whole answer next
+        assert idle_of(client) == (kept if reader == "httptools" else [idle_of(client)[0]])
+        client.close()
+
+
+def test_a_stream_left_early_drops_its_connection_and_the_next_one_is_fresh(reader):
+    with fake_provider(lambda body, dialect: {"content": "x" * 2000}, chunk=50) as fp:
+        client = client_of(fp.url)
+        events = stream(client, "one")
+        assert next(e for e in events if e["type"] == "text")["delta"]
+        events.close()  # the rest of the answer is never read
+        assert idle_of(client) in ([], [()])  # not kept half-read
+        assert (
+            "".join(e["delta"] for e in stream(client, "two") if e["type"] == "text") == "x" * 2000
+        )
+        client.close()
+
+
+def test_a_stream_cut_halfway_is_a_protocol_error(reader):
+    with fake_provider(lambda body, dialect: {"content": "y" * 500, "stream_drop": True},
+                       chunk=20) as fp:  # fmt: skip
+        client = client_of(fp.url)
+        with pytest.raises(ProviderError, match="RemoteProtocolError|incomplete|ended"):
+            for _ in stream(client, "hi"):
+                pass
+        assert idle_of(client) in ([], [()])
+        client.close()
+
+
+def test_a_stream_whose_body_runs_until_the_server_closes_is_read_whole(reader):
+    events = b"".join(
+        b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": piece}}]}).encode()
+        + b"\n\n" for piece in ("until ", "close")
+    ) + b"data: [DONE]\n\n"  # fmt: skip
+    reply = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + events
+    with BytesServer([(reply, True)], piece=7) as server:
+        client = client_of(server.url)
+        done = [e for e in stream(client, "hi") if e["type"] == "done"]
+        assert done[0]["result"]["text"] == "until close"
+        assert idle_of(client) in ([], [()])
+        client.close()

@@ -1,4 +1,4 @@
-"""The default sync pool: whole answers on keep-alive sockets, streams on httpcore.
+"""The default sync pool: answers on keep-alive sockets, read by httptools or http.client.
 
 A whole (JSON) answer is one POST read to its end: the request goes out as bytes on a
 kept socket and the answer is read by httptools' C parser when it is installed (the
@@ -6,8 +6,9 @@ kept socket and the answer is read by httptools' C parser when it is installed (
 http.client. Per POST, by callgrind (benchmarks/service/README.md): httptools about
 13,000 instructions, http.client about 310,000 (its headers go through the email
 package), httpcore's own pool (h11) about 440,000. Both readers give the same answer:
-tests run each. A streamed answer (SSE) must arrive as it is produced and goes to an
-httpcore pool. Both speak httpcore's interface (`handle_request(httpcore.Request) ->
+tests run each. A streamed answer (SSE) must arrive as it is produced: with httptools it
+is read from the kept socket as the caller iterates, else it goes to an httpcore pool.
+Both speak httpcore's interface (`handle_request(httpcore.Request) ->
 httpcore.Response`) and fail with httpcore's exceptions, so `transport.py` treats this
 pool like any other: its errors are classified (network or not) and scrubbed there.
 
@@ -23,7 +24,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpcore
@@ -246,6 +247,73 @@ def _post_whole(
     return answer
 
 
+def _open_stream(idle: _Idle, url: httpcore.URL, data: bytes, timeout: Any) -> tuple:
+    """Send a streamed request on a keep-alive connection and read up to the end of the
+    answer's headers; return (status, headers, its body as a `_Body`)."""
+    conn = idle.take(url)
+    if conn is None:
+        try:
+            conn = idle.connect(url, timeout)
+        except OSError as e:
+            raise _as_httpcore(e, connecting=True) from None
+    reader = _Reader()
+    try:
+        conn.sock.settimeout(timeout)
+        conn.sock.sendall(data)
+        while not reader.headed:
+            got = conn.sock.recv(65536)
+            if not got:
+                raise _Closed("the server closed the connection before the answer's headers")
+            reader.parser.feed_data(got)
+    except (OSError, _Closed, *_PARSE_ERRORS) as e:
+        conn.close()
+        raise _as_httpcore(e, connecting=False) from None
+    except BaseException:
+        conn.close()
+        raise
+    return reader.parser.get_status_code(), reader.headers, _Body(idle, url, conn, reader)
+
+
+class _Body:
+    """A streamed answer's body, read from its socket as the caller iterates (with
+    httptools). The connection goes back to the pool when the answer has ended, and is
+    closed if the caller stops before (what is left of the answer cannot be skipped)."""
+
+    def __init__(self, idle: _Idle, url: httpcore.URL, conn: _Conn, reader: _Reader) -> None:
+        self.idle, self.url, self.conn, self.reader = idle, url, conn, reader
+
+    def __iter__(self) -> Iterator[bytes]:
+        reader, conn = self.reader, self.conn
+        try:
+            while True:
+                if reader.body:
+                    chunks, reader.body = reader.body, []
+                    yield from chunks
+                if reader.complete:
+                    break
+                got = conn.sock.recv(65536)
+                if not got:
+                    if _until_close(reader.headers):
+                        reader.keep = False  # the body ran until the server closed
+                        break
+                    raise _Closed("the server closed the connection before the answer ended")
+                reader.parser.feed_data(got)
+        except (OSError, _Closed, *_PARSE_ERRORS) as e:
+            self.close()
+            raise _as_httpcore(e, connecting=False) from None
+        if reader.keep and reader.complete:
+            self.conn = None
+            self.idle.give(self.url, conn)
+        else:
+            self.close()
+
+    def close(self) -> None:
+        """Let the connection go: closed, unless the whole answer was read and it was kept."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+
+
 class KeepAlivePool:
     """A sync pool: whole answers on keep-alive sockets, streams on httpcore.
 
@@ -265,12 +333,17 @@ class KeepAlivePool:
         )
 
     def handle_request(self, request: httpcore.Request) -> httpcore.Response:
-        """Send a request: a stream on httpcore's pool, anything else whole on a kept socket."""
-        if _streamed(request):
+        """Send a request on a kept socket: a streamed answer is read as it arrives (on
+        httpcore's pool when httptools is not installed), any other whole."""
+        streamed = _streamed(request)
+        if streamed and self.read is not read_httptools:
             return self.streams.handle_request(request)
         head = request_head(request.method, request.url.target, request.headers)
         timeouts = request.extensions.get("timeout", {})
         data = head + b"\r\n" + b"".join(request.stream)
+        if streamed:
+            status, headers, body = _open_stream(self.idle, request.url, data, timeouts.get("read"))
+            return httpcore.Response(status, headers=headers, content=body)
         status, headers, content, _ = _post_whole(
             self.idle, self.read, request.url, data, timeouts.get("read"), timeouts.get("connect")
         )
