@@ -245,25 +245,29 @@ class BytesServer:
                 return
             self.accepted += 1
             with conn:
-                while self.replies:
-                    data = b""
-                    while b"\r\n\r\n" not in data:
-                        got = conn.recv(65536)
-                        if not got:
-                            break
-                        data += got
-                    if not data:
-                        break
-                    head, _, body = data.partition(b"\r\n\r\n")
-                    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                                   if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
-                    while len(body) < length:  # read it all: unread bytes make close a reset
-                        body += conn.recv(65536)
-                    reply, close = self.replies.pop(0)
-                    for i in range(0, len(reply), self.piece):
-                        conn.sendall(reply[i : i + self.piece])
-                    if close:
-                        break
+                try:
+                    self.answer(conn)
+                except OSError:  # the client gave up on this connection and closed it
+                    pass
+
+    def answer(self, conn: socket.socket) -> None:
+        while self.replies:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = conn.recv(65536)
+                if not got:
+                    return
+                data += got
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+            while len(body) < length:  # read it all: unread bytes make close a reset
+                body += conn.recv(65536)
+            reply, close = self.replies.pop(0)
+            for i in range(0, len(reply), self.piece):
+                conn.sendall(reply[i : i + self.piece])
+            if close:
+                return
 
     def __enter__(self) -> BytesServer:
         self.thread.start()
@@ -426,4 +430,22 @@ def test_a_stream_whose_body_runs_until_the_server_closes_is_read_whole(reader):
         done = [e for e in stream(client, "hi") if e["type"] == "done"]
         assert done[0]["result"]["text"] == "until close"
         assert idle_of(client) in ([], [()])
+        client.close()
+
+
+@pytest.mark.parametrize("piece", [5, 1 << 16], ids=["in-pieces", "at-once"])
+def test_an_informational_answer_first_is_never_taken_for_the_answer(reader, piece):
+    """A 103 before the real answer: httptools' reader skips it, http.client's (which skips
+    only 100) drops the connection; either way the next request never reads the real
+    answer of this one."""
+    early = b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n" + _json_reply()
+    with BytesServer([(early, False), (_json_reply(), True)], piece=piece) as server:
+        client = client_of(server.url)
+        if reader == "httptools":
+            assert ask(client, "one")["text"] == "fine"
+            assert server.accepted == 1  # the same connection goes on
+        else:
+            with pytest.raises(ProviderError, match="informational answer"):
+                ask(client, "one")
+        assert ask(client, "two")["text"] == "fine"
         client.close()

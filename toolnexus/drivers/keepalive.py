@@ -48,7 +48,14 @@ def _streamed(request: httpcore.Request) -> bool:
 
 
 class _Closed(Exception):
-    """The server closed the connection before the answer ended."""
+    """The server closed the connection before the answer ended, or answered in a way
+    this pool does not follow (the connection is dropped, never read out of step)."""
+
+
+# A 1xx answer comes before the real one (none is asked for: no Expect header). Taking
+# it for the answer would leave the real one to be read as the next request's answer:
+# httptools' reader skips it, http.client's (which skips only 100) drops the connection.
+_INFORMATIONAL = "an informational answer (%d) before the answer: not followed"
 
 
 def _as_httpcore(e: Exception, connecting: bool) -> Exception:
@@ -77,13 +84,16 @@ class _Reader:
         self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        if self.parser.get_status_code() < 200:  # informational: the answer follows it
+            self.headers.clear()
+            return
         self.headed, self.keep = True, self.parser.should_keep_alive()
 
     def on_body(self, data: bytes) -> None:
         self.body.append(data)
 
     def on_message_complete(self) -> None:
-        self.complete = True
+        self.complete = self.headed  # not at the end of an informational answer
 
 
 def _until_close(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -234,6 +244,8 @@ def _post_whole(
         conn.sock.settimeout(timeout)
         conn.sock.sendall(data)
         answer = read(conn.sock)
+        if answer[0] < 200:
+            raise _Closed(_INFORMATIONAL % answer[0])
     except (OSError, http.client.HTTPException, _Closed, *_PARSE_ERRORS) as e:
         conn.close()
         raise _as_httpcore(e, connecting=False) from None
@@ -265,6 +277,8 @@ def _open_stream(idle: _Idle, url: httpcore.URL, data: bytes, timeout: Any) -> t
             if not got:
                 raise _Closed("the server closed the connection before the answer's headers")
             reader.parser.feed_data(got)
+        if reader.parser.get_status_code() < 200:
+            raise _Closed(_INFORMATIONAL % reader.parser.get_status_code())
     except (OSError, _Closed, *_PARSE_ERRORS) as e:
         conn.close()
         raise _as_httpcore(e, connecting=False) from None
