@@ -95,3 +95,35 @@ def test_a_certificate_nobody_vouches_for_is_refused_by_default(tls_provider):
         ask(client, "hi")
     assert "sk-tls" not in str(refused.value) and fp.requests == []
     client.close()
+
+
+def test_async_streams_over_tls_and_an_unvouched_certificate_refused(
+    certificate, tls_provider, reader
+):
+    import asyncio
+
+    from toolnexus import astream
+    from toolnexus.drivers.keepalive_async import AsyncKeepAlivePool
+
+    url, fp = tls_provider
+    if reader == "httptools":  # the kept-connection pool (without httptools: httpcore's)
+        pool = AsyncKeepAlivePool(ssl.create_default_context(cafile=certificate[0]), 5, 5.0)
+        client = create_client(base_url=url, model="m", api_key="sk-tls", retries=0,
+                               transport=pool)  # fmt: skip
+
+        async def go():
+            for _ in range(2):
+                events = [e async for e in astream(client, "hi")]
+                assert events[-1]["result"]["text"] == "over tls"
+            [conn] = [c for free in pool.free.values() for _, c in free]
+            assert conn.transport.get_extra_info("ssl_object") is not None
+
+        asyncio.run(go())
+    default = create_client(base_url=url, model="m", api_key="sk-tls", retries=0)
+
+    async def refused():
+        with pytest.raises(ProviderError, match="CERTIFICATE_VERIFY_FAILED"):
+            [e async for e in astream(default, "hi")]
+
+    asyncio.run(refused())
+    assert len(fp.requests) == (2 if reader == "httptools" else 0)

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from toolnexus import (
     ProviderError,
+    RunCancelledError,
+    RunTimeoutError,
     aask,
     ask,
     astream,
@@ -179,3 +181,24 @@ def test_a_failure_before_any_text_is_retried(style):
         c = create_client(base_url=fp.url, style=style, model="m")
         events = list(stream(c, "hi"))
     assert events[-1]["result"]["text"] == "ok" and len(fp.requests) == 2
+
+
+@pytest.mark.parametrize("cancel", [False, True], ids=["deadline", "cancel"])
+def test_an_async_stream_stopped_while_its_answer_stalls_ends_cleanly(cancel):
+    """Fails on the old main: astream past its deadline (or cancelled) while the answer
+    stalled raised `RuntimeError: aclose(): asynchronous generator is already running`,
+    because the abandoned read was still running when the stream was closed."""
+    with fake_provider(lambda body, dialect: {"stall": 10}) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k", retries=0,
+                          timeout_ms=None if cancel else 300)  # fmt: skip
+
+        async def consume():
+            stop = asyncio.Event()
+            if cancel:
+                asyncio.get_running_loop().call_later(0.3, stop.set)
+            async for _ in astream(c, "hi", cancel=stop):
+                pass
+
+        with pytest.raises(RunCancelledError if cancel else RunTimeoutError):
+            asyncio.run(consume())
+        c.close()

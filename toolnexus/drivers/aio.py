@@ -71,6 +71,9 @@ class _Async:
         if task in done:
             return task.result()
         task.cancel()
+        # Let the abandoned work finish cancelling before going on: a stream's read still
+        # running when the stream is closed makes the close fail ("already running").
+        await asyncio.wait({task})
         guard.check()
         raise RunTimeoutError("the run's deadline (timeout_ms) passed")
 

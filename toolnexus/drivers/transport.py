@@ -58,7 +58,15 @@ def default_transport() -> Any:
 
 
 def default_async_transport() -> Any:
-    """Return a new pooled async transport (one per event loop: connections belong to it)."""
+    """Return a new pooled async transport (one per event loop: connections belong to it):
+    kept asyncio connections read by httptools when it is installed, else httpcore's."""
+    from . import keepalive
+
+    if keepalive.httptools is not None:
+        from .keepalive_async import AsyncKeepAlivePool
+
+        return AsyncKeepAlivePool(httpx.create_ssl_context(), _POOL["max_keepalive_connections"],
+                                  _POOL["keepalive_expiry"])  # fmt: skip
     import httpcore
 
     return httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(), **_POOL)
