@@ -135,17 +135,17 @@ class _Async:
             yield pmap({"type": TURN, "turn": turn})
             return
         timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
-        if not self.streaming and ctx.own_transport:
-            # A whole answer goes over the runtime's sync pool in an io thread: half the
-            # CPU of httpcore's async pool for the same POST (benchmarks/service). A
-            # cancelled run stops waiting at once; the POST ends in its thread, bounded
-            # by `timeout` like any other.
+        transport = ctx.transport if ctx.transport.asynchronous else ctx.runtime.atransport()
+        if not self.streaming and ctx.own_transport and transport.apost_whole is None:
+            # Without httptools (no kept asyncio connections), a whole answer goes over
+            # the runtime's sync pool (http.client) in an io thread: half the CPU of
+            # httpcore's async pool for the same POST (benchmarks/service). A cancelled
+            # run stops waiting at once; the POST ends in its thread, within `timeout`.
             work = asyncio.get_running_loop().run_in_executor(
                 ctx.runtime.io_pool(), send, ctx.transport, ctx.endpoint, request["content"],
                 timeout)  # fmt: skip
             yield pmap({"type": TURN, "turn": await self._answer(work)})
             return
-        transport = ctx.transport if ctx.transport.asynchronous else ctx.runtime.atransport()
         if not self.streaming:
             turn = await self._answer(asend(transport, ctx.endpoint, request["content"], timeout))
             yield pmap({"type": TURN, "turn": turn})

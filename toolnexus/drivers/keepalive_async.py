@@ -3,9 +3,9 @@
 The async twin of `keepalive.py` for one event loop (the runtime keeps one per loop, as
 connections belong to it): a request goes out as bytes on a kept connection and
 httptools' parser reads the answer as its bytes arrive, whole or streamed, with no
-thread and none of httpcore's layers (anyio, h11). By callgrind, `astream` of a JSON
-answer went from 2.75M to about 1.1M instructions (benchmarks/service/README.md). It
-speaks httpcore's async interface (`handle_async_request(httpcore.Request) ->
+thread and none of httpcore's layers (anyio, h11). By callgrind (in process, no store):
+`astream` of a JSON answer 2.75M -> 1.24M instructions, `aask` 1.04M (on the sync pool
+in an io thread) -> 0.95M (benchmarks/service/README.md). It speaks httpcore's async interface (`handle_async_request(httpcore.Request) ->
 httpcore.Response`) and fails with httpcore's exceptions, so `transport.py` treats it
 like httpcore's own pool. Without httptools the runtime uses httpcore's pool.
 """
@@ -20,7 +20,6 @@ from typing import Any
 import httpcore
 
 from .keepalive import (
-    _INFORMATIONAL,
     _PARSE_ERRORS,
     _as_httpcore,
     _Closed,
@@ -89,15 +88,24 @@ class _Connection(asyncio.Protocol):
                 reader.complete, reader.keep = True, False  # its body ran until the close
                 return
             raise _as_httpcore(_Closed("the server closed the connection early"), False)
-        self.waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self.waiter = loop.create_future()
+        # A timer, not asyncio.wait_for (a task and more per read): it fails the waiter.
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
         try:
-            await asyncio.wait_for(self.waiter, timeout)
-        except TimeoutError:
-            raise httpcore.ReadTimeout("timed out") from None
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+def _expire(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_exception(httpcore.ReadTimeout("timed out"))
 
 
 class _Body:
@@ -182,13 +190,9 @@ class AsyncKeepAlivePool:
             raise _as_httpcore(e, connecting=True) from None
         return conn
 
-    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        """Send a request on a kept connection; answer with the response whose body is
-        read as it arrives (a stream) or already read (a whole answer)."""
-        url = request.url
-        head = request_head(request.method, url.target, request.headers)
-        data = head + b"\r\n" + b"".join([part async for part in request.stream])
-        timeout = request.extensions.get("timeout", {}).get("read")
+    async def _send(self, url: httpcore.URL, data: bytes, timeout: Any) -> tuple:
+        """Send a request on a kept connection and read up to the end of the answer's
+        headers; return (status, headers, its body as a `_Body`)."""
         key = (url.scheme, url.host, url.port)
         conn = self._take(key) or await self._connect(url, timeout)
         conn.reader = reader = _Reader()
@@ -200,12 +204,28 @@ class AsyncKeepAlivePool:
         except BaseException:
             body.drop()
             raise
-        status = reader.parser.get_status_code()
-        if status < 200:  # never: the reader skips informational answers
-            body.drop()
-            raise _as_httpcore(_Closed(_INFORMATIONAL % status), connecting=False)
+        return reader.parser.get_status_code(), reader.headers, body
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        """Send a request on a kept connection; answer with the response whose body is
+        read as it arrives (a stream) or already read (a whole answer)."""
+        url = request.url
+        head = request_head(request.method, url.target, request.headers)
+        data = head + b"\r\n" + b"".join([part async for part in request.stream])
+        status, headers, body = await self._send(url, data, request.extensions.get(
+            "timeout", {}).get("read"))  # fmt: skip
         content = body if _streamed(request) else await body.aread()
-        return httpcore.Response(status, headers=reader.headers, content=content)
+        return httpcore.Response(status, headers=headers, content=content)
+
+    async def apost_whole(
+        self, url: httpcore.URL, head: bytes, content: bytes, timeout: float
+    ) -> tuple:
+        """POST `content` after `head` (from `request_head`, with Host, without
+        Content-Length) and read the answer whole: (status, [(name, value)], body). The
+        transport's own path for whole answers: no request or response objects."""
+        data = head + b"Content-Length: %d\r\n\r\n" % len(content) + content
+        status, headers, body = await self._send(url, data, timeout)
+        return status, headers, await body.aread()
 
     async def aclose(self) -> None:
         """Close every idle connection."""

@@ -214,7 +214,7 @@ class Transport:
     (and their async twins) read and free the response.
     """
 
-    __slots__ = ("pool", "httpx", "sync", "asynchronous", "post_whole")
+    __slots__ = ("pool", "httpx", "sync", "asynchronous", "post_whole", "apost_whole")
 
     def __init__(self, pool: Any):
         self.pool = pool
@@ -223,6 +223,7 @@ class Transport:
         self.asynchronous = hasattr(pool, "handle_async_request")
         # The default pool's own path for whole answers (keepalive.KeepAlivePool).
         self.post_whole = None if self.httpx else getattr(pool, "post_whole", None)
+        self.apost_whole = None if self.httpx else getattr(pool, "apost_whole", None)
 
     def whole(self, ep: Endpoint, content: bytes, timeout: float) -> tuple:
         """POST and read the answer whole: (status, headers, body)."""
@@ -245,6 +246,17 @@ class Transport:
         resp = self.pool.handle_request(self._request(ep, content, timeout, stream))
         status = resp.status_code if self.httpx else resp.status
         return status, _header_dict(resp.headers), resp
+
+    async def awhole(self, ep: Endpoint, content: bytes, timeout: float) -> tuple:
+        """The async twin of `whole`."""
+        if self.apost_whole is not None:
+            status, headers, body = await self.apost_whole(*ep.head(), content, timeout)
+            return status, _header_dict(headers), body
+        status, headers, resp = await self.aopen(ep, content, timeout, False)
+        try:
+            return status, headers, await resp.aread()
+        finally:
+            await resp.aclose()
 
     async def aopen(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> tuple:
         """The async twin of `open`."""
@@ -397,11 +409,7 @@ async def _aread_error(resp: Any) -> bytes:
 async def asend(transport: Transport, ep: Endpoint, content: bytes, timeout: float) -> PMap:
     """The async twin of `send`."""
     try:
-        status, headers, resp = await transport.aopen(ep, content, timeout, False)
-        try:
-            body = await resp.aread()
-        finally:
-            await resp.aclose()
+        status, headers, body = await transport.awhole(ep, content, timeout)
     except transport_errors() as e:
         raise ep.failed(e) from None
     if not _ok(status):
