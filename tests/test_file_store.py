@@ -255,3 +255,17 @@ def test_paired_locks_are_made_on_first_use_and_closed_with_their_owner(tmp_path
         pass
     paired.close()
     assert made == ["made", "closed"]
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf")])
+def test_a_message_no_reader_could_take_back_is_refused_and_the_stored_one_stays(tmp_path, number):
+    """Fails on the old main: NaN was written as `NaN`, which no JSON reader takes back,
+    so every later get of the conversation raised StoreCorruptError."""
+    s = file_store(tmp_path)
+    for id in ("c", "a/b"):  # a plain file name, and one named by its digest
+        s["save"](id, [{"role": "user", "content": "kept"}])
+        with pytest.raises(tx.TranscriptFormatError, match="not JSON"):
+            s["save"](id, [{"role": "user", "content": "kept"}, {"role": "user", "n": number}])
+        assert [m["content"] for m in s["get"](id)] == ["kept"]
+    with pytest.raises(tx.TranscriptFormatError, match="not JSON"):
+        tx.dumps([{"role": "user", "content": "x", "n": number}])

@@ -121,3 +121,48 @@ def test_a_connection_closed_while_idle_is_replaced_and_1xx_answers_are_skipped(
         asyncio.run(go())
         client.close()
     assert server.accepted == 2
+
+
+def test_what_arrives_while_the_caller_holds_a_chunk_is_never_lost():
+    """Fails before the fix (found by the service's load test in CI): when the rest of a
+    streamed answer, and its end, arrived while the caller was busy with a chunk, the
+    rest was dropped and the answer ended short."""
+    import threading
+
+    import httpcore
+
+    rest_sent = threading.Event()
+    body = b"".join(b"data: piece %d\n\n" % i for i in range(50))
+    first, rest = body[:20], body[20:]
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n"
+
+    class TwoParts(BytesServer):
+        def answer(self, conn):
+            conn.recv(65536)
+            conn.sendall(head % len(body) + first)
+            self.go.wait(30)
+            conn.sendall(rest)
+            rest_sent.set()
+            conn.recv(1)  # until the client closes
+
+    with TwoParts([(b"", True)]) as server:
+        server.go = threading.Event()
+        url = httpcore.URL(server.url + "/chat/completions")
+
+        async def go() -> bytes:
+            pool = AsyncKeepAlivePool(None, 5, 5.0)
+            request = httpcore.Request(b"POST", url, headers=[(b"Host", b"x"),
+                                       (b"Accept", b"text/event-stream")])  # fmt: skip
+            response = await pool.handle_async_request(request)
+            got, stream = [], response.stream
+            async for chunk in stream:
+                got.append(chunk)
+                if len(got) == 1:  # hold the first chunk until the rest is in, and its end
+                    server.go.set()
+                    while not stream.conn.reader.complete:
+                        await asyncio.sleep(0.001)
+            await pool.aclose()
+            return b"".join(got)
+
+        assert asyncio.run(go()) == body
+        assert rest_sent.is_set()

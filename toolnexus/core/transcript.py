@@ -89,12 +89,17 @@ def thaw_transcript(messages: Sequence[Mapping]) -> list[dict]:
 
 
 def dumps(messages: Sequence[Mapping]) -> str:
-    """Return the versioned JSON document of a transcript."""
-    return json.dumps(
-        {"version": FORMAT_VERSION, "messages": thaw(messages)},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    """Return the versioned JSON document of a transcript (TranscriptFormatError for NaN or
+    infinity, which no JSON reader, `loads` included, would take back)."""
+    try:
+        return json.dumps(
+            {"version": FORMAT_VERSION, "messages": thaw(messages)},
+            ensure_ascii=False,
+            separators=(",", ":"),
+            allow_nan=False,
+        )
+    except ValueError as e:
+        raise TranscriptFormatError(f"a transcript is not JSON: {e}") from None
 
 
 def _migrate(doc: Any) -> list:

@@ -5,9 +5,10 @@ connections belong to it): a request goes out as bytes on a kept connection and
 httptools' parser reads the answer as its bytes arrive, whole or streamed, with no
 thread and none of httpcore's layers (anyio, h11). By callgrind (in process, no store):
 `astream` of a JSON answer 2.75M -> 1.24M instructions, `aask` 1.04M (on the sync pool
-in an io thread) -> 0.95M (benchmarks/service/README.md). It speaks httpcore's async interface (`handle_async_request(httpcore.Request) ->
-httpcore.Response`) and fails with httpcore's exceptions, so `transport.py` treats it
-like httpcore's own pool. Without httptools the runtime uses httpcore's pool.
+in an io thread) -> 0.95M (benchmarks/service/README.md). It speaks httpcore's async
+interface (`handle_async_request(httpcore.Request) -> httpcore.Response`) and fails
+with httpcore's exceptions, so `transport.py` treats it like httpcore's own pool.
+Without httptools the runtime uses httpcore's pool.
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ class _Body:
         reader = conn.reader
         try:
             while True:
-                if reader.body:
+                # Drained to the end before looking at `complete`: more of the answer (and
+                # its end) may have arrived while the caller held a chunk.
+                while reader.body:
                     chunks, reader.body = reader.body, []
                     for chunk in chunks:
                         yield chunk
