@@ -502,3 +502,38 @@ def test_entry_fields_accepts_and_refuses_exactly_what_entry_does(raw):
     checked = check_entry(pmap(raw))
     assert checked.remove("id") == made.remove("id")  # extra keys dropped, time in UTC
     assert check_entry(made) is made  # an exact entry comes back as it is
+
+
+def _hold_a_write_lock(path, ready) -> None:
+    """In another process: hold a new file's write lock for a moment, as a second chat
+    starting at the same time does while it sets the file up."""
+    import sqlite3
+    import time
+
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("BEGIN IMMEDIATE")
+    ready.set()
+    time.sleep(0.3)
+    con.execute("COMMIT")
+    con.close()
+
+
+def test_a_log_opened_while_another_process_sets_up_the_file_waits_for_it(tmp_path):
+    """Fails on the old main (seen once in a full run: two chat processes starting on one
+    id): switching a new file to WAL while another process held its write lock failed at
+    once with "database is locked" (SQLite does not wait there), where the store retried."""
+    import multiprocessing
+
+    path = str(tmp_path / "log.db")
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_a_write_lock, args=(path, ready))
+    holder.start()
+    assert ready.wait(30)
+    try:
+        log = sqlite_log(path)  # waits until the other process lets go, then opens
+        log["record"](make_entry("c1", "hello", "user"))
+        assert [e["text"] for e in log["query"](conversation_id="c1")] == ["hello"]
+        log["close"]()
+    finally:
+        holder.join(30)

@@ -166,3 +166,29 @@ def test_what_arrives_while_the_caller_holds_a_chunk_is_never_lost():
 
         assert asyncio.run(go()) == body
         assert rest_sent.is_set()
+
+
+def test_a_loop_that_ends_closes_its_kept_connections():
+    """`asyncio.run(aask(...))` again and again (a script, a notebook): each loop's kept
+    connection is closed when that loop shuts down, not left to the garbage collector
+    (an unclosed transport and a ResourceWarning each)."""
+    import gc
+    import warnings
+
+    with fake_provider(lambda body, dialect: {"content": "ok"}) as fp:
+        client = client_of(fp.url)
+
+        async def once():
+            from toolnexus import aask
+
+            assert (await aask(client, "hi"))["text"] == "ok"
+            return kept(client)
+
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                [conn] = asyncio.run(once())
+                assert conn.transport.is_closing()  # closed as its loop shut down
+            client.close()
+            gc.collect()
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)], seen

@@ -158,6 +158,18 @@ class AsyncKeepAlivePool:
     def __init__(self, ssl_context: Any, max_keepalive_connections: int, keepalive_expiry: float):
         self.ssl, self.idle, self.expiry = ssl_context, max_keepalive_connections, keepalive_expiry
         self.free: dict[tuple, list[tuple[float, _Connection]]] = {}
+        self._closer: AsyncIterator | None = None
+
+    async def _close_with_the_loop(self) -> None:
+        """Have the idle connections closed when the loop shuts down.
+
+        Connections belong to their loop, and `asyncio.run` closes the loop when its
+        coroutine returns: kept idle connections would outlive it (unclosed until garbage
+        collection, with a ResourceWarning each). An async generator is what the loop
+        finalizes as it shuts down (`shutdown_asyncgens`), so one kept here closes them."""
+        if self._closer is None:
+            self._closer = _closer(self)
+            await self._closer.__anext__()
 
     def _take(self, key: tuple) -> _Connection | None:
         free, now = self.free.get(key), time.monotonic()
@@ -197,6 +209,8 @@ class AsyncKeepAlivePool:
         """Send a request on a kept connection and read up to the end of the answer's
         headers; return (status, headers, its body as a `_Body`)."""
         key = (url.scheme, url.host, url.port)
+        if self._closer is None:
+            await self._close_with_the_loop()
         conn = self._take(key) or await self._connect(url, timeout)
         conn.reader = reader = _Reader()
         body = _Body(self, key, conn, timeout)
@@ -236,3 +250,10 @@ class AsyncKeepAlivePool:
         self.free.clear()
         for conn in conns:
             conn.close()
+
+
+async def _closer(pool: AsyncKeepAlivePool) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:  # the loop shuts down (or the pool is dropped): no idle connection outlives it
+        await pool.aclose()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pyrsistent import pmap
 
+from ..store._connect import sqlite_wal
 from .entry import check_entry, check_query, cutoff, fold, from_micros, micros
 
 __all__ = ["sqlite_log", "trigram_supported", "word_prefilter"]
@@ -107,7 +108,7 @@ def _connect(path: str, timeout: float) -> sqlite3.Connection:
     # processes never deadlock upgrading a read lock to a write lock.
     con = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     con.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    con.execute("PRAGMA journal_mode = WAL")
+    sqlite_wal(con, timeout)  # another process may be setting the same new file up
     con.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL keeps it safe
     con.create_function("tn_contains", 2, _contains, deterministic=True)
     return con

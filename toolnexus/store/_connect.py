@@ -1,4 +1,5 @@
-"""Connecting to Redis and PostgreSQL for stores and locks (imports the drivers lazily).
+"""Connecting to Redis, PostgreSQL and SQLite for stores, locks and logs (imports the
+drivers lazily).
 
 Every address that can reach an error or a `desc` goes through `redact` first:
 a password never leaves this module.
@@ -6,6 +7,7 @@ a password never leaves this module.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -154,3 +156,27 @@ def pg_autocommit(conn: Any) -> Iterator[Any]:
         yield conn
     finally:
         conn.autocommit = False
+
+
+# ---- SQLite ----------------------------------------------------------------
+
+
+def sqlite_wal(conn: Any, timeout: float) -> None:
+    """Switch a SQLite connection's file to WAL (a plain read once the file is in WAL).
+
+    Switching a new file needs it to itself, and SQLite answers "locked" at once, without
+    its busy wait, while another connection holds the file's write lock (a second process
+    setting the same new file up): retry until `timeout` seconds have passed.
+    """
+    import sqlite3
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..core.transcript import freeze_transcript
 from . import _rows
+from ._connect import sqlite_wal
 from .errors import StoreCorruptError, StoreUnavailableError
 from .file import file_lock_beside
 from .locks import paired_lock
@@ -43,27 +43,11 @@ digest = excluded.digest
 """
 
 
-def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
-    # Switching a new file to WAL needs it to itself, and SQLite answers "locked" at once
-    # (no busy wait) when another connection is doing the same: retry until the timeout.
-    # Once one connection has switched, the file stays in WAL and this is a plain read.
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
-
-
 def _connect(path: str, timeout: float, durable: bool) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=True)
     try:
-        _use_wal(conn, timeout)
+        sqlite_wal(conn, timeout)
         conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         conn.executescript(_SCHEMA)
     except BaseException:
