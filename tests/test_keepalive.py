@@ -103,13 +103,15 @@ def test_streamed_answers_still_stream_on_the_sync_driver():
     assert fp.requests[0]["headers"]["Accept"] == "text/event-stream"
 
 
-class OneShotServer:
-    """Answers each connection's first request (keep-alive headers), then closes it."""
+class BytesServer:
+    """Answers each request with the next of `replies` (exact bytes, sent in pieces of
+    `piece` bytes), keeping the connection unless the reply is marked to close it (then
+    closed without "connection: close": a client finds out when the connection is idle)."""
 
-    def __init__(self):
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.accepted = 0
+    def __init__(self, replies: list[tuple[bytes, bool]], piece: int = 1 << 16):
+        self.replies, self.piece, self.accepted = list(replies), piece, 0
         self.closed = threading.Semaphore(0)  # released after each connection is closed
+        self.sock = socket.create_server(("127.0.0.1", 0))
         self.thread = threading.Thread(target=self.serve, daemon=True)
 
     @property
@@ -117,33 +119,39 @@ class OneShotServer:
         return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
 
     def serve(self) -> None:
-        while True:
+        while self.replies:
             try:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
             self.accepted += 1
             with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                while len(body) < length:
-                    body += conn.recv(65536)
-                payload = json.dumps(openai_response({"content": "fresh"})).encode()
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    b"content-length: %d\r\n\r\n%s" % (len(payload), payload)
-                )
+                try:
+                    self.answer(conn)
+                except OSError:  # the client gave up on this connection and closed it
+                    pass
             self.closed.release()
-            # closed here without "connection: close": the client finds out when idle
 
-    def __enter__(self) -> OneShotServer:
+    def answer(self, conn: socket.socket) -> None:
+        while self.replies:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = conn.recv(65536)
+                if not got:
+                    return
+                data += got
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+            while len(body) < length:  # read it all: unread bytes make close a reset
+                body += conn.recv(65536)
+            reply, close = self.replies.pop(0)
+            for i in range(0, len(reply), self.piece):
+                conn.sendall(reply[i : i + self.piece])
+            if close:
+                return
+
+    def __enter__(self) -> BytesServer:
         self.thread.start()
         return self
 
@@ -151,15 +159,25 @@ class OneShotServer:
         self.sock.close()
 
 
+def _json_reply(extra: bytes = b"", chunked: bool = False, length: bool = True) -> bytes:
+    body = json.dumps(openai_response({"content": "fine"})).encode()
+    if chunked:
+        framed = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 7]), body[i : i + 7])
+                          for i in range(0, len(body), 7)) + b"0\r\n\r\n"  # fmt: skip
+        return b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n" + extra + b"\r\n" + framed
+    size = b"content-length: %d\r\n" % len(body) if length else b""
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + size + extra + b"\r\n" + body
+
+
 def test_a_connection_the_server_closed_while_idle_is_replaced():
-    with OneShotServer() as server:
+    with BytesServer([(_json_reply(), True)] * 3) as server:
         client = client_of(server.url)
         for n in range(3):
             if n:  # the server closed the last connection: wait until its FIN is here
                 assert server.closed.acquire(timeout=30)
                 [(conn,)] = idle_of(client)
                 assert select.select([conn.sock], [], [], 30)[0]
-            assert ask(client, "hi")["text"] == "fresh"
+            assert ask(client, "hi")["text"] == "fine"
         client.close()
     assert server.accepted == 3
 
@@ -232,69 +250,6 @@ def test_a_host_async_transport_still_serves_aask():
     client = create_client(base_url="http://model.test/v1", api_key="k", model="m",
                            transport=httpx.MockTransport(handler))  # fmt: skip
     assert asyncio.run(aask(client, "hi"))["text"] == "mocked" and seen == ["/v1/chat/completions"]
-
-
-class BytesServer:
-    """Answers each request with the next of `replies` (exact bytes, sent in pieces of
-    `piece` bytes), keeping the connection unless the reply is marked to close it."""
-
-    def __init__(self, replies: list[tuple[bytes, bool]], piece: int = 1 << 16):
-        self.replies, self.piece, self.accepted = list(replies), piece, 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def serve(self) -> None:
-        while self.replies:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with conn:
-                try:
-                    self.answer(conn)
-                except OSError:  # the client gave up on this connection and closed it
-                    pass
-
-    def answer(self, conn: socket.socket) -> None:
-        while self.replies:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                got = conn.recv(65536)
-                if not got:
-                    return
-                data += got
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
-            while len(body) < length:  # read it all: unread bytes make close a reset
-                body += conn.recv(65536)
-            reply, close = self.replies.pop(0)
-            for i in range(0, len(reply), self.piece):
-                conn.sendall(reply[i : i + self.piece])
-            if close:
-                return
-
-    def __enter__(self) -> BytesServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.sock.close()
-
-
-def _json_reply(extra: bytes = b"", chunked: bool = False, length: bool = True) -> bytes:
-    body = json.dumps(openai_response({"content": "fine"})).encode()
-    if chunked:
-        framed = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 7]), body[i : i + 7])
-                          for i in range(0, len(body), 7)) + b"0\r\n\r\n"  # fmt: skip
-        return b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n" + extra + b"\r\n" + framed
-    size = b"content-length: %d\r\n" % len(body) if length else b""
-    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + size + extra + b"\r\n" + body
 
 
 @pytest.mark.parametrize(

@@ -75,12 +75,14 @@ def check_message(m: Any) -> None:
     if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
         raise TranscriptFormatError(f"not a message (a map with a string 'role'): {m!r:.200}")
     calls = m.get("tool_calls")
-    if calls is not None and (
-        isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence)
-    ):
+    if calls is not None and not _is_list(calls):
         raise TranscriptFormatError(
             f"a message's tool_calls must be a list, got {type(calls).__name__}"
         )
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
 
 
 def thaw_transcript(messages: Sequence[Mapping]) -> list[dict]:
@@ -88,18 +90,27 @@ def thaw_transcript(messages: Sequence[Mapping]) -> list[dict]:
     return thaw(messages)
 
 
-def dumps(messages: Sequence[Mapping]) -> str:
-    """Return the versioned JSON document of a transcript (TranscriptFormatError for NaN or
-    infinity, which no JSON reader, `loads` included, would take back)."""
+def json_text(plain: Any, *, sort_keys: bool = False) -> str:
+    """Return the compact JSON text of plain data as it is stored (non-ASCII kept); NaN or
+    infinity, which no JSON reader (`loads` included) would take back, is a
+    TranscriptFormatError.
+
+    >>> json_text({"role": "user", "n": float("nan")})
+    Traceback (most recent call last):
+    ...
+    toolnexus.core.transcript.TranscriptFormatError: not JSON: Out of range float values ...
+    """
     try:
         return json.dumps(
-            {"version": FORMAT_VERSION, "messages": thaw(messages)},
-            ensure_ascii=False,
-            separators=(",", ":"),
-            allow_nan=False,
+            plain, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys, allow_nan=False
         )
     except ValueError as e:
-        raise TranscriptFormatError(f"a transcript is not JSON: {e}") from None
+        raise TranscriptFormatError(f"not JSON: {e}") from None
+
+
+def dumps(messages: Sequence[Mapping]) -> str:
+    """Return the versioned JSON document of a transcript (see `json_text`)."""
+    return json_text({"version": FORMAT_VERSION, "messages": thaw(messages)})
 
 
 def _migrate(doc: Any) -> list:
@@ -140,7 +151,7 @@ INTERRUPTED = "Error: interrupted: the tool call did not complete, so it has no 
 
 def _blocks(message: Mapping) -> Sequence:
     content = message.get("content")
-    return content if isinstance(content, Sequence) and not isinstance(content, str) else ()
+    return content if _is_list(content) else ()
 
 
 def _is_block(b: Any, kind: str) -> bool:
@@ -170,7 +181,7 @@ def tool_call_ids(message: Mapping) -> tuple[str, ...]:
     if message.get("role") != "assistant":
         return ()
     calls = message.get("tool_calls") or ()
-    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
+    if not _is_list(calls):
         calls = ()  # not a list of calls (check_message refuses it where messages come in)
     ids = [c.get("id") for c in calls if isinstance(c, Mapping)]
     ids += [b.get("id") for b in _blocks(message) if _is_block(b, "tool_use")]

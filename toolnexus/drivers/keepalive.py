@@ -177,13 +177,23 @@ class _Idle:
                 conn.close()
         return None
 
-    def connect(self, url: httpcore.URL, timeout: float | None) -> _Conn:
-        """Return a new connection to the request's origin (TLS for https)."""
+    def get(self, url: httpcore.URL, timeout: float | None) -> _Conn:
+        """Return an idle connection still open, else a new one to the request's origin
+        (TLS for https); a failure to connect is httpcore's exception."""
+        conn = self.take(url)
+        if conn is not None:
+            return conn
         host, https = url.host.decode("ascii"), url.scheme == b"https"
-        sock = socket.create_connection((host, url.port or (443 if https else 80)), timeout)
+        try:
+            sock = socket.create_connection((host, url.port or (443 if https else 80)), timeout)
+        except OSError as e:
+            raise _as_httpcore(e, connecting=True) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client does
             return _Conn(self.ssl.wrap_socket(sock, server_hostname=host) if https else sock)
+        except OSError as e:  # the TLS handshake, a certificate refused
+            sock.close()
+            raise _as_httpcore(e, connecting=True) from None
         except BaseException:
             sock.close()
             raise
@@ -234,12 +244,7 @@ def _post_whole(
     idle: _Idle, read: Callable, url: httpcore.URL, data: bytes, timeout: Any, connect: Any
 ) -> Answer:
     """Send a whole request on a keep-alive connection and read the answer whole."""
-    conn = idle.take(url)
-    if conn is None:
-        try:
-            conn = idle.connect(url, connect)
-        except OSError as e:
-            raise _as_httpcore(e, connecting=True) from None
+    conn = idle.get(url, connect)
     try:
         conn.sock.settimeout(timeout)
         conn.sock.sendall(data)
@@ -262,12 +267,7 @@ def _post_whole(
 def _open_stream(idle: _Idle, url: httpcore.URL, data: bytes, timeout: Any) -> tuple:
     """Send a streamed request on a keep-alive connection and read up to the end of the
     answer's headers; return (status, headers, its body as a `_Body`)."""
-    conn = idle.take(url)
-    if conn is None:
-        try:
-            conn = idle.connect(url, timeout)
-        except OSError as e:
-            raise _as_httpcore(e, connecting=True) from None
+    conn = idle.get(url, timeout)
     reader = _Reader()
     try:
         conn.sock.settimeout(timeout)

@@ -99,15 +99,15 @@ def transport_errors() -> tuple[type[Exception], ...]:
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "target", "headers", "codec", "_core", "scrub")
+    __slots__ = ("url", "target", "headers", "codec", "_core", "_post", "scrub")
 
     def __init__(self, url: str, headers: Mapping, codec: Any, key: str | None):
         # The key is kept only in the headers and, for masking, inside the scrubber.
         self.url, self.target, self.codec = url, httpx.URL(url), codec
         # Normalized once: httpx copies a Headers object faster than it parses a dict.
         self.headers = httpx.Headers(headers)
-        # (httpcore URL, headers, streaming headers, whole-answer request head or None)
-        self._core: tuple | None = None
+        self._core: tuple | None = None  # (httpcore URL, headers, streaming headers)
+        self._post: tuple | None = None  # (httpcore URL, a whole-answer POST's head)
         # Every text an error carries passes through this: the key in any form is masked.
         self.scrub = scrubber((key,))
 
@@ -130,9 +130,7 @@ class Endpoint:
 
     def core_request(self, content: bytes, timeout: float, stream: bool = False) -> Any:
         """Return the httpcore request of a body, for the default pool."""
-        if self._core is None:
-            self._core = self._core_parts()
-        url, plain, streaming, _ = self._core
+        url, plain, streaming = self._parts()
         import httpcore
 
         length = (b"Content-Length", str(len(content)).encode())
@@ -147,15 +145,17 @@ class Endpoint:
     def head(self) -> tuple:
         """Return (the httpcore URL, the request line and headers of a whole-answer POST
         without Content-Length): for a pool's `post_whole`, checked and built once."""
-        if self._core is None:
-            self._core = self._core_parts()
-        url, plain, _, head = self._core
-        if head is None:
+        if self._post is None:
             from .keepalive import request_head
 
-            head = request_head(b"POST", url.target, plain)
-            self._core = (*self._core[:3], head)
-        return url, head
+            url, plain, _ = self._parts()
+            self._post = (url, request_head(b"POST", url.target, plain))
+        return self._post
+
+    def _parts(self) -> tuple:
+        if self._core is None:  # made on first use, the same each time (races are harmless)
+            self._core = self._core_parts()
+        return self._core
 
     def _core_parts(self) -> tuple:
         import httpcore
@@ -165,7 +165,7 @@ class Endpoint:
         # httpx.Request adds Host from the URL; a bare httpcore request must say it itself.
         plain = [(b"Host", t.netloc), *self.headers.raw]
         accept = [(k, v) for k, v in plain if k.lower() != b"accept"]
-        return url, plain, [*accept, (b"Accept", b"text/event-stream")], None
+        return url, plain, [*accept, (b"Accept", b"text/event-stream")]
 
     def failed(self, e: Exception) -> ProviderError:
         """Return the ProviderError for a transport failure (marked `network` when retryable)."""

@@ -23,7 +23,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["execute", "rows", "encoding", "placeholders"]
+__all__ = ["execute", "encoding", "placeholders"]
 
 _INT8 = 20  # the type of an int parameter: the server must not guess it from "12"
 _UNKNOWN = 0  # text parameters: the server infers the type from where they go
@@ -119,10 +119,3 @@ def _prepared(query: str, codec: str, types: tuple[int, ...]) -> tuple[bytes, by
     command = placeholders(query, codec)
     digest = hashlib.blake2b(command + repr(types).encode(), digest_size=10).hexdigest()
     return f"tnx_{digest}".encode(), command
-
-
-def rows(conn: Any, query: str, params: Sequence[Any] = ()) -> list[tuple[bytes | None, ...]]:
-    """Run one statement on `conn`; return its rows of text cells (bytes, None for NULL)."""
-    result = execute(conn, query, params)
-    get, width = result.get_value, range(result.nfields)
-    return [tuple([get(i, j) for j in width]) for i in range(result.ntuples)]

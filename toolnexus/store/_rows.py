@@ -25,6 +25,7 @@ from ..core.transcript import (
     TranscriptFormatError,
     check_message,
     freeze_transcript,
+    json_text,
 )
 from ..core.wire.jsonload import load
 from .errors import StoreCorruptError
@@ -68,7 +69,7 @@ def encode_message(message: Mapping) -> str:
     >>> encode_message({"role": "user", "content": "hi"})
     '{"content":"hi","role":"user"}'
     """
-    return _dumps(_plain(message))
+    return json_text(_plain(message), sort_keys=True)
 
 
 def _plain(message: Mapping) -> dict:
@@ -76,15 +77,6 @@ def _plain(message: Mapping) -> dict:
     if not isinstance(plain, dict) or not isinstance(plain.get("role"), str):
         raise TranscriptFormatError(f"not a message (a map with a string 'role'): {message!r:.200}")
     return plain
-
-
-def _dumps(plain: dict) -> str:
-    try:
-        return json.dumps(
-            plain, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-        )
-    except ValueError as e:  # NaN or infinity: a row no reader would take back
-        raise TranscriptFormatError(f"a message is not JSON: {e}") from None
 
 
 def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
@@ -98,7 +90,7 @@ def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str
     texts, kept = [], []
     for message in messages:
         plain = _plain(message)
-        text = _dumps(plain)
+        text = json_text(plain, sort_keys=True)
         texts.append(text)
         kept.append(text if json.loads(text) == plain else None)
     return tuple(texts), tuple(kept)

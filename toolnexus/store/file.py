@@ -113,12 +113,7 @@ def parse_document(raw: bytes) -> tuple[PVector, str | None]:
 def _document(id: str | None, transcript: PVector) -> str:
     if id is None:
         return tx.dumps(transcript)
-    try:
-        messages = json.dumps(
-            thaw(transcript), ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        )
-    except ValueError as e:  # NaN or infinity: no reader would take the file back
-        raise tx.TranscriptFormatError(f"a transcript is not JSON: {e}") from None
+    messages = tx.json_text(thaw(transcript))
     # The id ASCII-escaped: any str (a lone surrogate too) stays valid UTF-8 on disk.
     return f'{{"version":{tx.FORMAT_VERSION},"id":{json.dumps(id)},"messages":{messages}}}'
 
