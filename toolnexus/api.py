@@ -28,18 +28,15 @@ __all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask"]
 
 
 def _context(client: Client, emit: Callable) -> sync.Context:
-    transport = client.transport
-    if transport is None and client.endpoint is not None:
-        transport = client.runtime.transport()
     return sync.Context(
         endpoint=client.endpoint,
-        transport=transport,
+        given=client.given,
+        proxy=client.proxy,
         generate=client.generate,
         runtime=client.runtime,
         emit=emit,
         read_timeout=client.read_timeout_ms / 1000,
         inline_tools=client.tool_executor == "inline",
-        own_transport=client.transport is None,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pyrsistent import PMap, PRecord, field, freeze, pmap
 
 from .core.wire import DIALECTS
-from .drivers.transport import Endpoint, as_transport
+from .drivers.transport import Endpoint, endpoint_url, given_http
 from .plan import plan
 from .runtime import Runtime
 from .store.check import check_store
@@ -96,7 +96,10 @@ class Client(PRecord):
     wait_for = field()
     request_params = field()
     body_transform = field()
-    transport = field()  # the transport given, or None for the runtime's default
+    transport = field()  # the httpx transport given, or None
+    http_client = field()  # the host's httpx.Client / AsyncClient (or a pair), or None
+    proxy = field()  # the proxy of the runtime's own clients (None: the environment's)
+    default_query = field()  # query parameters of every request (e.g. api-version)
     message_log = field()
     strict_log = field()
     lookup_tool = field()
@@ -105,6 +108,7 @@ class Client(PRecord):
     max_part_bytes = field()
     generate = field()  # the host function of an in-process client, else None
     endpoint = field()  # derived from base_url, style, key and headers (None in process)
+    given = field()  # derived: transport.Given of the host's clients, or None (the runtime's)
     plan = field()  # derived: the flow configurations the options imply (see plan.py)
     runtime = field()
 
@@ -129,8 +133,9 @@ class Client(PRecord):
 
     def __repr__(self) -> str:
         store = self.store.get("desc", "store") if isinstance(self.store, Mapping) else "store"
+        base = self.endpoint.base if self.endpoint is not None else self.base_url
         return (
-            f"Client(style={self.style!r}, base_url={self.base_url!r}, model={self.model!r}, "
+            f"Client(style={self.style!r}, base_url={base!r}, model={self.model!r}, "
             f"max_turns={self.max_turns}, store={store})"
         )
 
@@ -143,7 +148,7 @@ for _name in Client._precord_fields:
     setattr(Client, _name, property(itemgetter(_name), doc=f"The client's {_name}."))
 del _name
 
-_DERIVED = {"endpoint", "plan", "runtime"}
+_DERIVED = {"endpoint", "given", "plan", "runtime"}
 
 
 def options_of(client: Client) -> dict:
@@ -210,7 +215,7 @@ def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Clien
         "store": o["store"] if o["store"] is not None else in_memory_store(),
         "hooks": pmap(o["hooks"] or {}),
         "request_params": _params(o["request_params"]),
-        "transport": None if o["transport"] is None else as_transport(o["transport"]),
+        "given": given_http(o["transport"], o["http_client"]),
         "endpoint": endpoint,
         "runtime": runtime,
     }
@@ -249,8 +254,27 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
         **codec.headers(key),
         **dict(o["headers"] or {}),
     }
-    endpoint = Endpoint(codec.url(base_url), headers, codec, key)
+    _check_http(o)
+    target = endpoint_url(base_url, codec.url, o["default_query"])
+    endpoint = Endpoint(target, headers, codec, key, base=base_url)
     return _build(o, runtime, endpoint)
+
+
+def _check_http(o: Mapping) -> None:
+    query = o["default_query"]
+    if query is not None and not (
+        isinstance(query, Mapping) and all(isinstance(k, str) and isinstance(v, str)
+                                           for k, v in query.items())
+    ):  # fmt: skip
+        raise ValueError(f"default_query must map names to strings, got {query!r}")
+    proxy = o["proxy"]
+    if proxy is not None and not isinstance(proxy, str):
+        raise ValueError(f"proxy must be a URL string such as 'http://proxy:3128', got {proxy!r}")
+    if proxy is not None and (o["transport"] is not None or o["http_client"] is not None):
+        raise ValueError(
+            "proxy= sets the runtime's own HTTP clients; with transport= or http_client= "
+            "set the proxy there (httpx.Client(proxy=...))"
+        )
 
 
 def _in_process(options: Mapping, runtime: Runtime | None = None) -> Client:
@@ -286,6 +310,9 @@ def create_client(
     request_params: Mapping[str, Any] | None = None,
     body_transform: Callable[[dict], dict] | None = None,
     transport: Any = None,
+    http_client: Any = None,
+    proxy: str | None = None,
+    default_query: Mapping[str, str] | None = None,
     message_log: Mapping[str, Any] | None = None,
     strict_log: bool = False,
     lookup_tool: bool = True,
@@ -308,8 +335,14 @@ def create_client(
     `retry_after` on the ProviderError. timeout_ms: the run's deadline;
     read_timeout_ms: the longest wait between bytes of an answer (120 s). on_metric(event):
     every metric. wait_for(request): answers a tool's pending request. request_params:
-    extra body fields; body_transform(body) -> body: a last rewrite. transport: an httpx
-    transport or httpcore pool instead of the default pool. message_log, strict_log,
+    extra body fields; body_transform(body) -> body: a last rewrite. HTTP goes through
+    httpx (environment proxies and certificates, redirects, decoding; a 5 s connect
+    timeout): http_client: your httpx.Client and/or httpx.AsyncClient (a pair), used as
+    given by every verb (an async one alone serves only arun/aask/astream; a sync one
+    alone serves the async verbs from threads); transport: an httpx transport instead;
+    proxy: a proxy URL for the runtime's own clients; default_query: query parameters of
+    every request (e.g. {"api-version": "2024-10-21"}; a base URL's own query is kept,
+    and its user:password@ becomes Basic auth). message_log, strict_log,
     lookup_tool: the message log (see toolnexus.history). tool_executor: "threads" (a
     turn's calls overlap) or "inline" (one after another on the caller's thread).
     on_unsupported_part: a content part the dialect cannot carry is an "error" or a

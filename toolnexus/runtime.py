@@ -2,8 +2,9 @@
 
 A client value holds options only; what a run needs beyond them lives here, created on
 first use and freed by `close()`:
-- the HTTP connection pool (sync), and one async pool per event loop (connections
-  belong to the loop that opened them);
+- the httpx clients: one `httpx.Client`, and one `httpx.AsyncClient` per event loop
+  (connections belong to the loop that opened them), for each proxy setting in use;
+  forgotten in a child after `os.fork()`, so parent and child never share a connection;
 - the thread pool a turn's tool calls overlap on, and the one the async driver runs
   blocking store, lock and log calls in (large, so lock waiters never starve a holder);
 - the per-conversation memo: for each conversation this runtime saved, the saved
@@ -22,13 +23,15 @@ evolved client reuses the connections and threads. Close the runtime once, when 
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .drivers.transport import Transport, default_async_transport, default_transport
+from .drivers.transport import Http, owned_async_client, owned_client
 
 __all__ = ["Runtime", "MEMO_SIZE"]
 
@@ -42,16 +45,27 @@ class Runtime:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._transport: Transport | None = None
-        self._atransports: dict = {}  # {event loop: Transport}
-        self._tool_pool: ThreadPoolExecutor | None = None
-        self._io_pool: ThreadPoolExecutor | None = None
+        self._forget_resources()
         self._memo: OrderedDict[str, Mapping] = OrderedDict()
         self._lookup: OrderedDict[str, tuple] = OrderedDict()  # id -> (toolkit, log, made)
         self._scoper: tuple | None = None  # (toolkit, log, scoped(id)) of the last toolkit
         self._sink: dict | None = None
-        self._local_lock: Callable | None = None
         self.closed = False
+        _LIVE.add(self)
+
+    def _forget_resources(self) -> None:
+        # What belongs to one process: connections, threads, the in-process lock.
+        self._http: dict = {}  # {proxy: Http}
+        self._ahttp: dict = {}  # {(event loop, proxy): (Http, the closer kept for the loop)}
+        self._tool_pool: ThreadPoolExecutor | None = None
+        self._io_pool: ThreadPoolExecutor | None = None
+        self._local_lock: Callable | None = None
+
+    def _after_fork(self) -> None:
+        """In a forked child: drop (never close: the parent still uses them) the inherited
+        connections and pools, whose threads did not survive the fork."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._forget_resources()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self._memo)} conversations remembered"
@@ -61,27 +75,32 @@ class Runtime:
         if self.closed:
             raise RuntimeError("this client was closed: create a new one")
 
-    def transport(self) -> Transport:
-        """Return the default sync connection pool (made on first use)."""
+    def http(self, proxy: str | None = None) -> Http:
+        """Return the runtime's own httpx.Client for `proxy` (made on first use)."""
         with self._lock:
             self._check_open()
-            if self._transport is None:
-                self._transport = Transport(default_transport())
-            return self._transport
+            made = self._http.get(proxy)
+            if made is None:
+                made = self._http[proxy] = Http(owned_client(proxy))
+            return made
 
-    def atransport(self) -> Transport:
-        """Return the default async connection pool of the running event loop."""
+    async def ahttp(self, proxy: str | None = None) -> Http:
+        """Return the runtime's own httpx.AsyncClient of the running event loop for `proxy`."""
         import asyncio  # loaded with the first async run: `import toolnexus` stays light
 
         loop = asyncio.get_running_loop()
         with self._lock:
             self._check_open()
-            made = self._atransports.get(loop)
-            if made is None:
-                for old in [k for k in self._atransports if k.is_closed()]:
-                    del self._atransports[old]  # its connections died with their loop
-                made = self._atransports[loop] = Transport(default_async_transport())
-            return made
+            made = self._ahttp.get((loop, proxy))
+            if made is not None:
+                return made[0]
+            for old in [k for k in self._ahttp if k[0].is_closed()]:
+                del self._ahttp[old]  # its connections died with their loop
+            http = Http(owned_async_client(proxy))
+            closer = _close_with_the_loop(http.client)
+            self._ahttp[(loop, proxy)] = (http, closer)
+        await closer.__anext__()
+        return http
 
     def tool_pool(self) -> ThreadPoolExecutor:
         """Return the thread pool a turn's tool calls overlap on."""
@@ -163,15 +182,41 @@ class Runtime:
             if self.closed:
                 return
             self.closed = True
-            transport, self._transport = self._transport, None
+            clients = [h.client for h in self._http.values()]
             pools = (self._tool_pool, self._io_pool)
             self._tool_pool = self._io_pool = None
-            self._atransports.clear()  # closed with their event loops
+            self._http.clear()
+            self._ahttp.clear()  # closed as their event loops shut down
             self._memo.clear()
             self._lookup.clear()
             self._scoper = None
-        if transport is not None:
-            transport.close()
+        for client in clients:
+            client.close()
         for pool in pools:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def _close_with_the_loop(client: Any) -> Any:
+    """Close an async client as its event loop shuts down.
+
+    Connections belong to their loop, and `asyncio.run` closes the loop when its
+    coroutine returns: kept idle connections would outlive it (unclosed until garbage
+    collection, a ResourceWarning each). An async generator is what the loop finalizes
+    as it shuts down (`shutdown_asyncgens`), so the runtime keeps one per loop.
+    """
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+_LIVE: weakref.WeakSet[Runtime] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    for runtime in list(_LIVE):
+        runtime._after_fork()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

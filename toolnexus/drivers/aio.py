@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from pyrsistent import PMap, pmap, thaw
@@ -23,7 +23,7 @@ from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
 from .guard import Guard
 from .sync import Context, StreamClosed, _run_tool, overlap, plain_handlers, run_ops
-from .transport import TURN, asend, asend_stream, send
+from .transport import TURN, asend, asend_stream, send, send_stream
 
 __all__ = ["adrive", "ahandlers"]
 
@@ -36,6 +36,24 @@ def _is_async(fn: Any) -> bool:
 
 async def _settle(value: Any) -> Any:
     return await value if hasattr(value, "__await__") else value
+
+
+async def threaded(pool: Any, items: Iterator) -> AsyncGenerator:
+    """Yield a blocking iterator's items, each `next` run in `pool` (off the loop); closed
+    in the pool too when the consumer stops early (after a read still under way ends)."""
+    done, pending = object(), None
+    try:
+        while True:
+            pending = pool.submit(next, items, done)
+            item = await asyncio.wrap_future(pending)
+            if item is done:
+                return
+            yield item
+    finally:
+        if pending is not None and not pending.done():  # abandoned mid-read: close after it
+            pending.add_done_callback(lambda _: pool.submit(items.close))
+        else:
+            await asyncio.get_running_loop().run_in_executor(pool, items.close)
 
 
 def _async_tool(tk: Any, call: Mapping) -> bool:
@@ -135,22 +153,23 @@ class _Async:
             yield pmap({"type": TURN, "turn": turn})
             return
         timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
-        transport = ctx.transport if ctx.transport.asynchronous else ctx.runtime.atransport()
-        if not self.streaming and ctx.own_transport and transport.apost_whole is None:
-            # Without httptools (no kept asyncio connections), a whole answer goes over
-            # the runtime's sync pool (http.client) in an io thread: half the CPU of
-            # httpcore's async pool for the same POST (benchmarks/service). A cancelled
-            # run stops waiting at once; the POST ends in its thread, within `timeout`.
-            work = asyncio.get_running_loop().run_in_executor(
-                ctx.runtime.io_pool(), send, ctx.transport, ctx.endpoint, request["content"],
-                timeout)  # fmt: skip
+        http = await self._http()
+        content = request["content"]
+        if not self.streaming:
+            if http.asynchronous:
+                work = asend(http, ctx.endpoint, content, timeout)
+            else:  # the host gave a sync client only: it serves this run from an io thread
+                pool = ctx.runtime.io_pool()
+                work = asyncio.get_running_loop().run_in_executor(
+                    pool, send, http, ctx.endpoint, content, timeout
+                )
             yield pmap({"type": TURN, "turn": await self._answer(work)})
             return
-        if not self.streaming:
-            turn = await self._answer(asend(transport, ctx.endpoint, request["content"], timeout))
-            yield pmap({"type": TURN, "turn": turn})
-            return
-        items = asend_stream(transport, ctx.endpoint, request["content"], timeout)
+        if http.asynchronous:
+            items = asend_stream(http, ctx.endpoint, content, timeout)
+        else:
+            blocking = send_stream(http, ctx.endpoint, content, timeout)
+            items = threaded(ctx.runtime.io_pool(), blocking)
         streamed = False
         try:
             while True:
@@ -169,6 +188,12 @@ class _Async:
             raise
         finally:
             await items.aclose()
+
+    async def _http(self) -> Any:
+        given = self.ctx.given
+        if given is None:
+            return await self.ctx.runtime.ahttp(self.ctx.proxy)
+        return given.asynchronous or given.sync
 
     async def _generate(self, request: Mapping) -> Any:
         body = request["body"]

@@ -46,13 +46,24 @@ class Context(NamedTuple):
     """What a run's handlers need from its client: built per run, from the client's fields."""
 
     endpoint: Any  # transport.Endpoint, or None for an in-process model
-    transport: Any  # transport.Transport
+    given: Any  # transport.Given: the host's httpx clients, or None for the runtime's own
+    proxy: Any  # the proxy of the runtime's own clients (None: the environment's)
     generate: Callable | None  # the in-process model
     runtime: Any  # the client's Runtime
     emit: Callable[[Mapping], None]  # a metric event -> the sink and on_metric
     read_timeout: float  # seconds between bytes of an answer
     inline_tools: bool  # tool_executor="inline": a turn's calls run one after another here
-    own_transport: bool = False  # the runtime's default pool (not one the host passed)
+
+    def http(self) -> Any:
+        """Return the sync transport.Http of this run (the host's, else the runtime's)."""
+        if self.given is None:
+            return self.runtime.http(self.proxy)
+        if self.given.sync is None:
+            raise TypeError(
+                "this client's HTTP client or transport is async-only: use arun, aask or "
+                "astream, or pass http_client=(httpx.Client(...), httpx.AsyncClient(...))"
+            )
+        return self.given.sync
 
 
 def resolve(value: Any) -> Any:
@@ -157,21 +168,18 @@ class _Sync:
             if self.streaming and turn["text"]:
                 yield pmap({"type": "text", "delta": turn["text"]})
             return turn
-        if not ctx.transport.sync:
-            raise TypeError("this client's transport is async-only: use arun, aask or astream")
+        http = ctx.http()
         timeout = self.guard.remaining(ctx.read_timeout) or ctx.read_timeout
         timeout = min(timeout, ctx.read_timeout)
         if not self.streaming:
             try:
-                return self._blocking(
-                    send, ctx.transport, ctx.endpoint, request["content"], timeout
-                )
+                return self._blocking(send, http, ctx.endpoint, request["content"], timeout)
             except ProviderError:
                 self.guard.after_failure()  # a timeout the deadline caused is an abort
                 raise
         streamed = False
         try:
-            for item in self._items(request["content"], timeout):
+            for item in self._items(http, request["content"], timeout):
                 if item["type"] == TURN:
                     return item["turn"]
                 streamed = True
@@ -187,9 +195,9 @@ class _Sync:
             return fn(*args)
         return self.wait(self.ctx.runtime.tool_pool().submit(fn, *args))
 
-    def _items(self, content: bytes, timeout: float) -> Iterator[PMap]:
+    def _items(self, http: Any, content: bytes, timeout: float) -> Iterator[PMap]:
         ctx = self.ctx
-        items = send_stream(ctx.transport, ctx.endpoint, content, timeout, self.guard.check)
+        items = send_stream(http, ctx.endpoint, content, timeout, self.guard.check)
         if not self.watched:
             yield from items
             return

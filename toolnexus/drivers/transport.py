@@ -1,171 +1,132 @@
-"""The HTTP edge of the loop: one model turn over a pooled transport, plain or streamed.
+"""The HTTP edge of the loop: one model turn over httpx, plain or streamed.
 
-Thin on purpose: bytes out through the dialect codec, bytes in through the pure
-decoders of `wire/`. Sync and async twins share every helper but the awaits.
+Rule 1: this module speaks HTTP only through httpx (`httpx.Client` and
+`httpx.AsyncClient`); nothing under `toolnexus/` opens a socket or parses HTTP itself.
+Proxies and certificates from the environment, TLS, connection pooling, redirects,
+content decoding and timeouts are httpx's job. What is ours: the endpoint (URL, headers,
+the key kept out of every error), following 307/308 without handing the key to another
+origin, bounds on what an answer may make us hold, and the pure decoders of `wire/`.
 
-A client's default transport speaks httpcore's interface, built with
-httpx.HTTPTransport's settings and called directly, which skips converting each request
-and response between httpx's models and httpcore's (a fifth of a POST's CPU): whole
-answers go over http.client keep-alive connections, streams over an httpcore pool
-(keepalive.py). The async driver sends whole answers over that sync pool in an io
-thread, and streams over an httpcore async pool per event loop.
-A host may pass either kind: an httpx transport (e.g. MockTransport) gets httpx
-requests; anything else is spoken to as an httpcore pool (handle_request or
-handle_async_request over httpcore.Request). `as_transport` wraps either, once, in the
-one interface the drivers use (`Transport`): no per-call checks of what it is.
+A client's runtime owns one `httpx.Client` and one `httpx.AsyncClient` per event loop
+(`owned_client`, `owned_async_client`); a host may pass its own clients or an httpx
+transport instead (`Http`). Sync and async twins share every helper but the awaits.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
-from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import unquote
 
 import httpx
 from pyrsistent import PMap, pmap
 
+from .._version import __version__
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
 from ..core.secrets import scrubber
 from ..core.wire import sse
+from ..core.wire.jsonload import MAX_BYTES
 
 __all__ = [
     "Endpoint",
-    "Transport",
-    "as_transport",
+    "Http",
+    "Given",
+    "given_http",
+    "owned_client",
+    "owned_async_client",
+    "endpoint_url",
     "send",
     "send_stream",
     "asend",
     "asend_stream",
-    "default_transport",
-    "default_async_transport",
-    "transport_errors",
     "is_network",
     "TURN",
+    "USER_AGENT",
+    "CONNECT_TIMEOUT",
+    "MAX_REDIRECTS",
+    "MAX_ANSWER_BYTES",
 ]
 
 TURN = "__turn__"  # the last item of a stream: {"type": TURN, "turn": ...}
+USER_AGENT = f"toolnexus/{__version__}"
+CONNECT_TIMEOUT = 5.0  # seconds to open a connection (httpx's and the SDKs' default)
+MAX_REDIRECTS = 5  # 307/308 hops followed for one POST
+# A whole answer is JSON the decoder refuses past MAX_BYTES: never hold more than that.
+MAX_ANSWER_BYTES = MAX_BYTES
+# Headers that may carry a credential: dropped when a redirect leaves the origin.
+_CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+# Framing headers are the transport's: a user's copy would be a second, maybe wrong, one.
+_FRAMING = frozenset({"content-length", "transfer-encoding"})
+_HTTPX_UA = httpx.Client().headers["user-agent"]  # httpx's default, replaced by ours
 
-# httpx.HTTPTransport's pool settings, so the default behaves as httpx's would.
-_POOL = {"max_connections": 100, "max_keepalive_connections": 20, "keepalive_expiry": 5.0}
+
+def owned_client(proxy: str | None = None) -> httpx.Client:
+    """Return the httpx.Client a runtime owns: httpx's defaults (environment proxies and
+    certificates, pooling, decoding), a 5 s connect timeout and our User-Agent."""
+    return httpx.Client(
+        proxy=proxy,
+        timeout=httpx.Timeout(120.0, connect=CONNECT_TIMEOUT),
+        headers={"user-agent": USER_AGENT},
+        follow_redirects=True,  # followed by `_open` (the key never leaves its origin)
+        max_redirects=MAX_REDIRECTS,
+    )
 
 
-def default_transport() -> Any:
-    """Return a new pooled sync transport (whole answers on http.client keep-alive
-    connections, streams on an httpcore pool; set up as httpx.HTTPTransport's)."""
-    from .keepalive import KeepAlivePool  # with the first client: `import toolnexus` stays light
-
-    return KeepAlivePool(httpx.create_ssl_context(), **_POOL)
-
-
-def default_async_transport() -> Any:
-    """Return a new pooled async transport (one per event loop: connections belong to it):
-    kept asyncio connections read by httptools when it is installed, else httpcore's."""
-    from . import keepalive
-
-    if keepalive.httptools is not None:
-        from .keepalive_async import AsyncKeepAlivePool
-
-        return AsyncKeepAlivePool(httpx.create_ssl_context(), _POOL["max_keepalive_connections"],
-                                  _POOL["keepalive_expiry"])  # fmt: skip
-    import httpcore
-
-    return httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(), **_POOL)
+def owned_async_client(proxy: str | None = None) -> httpx.AsyncClient:
+    """Return the httpx.AsyncClient a runtime owns for one event loop (as `owned_client`)."""
+    return httpx.AsyncClient(
+        proxy=proxy,
+        timeout=httpx.Timeout(120.0, connect=CONNECT_TIMEOUT),
+        headers={"user-agent": USER_AGENT},
+        follow_redirects=True,
+        max_redirects=MAX_REDIRECTS,
+    )
 
 
 def is_network(e: BaseException) -> bool:
     """Return whether a transport error is a network failure worth retrying (not a timeout)."""
-    import httpcore
-
-    network = (httpx.NetworkError, httpx.RemoteProtocolError, httpcore.NetworkError,
-               httpcore.RemoteProtocolError, ConnectionError)  # fmt: skip
-    return isinstance(e, network)
+    return isinstance(e, httpx.NetworkError | httpx.RemoteProtocolError | ConnectionError)
 
 
-@cache
-def transport_errors() -> tuple[type[Exception], ...]:
-    """Return the exception types that mean the request failed on the network or protocol."""
-    import httpcore
+def endpoint_url(base_url: str, path_of: Any, query: Mapping | None = None) -> httpx.URL:
+    """Return the URL to POST to: the dialect's path after the base URL's path, the base
+    URL's own query kept and `query` (default_query) merged over it.
 
-    return (
-        httpx.TransportError,
-        httpcore.TimeoutException,
-        httpcore.NetworkError,
-        httpcore.ProtocolError,
-        httpcore.UnsupportedProtocol,
-        httpcore.ProxyError,
-    )
+    >>> str(endpoint_url("https://h/openai/deployments/x?api-version=1", lambda b: b + "/c"))
+    'https://h/openai/deployments/x/c?api-version=1'
+    """
+    base = httpx.URL(base_url)
+    path = httpx.URL(path_of(str(base.copy_with(query=None, fragment=None)))).raw_path
+    query_part = b"?" + base.query if base.query else b""
+    url = base.copy_with(raw_path=path.split(b"?")[0] + query_part, fragment=None)
+    return url.copy_merge_params(dict(query)) if query else url
+
+
+def _shown(url: httpx.URL) -> str:
+    # What errors and reprs say: no userinfo (a password there is Basic auth, not text).
+    return str(url.copy_with(username=None, password=None)) if url.userinfo else str(url)
 
 
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "target", "headers", "codec", "_core", "_post", "scrub")
+    __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub")
 
-    def __init__(self, url: str, headers: Mapping, codec: Any, key: str | None):
-        # The key is kept only in the headers and, for masking, inside the scrubber.
-        self.url, self.target, self.codec = url, httpx.URL(url), codec
-        # Normalized once: httpx copies a Headers object faster than it parses a dict.
-        self.headers = httpx.Headers(headers)
-        self._core: tuple | None = None  # (httpcore URL, headers, streaming headers)
-        self._post: tuple | None = None  # (httpcore URL, a whole-answer POST's head)
-        # Every text an error carries passes through this: the key in any form is masked.
-        self.scrub = scrubber((key,))
+    def __init__(self, target: Any, headers: Mapping, codec: Any, key: str | None, base: str = ""):
+        self.target = httpx.URL(target)
+        self.url, self.codec = _shown(self.target), codec
+        self.base = _shown(httpx.URL(base)) if base else self.url  # for a client's repr
+        # Normalized once; a user's framing headers are dropped (httpx sets the real ones).
+        kept = {k: v for k, v in headers.items() if k.lower() not in _FRAMING}
+        self.headers = httpx.Headers(kept)
+        self.stream_headers = self.headers.copy()
+        self.stream_headers["accept"] = "text/event-stream"
+        # The key in any form, and a password in the URL, are masked in every error text.
+        password = unquote(self.target.password) if self.target.password else None
+        self.scrub = scrubber((key, password))
 
     def __repr__(self) -> str:
         return f"Endpoint({self.url!r})"
-
-    def request(self, content: bytes, timeout: float, stream: bool = False) -> httpx.Request:
-        """Return the httpx request of a body, for a host's httpx transport."""
-        headers = self.headers
-        if stream:
-            headers = headers.copy()
-            headers["accept"] = "text/event-stream"
-        return httpx.Request(
-            "POST",
-            self.target,
-            headers=headers,
-            content=content,
-            extensions={"timeout": httpx.Timeout(timeout).as_dict()},
-        )
-
-    def core_request(self, content: bytes, timeout: float, stream: bool = False) -> Any:
-        """Return the httpcore request of a body, for the default pool."""
-        url, plain, streaming = self._parts()
-        import httpcore
-
-        length = (b"Content-Length", str(len(content)).encode())
-        return httpcore.Request(
-            b"POST",
-            url,
-            headers=[*(streaming if stream else plain), length],
-            content=content,
-            extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)},
-        )
-
-    def head(self) -> tuple:
-        """Return (the httpcore URL, the request line and headers of a whole-answer POST
-        without Content-Length): for a pool's `post_whole`, checked and built once."""
-        if self._post is None:
-            from .keepalive import request_head
-
-            url, plain, _ = self._parts()
-            self._post = (url, request_head(b"POST", url.target, plain))
-        return self._post
-
-    def _parts(self) -> tuple:
-        if self._core is None:  # made on first use, the same each time (races are harmless)
-            self._core = self._core_parts()
-        return self._core
-
-    def _core_parts(self) -> tuple:
-        import httpcore
-
-        t = self.target
-        url = httpcore.URL(scheme=t.raw_scheme, host=t.raw_host, port=t.port, target=t.raw_path)
-        # httpx.Request adds Host from the URL; a bare httpcore request must say it itself.
-        plain = [(b"Host", t.netloc), *self.headers.raw]
-        accept = [(k, v) for k, v in plain if k.lower() != b"accept"]
-        return url, plain, [*accept, (b"Accept", b"text/event-stream")]
 
     def failed(self, e: Exception) -> ProviderError:
         """Return the ProviderError for a transport failure (marked `network` when retryable)."""
@@ -173,9 +134,14 @@ class Endpoint:
         url = self.scrub(self.url)
         return ProviderError(f"POST {url} failed: {text}", url=url, network=is_network(e))
 
+    def too_large(self, what: str, limit: int) -> ProviderError:
+        """Return the ProviderError of an answer past a bound (it was not read further)."""
+        url = self.scrub(self.url)
+        return ProviderError(f"POST {url}: {what} is over {limit:,} bytes: not read", url=url)
+
     def status_error(self, status: int, headers: Any, content: bytes) -> ProviderError:
         """Return the ProviderError of a non-2xx response (bounded, the key masked)."""
-        return status_error(self.url, status, _header_dict(headers), content, self.scrub)
+        return status_error(self.url, status, dict(headers.items()), content, self.scrub)
 
     def scrubbed(self, e: ProviderError) -> ProviderError:
         """Return a decoder's ProviderError (an SSE error event may echo the key) scrubbed."""
@@ -196,134 +162,228 @@ class Endpoint:
             ) from None
 
 
-def _header_dict(headers: Any) -> dict:
-    # httpx.Headers or httpcore's [(bytes, bytes)]: names lower-cased, as httpx shows them.
-    items = headers.items() if hasattr(headers, "items") else headers
-    return {
-        (k.decode("latin-1") if isinstance(k, bytes) else k).lower(): (
-            v.decode("latin-1") if isinstance(v, bytes) else v
-        )
-        for k, v in items
-    }
+class Http:
+    """One httpx client as the drivers use it: sync or async, the runtime's or the host's.
 
-
-class Transport:
-    """The one interface the drivers post through: a pool of connections, sync or async.
-
-    `open`/`aopen` return (status, headers dict, response); `chunks`, `read`, `close`
-    (and their async twins) read and free the response.
+    A host's client is used as given (its auth, hooks, mounts, proxies, verify, http2);
+    only the run's timeouts are set per request, and our User-Agent where the client
+    still sends httpx's default.
     """
 
-    __slots__ = ("pool", "httpx", "sync", "asynchronous", "post_whole", "apost_whole")
+    __slots__ = ("client", "asynchronous", "follow", "hops", "connect", "agent")
 
-    def __init__(self, pool: Any):
-        self.pool = pool
-        self.httpx = isinstance(pool, (httpx.BaseTransport, httpx.AsyncBaseTransport))
-        self.sync = hasattr(pool, "handle_request")
-        self.asynchronous = hasattr(pool, "handle_async_request")
-        # The default pool's own path for whole answers (keepalive.KeepAlivePool).
-        self.post_whole = None if self.httpx else getattr(pool, "post_whole", None)
-        self.apost_whole = None if self.httpx else getattr(pool, "apost_whole", None)
+    def __init__(self, client: httpx.Client | httpx.AsyncClient):
+        self.client = client
+        self.asynchronous = isinstance(client, httpx.AsyncClient)
+        self.follow, self.hops = client.follow_redirects, client.max_redirects
+        self.connect = client.timeout.connect  # None: no bound of its own
+        self.agent = client.headers.get("user-agent") == _HTTPX_UA
 
-    def whole(self, ep: Endpoint, content: bytes, timeout: float) -> tuple:
-        """POST and read the answer whole: (status, headers, body)."""
-        if self.post_whole is not None:
-            status, headers, body = self.post_whole(*ep.head(), content, timeout)
-            return status, _header_dict(headers), body
-        status, headers, resp = self.open(ep, content, timeout, False)
-        try:
-            return status, headers, resp.read()
-        finally:
-            resp.close()
+    def __repr__(self) -> str:
+        return f"Http({type(self.client).__name__})"
 
-    def _request(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> Any:
-        if self.httpx:
-            return ep.request(content, timeout, stream)
-        return ep.core_request(content, timeout, stream)
-
-    def open(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> tuple:
-        """POST; return (status, headers, response) with the body unread."""
-        resp = self.pool.handle_request(self._request(ep, content, timeout, stream))
-        status = resp.status_code if self.httpx else resp.status
-        return status, _header_dict(resp.headers), resp
-
-    async def awhole(self, ep: Endpoint, content: bytes, timeout: float) -> tuple:
-        """The async twin of `whole`."""
-        if self.apost_whole is not None:
-            status, headers, body = await self.apost_whole(*ep.head(), content, timeout)
-            return status, _header_dict(headers), body
-        status, headers, resp = await self.aopen(ep, content, timeout, False)
-        try:
-            return status, headers, await resp.aread()
-        finally:
-            await resp.aclose()
-
-    async def aopen(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> tuple:
-        """The async twin of `open`."""
-        resp = await self.pool.handle_async_request(self._request(ep, content, timeout, stream))
-        status = resp.status_code if self.httpx else resp.status
-        return status, _header_dict(resp.headers), resp
-
-    def chunks(self, resp: Any) -> Iterator[bytes]:
-        """Return the response's body chunks as they arrive."""
-        return resp.iter_raw() if self.httpx else resp.iter_stream()
-
-    def achunks(self, resp: Any) -> AsyncIterator[bytes]:
-        """The async twin of `chunks`."""
-        return resp.aiter_raw() if self.httpx else resp.aiter_stream()
-
-    def close(self) -> None:
-        """Close the pool's connections."""
-        close = getattr(self.pool, "close", None)
-        if close is not None:
-            close()
-
-    async def aclose(self) -> None:
-        """Close an async pool's connections."""
-        close = getattr(self.pool, "aclose", None)
-        if close is not None:
-            await close()
+    def request(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> httpx.Request:
+        """Return the POST of a body: `timeout` bounds each read and write, and the
+        connect too when the client has no shorter bound of its own."""
+        connect = timeout if self.connect is None else min(self.connect, timeout)
+        headers = ep.stream_headers if stream else ep.headers
+        if self.agent:
+            headers = headers.copy()
+            headers.setdefault("user-agent", USER_AGENT)
+        return self.client.build_request(
+            "POST", ep.target, content=content, headers=headers,
+            timeout=httpx.Timeout(timeout, connect=connect),
+        )  # fmt: skip
 
 
-def as_transport(given: Any) -> Transport:
-    """Return `given` (an httpx transport or an httpcore pool) as a Transport; else ValueError."""
-    if isinstance(given, Transport):
-        return given
-    if not (hasattr(given, "handle_request") or hasattr(given, "handle_async_request")):
+class Given(NamedTuple):
+    """The host's HTTP clients of a toolnexus client: what the verbs post through.
+
+    `asynchronous` None with `sync` set: the async verbs post through the sync client
+    from io threads. `sync` None: the sync verbs refuse (there is nothing they can use).
+    """
+
+    sync: Http | None
+    asynchronous: Http | None
+
+
+def given_http(transport: Any = None, http_client: Any = None) -> Given | None:
+    """Return the host's clients from `transport=` (an httpx transport, sync, async or
+    both as MockTransport is) or `http_client=` (an httpx.Client, an httpx.AsyncClient,
+    or a pair of both); None when neither was given; ValueError for anything else."""
+    if transport is not None and http_client is not None:
+        raise ValueError("give transport= or http_client=, not both")
+    if transport is not None:
+        sync = hasattr(transport, "handle_request")
+        asynchronous = hasattr(transport, "handle_async_request")
+        if not (sync or asynchronous) or isinstance(transport, httpx.Client | httpx.AsyncClient):
+            raise ValueError(
+                "transport must be an httpx transport (e.g. httpx.HTTPTransport(...) or "
+                f"httpx.MockTransport(handler)), got {type(transport).__name__}; "
+                "an httpx.Client or AsyncClient goes in http_client="
+            )
+        # Around the transport, the client layer is the runtime's own (redirects, agent).
+        settings = {"transport": transport, "headers": {"user-agent": USER_AGENT},
+                    "follow_redirects": True, "max_redirects": MAX_REDIRECTS,
+                    "timeout": httpx.Timeout(120.0, connect=CONNECT_TIMEOUT)}  # fmt: skip
+        return Given(Http(httpx.Client(**settings)) if sync else None,
+                     Http(httpx.AsyncClient(**settings)) if asynchronous else None)  # fmt: skip
+    if http_client is None:
+        return None
+    clients = list(http_client) if isinstance(http_client, list | tuple) else [http_client]
+    sync = [c for c in clients if isinstance(c, httpx.Client)]
+    asynchronous = [c for c in clients if isinstance(c, httpx.AsyncClient)]
+    if len(sync) > 1 or len(asynchronous) > 1 or len(sync) + len(asynchronous) != len(clients):
         raise ValueError(
-            "transport must be an httpx transport (e.g. httpx.HTTPTransport()) or an "
-            f"httpcore connection pool, got {type(given).__name__}"
+            "http_client must be an httpx.Client, an httpx.AsyncClient, or one of each "
+            f"as a pair, got {type(http_client).__name__}"
         )
-    return Transport(given)
+    return Given(Http(sync[0]) if sync else None,
+                 Http(asynchronous[0]) if asynchronous else None)  # fmt: skip
+
+
+def _next(ep: Endpoint, http: Http, resp: httpx.Response, hop: int) -> httpx.Request | None:
+    """Return the request a 307/308 leads to (same method and body), or None to stop.
+
+    httpx builds it (and drops Authorization when the origin changes); the other
+    headers that carry our key are dropped here too. 301/302/303 are answers, as the
+    providers' SDKs read them after httpx turns them into a GET: we never re-POST there.
+    """
+    nxt = resp.next_request
+    if nxt is None or not http.follow or resp.status_code not in (307, 308):
+        return None
+    if hop >= http.hops:
+        raise ProviderError(
+            f"POST {ep.scrub(ep.url)}: more than {http.hops} redirects", url=ep.scrub(ep.url)
+        )
+    if nxt.url.netloc != ep.target.netloc or nxt.url.scheme != ep.target.scheme:
+        for name in _CREDENTIALS:
+            nxt.headers.pop(name, None)
+    return nxt
+
+
+def _open(http: Http, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> Any:
+    request, hop = http.request(ep, content, timeout, stream), 0
+    while True:
+        resp = http.client.send(request, stream=True, follow_redirects=False)
+        try:
+            nxt = _next(ep, http, resp, hop)
+        except BaseException:
+            resp.close()
+            raise
+        if nxt is None:
+            return resp
+        resp.close()
+        request, hop = nxt, hop + 1
+
+
+async def _aopen(http: Http, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> Any:
+    request, hop = http.request(ep, content, timeout, stream), 0
+    while True:
+        resp = await http.client.send(request, stream=True, follow_redirects=False)
+        try:
+            nxt = _next(ep, http, resp, hop)
+        except BaseException:
+            await resp.aclose()
+            raise
+        if nxt is None:
+            return resp
+        await resp.aclose()
+        request, hop = nxt, hop + 1
+
+
+class _Bounded:
+    """Collects a body's decoded bytes up to a bound (a ProviderError past it)."""
+
+    __slots__ = ("ep", "parts", "size")
+
+    def __init__(self, ep: Endpoint, resp: httpx.Response):
+        self.ep, self.parts, self.size = ep, [], 0
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+            raise ep.too_large("the answer", MAX_ANSWER_BYTES)
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > MAX_ANSWER_BYTES:
+            raise self.ep.too_large("the answer", MAX_ANSWER_BYTES)
+        self.parts.append(chunk)
+
+    def body(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def _read(ep: Endpoint, resp: httpx.Response) -> bytes:
+    bounded = _Bounded(ep, resp)
+    for chunk in resp.iter_bytes():
+        bounded.add(chunk)
+    return bounded.body()
+
+
+async def _aread(ep: Endpoint, resp: httpx.Response) -> bytes:
+    bounded = _Bounded(ep, resp)
+    async for chunk in resp.aiter_bytes():
+        bounded.add(chunk)
+    return bounded.body()
 
 
 def _ok(status: int) -> bool:
     return 200 <= status < 300
 
 
-def _is_json(headers: Mapping) -> bool:
-    return headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
+def _kind(resp: httpx.Response) -> str:
+    return resp.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def _check_stream_type(ep: Endpoint, headers: Mapping) -> None:
-    kind = headers.get("content-type", "").split(";")[0].strip().lower()
+def _check_stream_type(ep: Endpoint, resp: httpx.Response) -> None:
+    kind = _kind(resp)
     if kind and kind not in ("text/event-stream", "application/json"):
         raise ProviderError(f"POST {ep.url}: a stream was answered with {kind!r}", url=ep.url)
 
 
-def send(transport: Transport, ep: Endpoint, content: bytes, timeout: float) -> PMap:
-    """POST the JSON bytes of a body and return the decoded turn.
-
-    httpx.Client adds cookies, auth flows, redirects and event hooks per request; an
-    LLM POST needs none of them, and skipping that layer is most of our speed.
-    """
+def _error_body(ep: Endpoint, resp: httpx.Response) -> bytes:
     try:
-        status, headers, body = transport.whole(ep, content, timeout)
-    except transport_errors() as e:
+        return _read(ep, resp)
+    except (httpx.RequestError, ProviderError):
+        return b""  # the status is the error; a body cut short or huge adds nothing
+
+
+async def _aerror_body(ep: Endpoint, resp: httpx.Response) -> bytes:
+    try:
+        return await _aread(ep, resp)
+    except (httpx.RequestError, ProviderError):
+        return b""
+
+
+def send(http: Http, ep: Endpoint, content: bytes, timeout: float) -> PMap:
+    """POST the JSON bytes of a body and return the decoded turn."""
+    try:
+        resp = _open(http, ep, content, timeout, False)
+        try:
+            if not _ok(resp.status_code):
+                raise ep.status_error(resp.status_code, resp.headers, _error_body(ep, resp))
+            body = _read(ep, resp)
+        finally:
+            resp.close()
+    except httpx.RequestError as e:
         raise ep.failed(e) from None
-    if not _ok(status):
-        raise ep.status_error(status, headers, body)
-    return ep.decode(status, body)
+    return ep.decode(resp.status_code, body)
+
+
+async def asend(http: Http, ep: Endpoint, content: bytes, timeout: float) -> PMap:
+    """The async twin of `send`."""
+    try:
+        resp = await _aopen(http, ep, content, timeout, False)
+        try:
+            if not _ok(resp.status_code):
+                body = await _aerror_body(ep, resp)
+                raise ep.status_error(resp.status_code, resp.headers, body)
+            body = await _aread(ep, resp)
+        finally:
+            await resp.aclose()
+    except httpx.RequestError as e:
+        raise ep.failed(e) from None
+    return ep.decode(resp.status_code, body)
 
 
 class _Stream:
@@ -359,7 +419,7 @@ def _whole(ep: Endpoint, status: int, body: bytes) -> list[PMap]:
 
 
 def send_stream(
-    transport: Transport, ep: Endpoint, content: bytes, timeout: float, check: Any = None
+    http: Http, ep: Endpoint, content: bytes, timeout: float, check: Any = None
 ) -> Iterator[PMap]:
     """POST a streaming body; yield text deltas as they arrive, then the {TURN} item.
 
@@ -367,82 +427,56 @@ def send_stream(
     server that ignores `stream: true` and answers with JSON is read as one delta.
     """
     try:
-        status, headers, resp = transport.open(ep, content, timeout, True)
-    except transport_errors() as e:
+        resp = _open(http, ep, content, timeout, True)
+    except httpx.RequestError as e:
         raise ep.failed(e) from None
     try:
-        if not _ok(status):
-            raise ep.status_error(status, headers, _read_error(resp))
-        _check_stream_type(ep, headers)
-        try:
-            if _is_json(headers):
-                yield from _whole(ep, status, resp.read())
-                return
-            state = _Stream(ep.codec)
-            for chunk in transport.chunks(resp):
-                if check is not None:
-                    check()
-                yield from state.feed(chunk)
-            yield from state.end()
-        except transport_errors() as e:
-            raise ep.failed(e) from None
-        except ProviderError as e:  # an SSE error event: its text may echo the key
-            raise ep.scrubbed(e) from None
+        if not _ok(resp.status_code):
+            raise ep.status_error(resp.status_code, resp.headers, _error_body(ep, resp))
+        _check_stream_type(ep, resp)
+        if _kind(resp) == "application/json":
+            yield from _whole(ep, resp.status_code, _read(ep, resp))
+            return
+        state = _Stream(ep.codec)
+        for chunk in resp.iter_bytes():
+            if check is not None:
+                check()
+            yield from state.feed(chunk)
+        yield from state.end()
+    except httpx.RequestError as e:
+        raise ep.failed(e) from None
+    except ProviderError as e:  # an SSE error event: its text may echo the key
+        raise ep.scrubbed(e) from None
     finally:
         resp.close()
 
 
-def _read_error(resp: Any) -> bytes:
-    try:
-        return resp.read()
-    except transport_errors():
-        return b""  # the status is the error; a body cut short adds nothing
-
-
-async def _aread_error(resp: Any) -> bytes:
-    try:
-        return await resp.aread()
-    except transport_errors():
-        return b""
-
-
-async def asend(transport: Transport, ep: Endpoint, content: bytes, timeout: float) -> PMap:
-    """The async twin of `send`."""
-    try:
-        status, headers, body = await transport.awhole(ep, content, timeout)
-    except transport_errors() as e:
-        raise ep.failed(e) from None
-    if not _ok(status):
-        raise ep.status_error(status, headers, body)
-    return ep.decode(status, body)
-
-
 async def asend_stream(
-    transport: Transport, ep: Endpoint, content: bytes, timeout: float
+    http: Http, ep: Endpoint, content: bytes, timeout: float
 ) -> AsyncIterator[PMap]:
     """The async twin of `send_stream` (cancellation is the event loop's own)."""
     try:
-        status, headers, resp = await transport.aopen(ep, content, timeout, True)
-    except transport_errors() as e:
+        resp = await _aopen(http, ep, content, timeout, True)
+    except httpx.RequestError as e:
         raise ep.failed(e) from None
     try:
-        if not _ok(status):
-            raise ep.status_error(status, headers, await _aread_error(resp))
-        _check_stream_type(ep, headers)
-        try:
-            if _is_json(headers):
-                for item in _whole(ep, status, await resp.aread()):
-                    yield item
-                return
-            state = _Stream(ep.codec)
-            async for chunk in transport.achunks(resp):
-                for item in state.feed(chunk):
-                    yield item
-            for item in state.end():
+        if not _ok(resp.status_code):
+            body = await _aerror_body(ep, resp)
+            raise ep.status_error(resp.status_code, resp.headers, body)
+        _check_stream_type(ep, resp)
+        if _kind(resp) == "application/json":
+            for item in _whole(ep, resp.status_code, await _aread(ep, resp)):
                 yield item
-        except transport_errors() as e:
-            raise ep.failed(e) from None
-        except ProviderError as e:  # an SSE error event: its text may echo the key
-            raise ep.scrubbed(e) from None
+            return
+        state = _Stream(ep.codec)
+        async for chunk in resp.aiter_bytes():
+            for item in state.feed(chunk):
+                yield item
+        for item in state.end():
+            yield item
+    except httpx.RequestError as e:
+        raise ep.failed(e) from None
+    except ProviderError as e:  # an SSE error event: its text may echo the key
+        raise ep.scrubbed(e) from None
     finally:
         await resp.aclose()
