@@ -58,3 +58,19 @@ def test_no_module_level_cache_keyed_by_identity():
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
                  and isinstance(n.func, ast.Name) and n.func.id == "id"]  # fmt: skip
         assert not calls, f"{path.relative_to(ROOT)} calls id()"
+
+
+# What speaks HTTP below httpx: a module of ours importing one would be a second path.
+_BELOW_HTTPX = {"socket", "ssl", "http.client", "http.server", "httpcore", "h11", "h2",
+                "httptools", "urllib.request", "anyio"}  # fmt: skip
+
+
+def test_httpx_is_the_one_http_path():
+    """No module under toolnexus/ opens a socket, uses http.client or parses HTTP itself
+    (the test kit's fake provider is a server: http.server is its one exception)."""
+    for path in ROOT.rglob("*.py"):
+        allowed = {"http.server"} if path.parent.name == "testing" else set()
+        below = {full for name in imports(path) if (full := resolved(path, name))
+                 and any(full == m or full.startswith(m + ".") for m in _BELOW_HTTPX)
+                 and full not in allowed}  # fmt: skip
+        assert not below, f"{path.relative_to(ROOT)} imports {sorted(below)}"

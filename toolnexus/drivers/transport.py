@@ -84,8 +84,10 @@ def owned_async_client(proxy: str | None = None) -> httpx.AsyncClient:
 
 
 def is_network(e: BaseException) -> bool:
-    """Return whether a transport error is a network failure worth retrying (not a timeout)."""
-    return isinstance(e, httpx.NetworkError | httpx.RemoteProtocolError | ConnectionError)
+    """Return whether a transport error is a network failure worth retrying: the request
+    failed on the network, or never got a connection (a read timeout is not one)."""
+    retryable = httpx.NetworkError | httpx.RemoteProtocolError | httpx.ConnectTimeout
+    return isinstance(e, retryable | ConnectionError)
 
 
 def endpoint_url(base_url: str, path_of: Any, query: Mapping | None = None) -> httpx.URL:

@@ -24,9 +24,14 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ..errors import ProviderError, excerpt
-from .jsonload import load
+from .jsonload import MAX_BYTES, load
 
-__all__ = ["SSEState", "start", "feed", "end", "decode", "stream_error", "load_json"]
+__all__ = [
+    "SSEState", "start", "feed", "end", "decode", "stream_error", "load_json", "MAX_LINE",
+]  # fmt: skip
+
+# The longest line a stream may send: an event's data the JSON decoder could still take.
+MAX_LINE = MAX_BYTES + 1024
 
 # Line terminators are ASCII, so they never occur inside a multi-byte UTF-8 sequence:
 # splitting bytes on them is safe before decoding.
@@ -36,7 +41,8 @@ _EOL = re.compile(r"\r\n|\r|\n")
 class SSEState(NamedTuple):
     """The decoder state: an immutable value, replaced (never mutated) by `feed`."""
 
-    buffer: bytes = b""  # bytes of the line not yet terminated
+    buffer: tuple[bytes, ...] = ()  # the pieces of the line not yet terminated
+    held: int = 0  # their total length (bounded by MAX_LINE)
     skip_lf: bool = False  # the last chunk ended in CR: a leading LF is its CRLF's tail
     event: str = ""  # the `event:` field of the event being built
     data: tuple[str, ...] = ()  # its `data:` lines
@@ -96,18 +102,24 @@ def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
         chunk = chunk[1:]
     if not chunk:
         return state, ()
-    # Search only the new bytes, so a long line arriving in tiny chunks stays cheap.
+    # Search only the new bytes, and keep a line's pieces apart until it ends, so a long
+    # line arriving in tiny chunks costs linear time, never quadratic.
     cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
     if cut < 0:  # still inside one line: keep its bytes, decode nothing yet
-        return state._replace(buffer=state.buffer + chunk, skip_lf=False), ()
+        held = state.held + len(chunk)
+        if held > MAX_LINE:
+            raise ProviderError(f"a stream line is over {MAX_LINE:,} bytes: not read further")
+        return state._replace(buffer=(*state.buffer, chunk), held=held, skip_lf=False), ()
     # The split leaves "" after the final terminator: drop it, it is not a line.
-    lines = _decode(state.buffer + chunk[: cut + 1], state.fresh)[:-1]
+    lines = _decode(b"".join((*state.buffer, chunk[: cut + 1])), state.fresh)[:-1]
     out: list = []
     event, data = _lines(state.event, state.data, lines, out)
     rest = chunk[cut + 1 :]
     # A final CR may be the first half of a CRLF whose LF opens the next chunk.
     ends_cr = not rest and chunk[cut] == 13
-    return SSEState(rest, ends_cr, event, data, False), tuple(out)
+    if len(rest) > MAX_LINE:
+        raise ProviderError(f"a stream line is over {MAX_LINE:,} bytes: not read further")
+    return SSEState((rest,) if rest else (), len(rest), ends_cr, event, data, False), tuple(out)
 
 
 def end(state: SSEState) -> tuple[Mapping, ...]:
@@ -117,7 +129,7 @@ def end(state: SSEState) -> tuple[Mapping, ...]:
     [('message', '{"stop": 1}')]
     """
     out: list = []
-    lines = _decode(state.buffer, state.fresh) if state.buffer else []
+    lines = _decode(b"".join(state.buffer), state.fresh) if state.buffer else []
     event, data = _lines(state.event, state.data, lines, out)
     if data:
         out.append(_event(event, data))
