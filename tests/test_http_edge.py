@@ -17,11 +17,10 @@ import time
 
 import httpx
 import pytest
+from edge_servers import EdgeServer, ForwardProxy, chunks, four_verbs, model_answer
 
 from toolnexus import ProviderError, arun, create_client, run, stream
 from toolnexus.drivers.transport import MAX_ANSWER_BYTES, USER_AGENT
-
-from edge_servers import EdgeServer, ForwardProxy, chunks, four_verbs, model_answer
 
 trustme = pytest.importorskip("trustme")
 
@@ -280,8 +279,10 @@ def test_an_over_long_answer_is_refused_without_holding_it():
     big = b'{"choices": [{"message": {"content": "' + b"x" * (MAX_ANSWER_BYTES + 10) + b'"}}]}'
 
     def huge(req):  # close-delimited, so no Content-Length warns us up front
-        return 200, {"content-type": "application/json"}, chunks(
-            big[i : i + (1 << 20)] for i in range(0, len(big), 1 << 20)
+        return (
+            200,
+            {"content-type": "application/json"},
+            chunks(big[i : i + (1 << 20)] for i in range(0, len(big), 1 << 20)),
         )
 
     with EdgeServer(huge) as server:
@@ -296,8 +297,10 @@ def test_an_over_long_sse_line_is_refused_in_bounded_time():
     line = b"data: " + b"y" * (40 << 20)
 
     def endless(req):
-        return 200, {"content-type": "text/event-stream"}, chunks(
-            line[i : i + 16384] for i in range(0, len(line), 16384)
+        return (
+            200,
+            {"content-type": "text/event-stream"},
+            chunks(line[i : i + 16384] for i in range(0, len(line), 16384)),
         )
 
     with EdgeServer(endless) as server:
