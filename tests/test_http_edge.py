@@ -417,3 +417,9 @@ def test_an_early_refusal_of_a_large_body_is_its_status_not_a_network_failure():
                 run(c, "x" * (8 << 20))
     assert info.value.status == 413 and "too large" in str(info.value)
     assert len(server.requests) == 1  # a 413 is not retried, and nothing was re-sent
+
+
+def test_httpx_default_agent_is_what_we_replace():
+    from toolnexus.drivers import transport
+
+    assert httpx.Client().headers["user-agent"] == transport._HTTPX_UA

@@ -57,7 +57,7 @@ MAX_ANSWER_BYTES = MAX_BYTES
 _CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 # Framing headers are the transport's: a user's copy would be a second, maybe wrong, one.
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
-_HTTPX_UA = httpx.Client().headers["user-agent"]  # httpx's default, replaced by ours
+_HTTPX_UA = f"python-httpx/{httpx.__version__}"  # httpx's default, replaced by ours
 
 
 def owned_client(proxy: str | None = None) -> httpx.Client:
