@@ -42,7 +42,7 @@ from pyrsistent import PMap, pmap
 from . import steps
 from .errors import ProviderError
 from .retry import decide, error_info, plan
-from .tool import tool_result
+from .tool import as_result, tool_result
 from .transcript import freeze_transcript, repair
 from .wire import DIALECTS
 from .wire.common import message_text
@@ -121,10 +121,8 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
 
 def _as_result(value: Any) -> PMap:
     if isinstance(value, Mapping) and "output" in value:
-        return tool_result(value["output"], value.get("is_error", False), value.get("metadata"))
-    import json
-
-    return tool_result(value if isinstance(value, str) else json.dumps(value, default=str))
+        value = {"is_error": False, **value}  # a hook's result may leave is_error out
+    return as_result(value)  # data as JSON text, content parts as parts (core.tool)
 
 
 def _before_tool(hooks: Mapping, call: Mapping, turn_no: int):

@@ -25,6 +25,7 @@ from .common import (
     usage,
 )
 from .jsonload import load
+from .parts import is_parts, tool_result_blocks
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -210,15 +211,20 @@ def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -
             {
                 "type": "tool_result",
                 "tool_use_id": c["id"],
-                "content": r["output"]
-                if isinstance(r["output"], str)
-                else to_json(r["output"]).decode(),
+                "content": _result_content(r["output"]),
                 "is_error": bool(r["is_error"]),
             }
         )
         for c, r in zip(calls, results, strict=True)
     )
     return [pmap({"role": "user", "content": blocks})] if blocks else []
+
+
+def _result_content(output: Any) -> Any:
+    # Text as it is; content parts as text, image and document blocks (core.tool_output).
+    if isinstance(output, str):
+        return output
+    return tool_result_blocks(output) if is_parts(output) else to_json(output).decode()
 
 
 # ---- streaming: SSE events -> deltas -> the same normalized turn -----------------

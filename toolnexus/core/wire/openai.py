@@ -22,6 +22,7 @@ from .common import (
     turn,
     usage,
 )
+from .parts import is_parts, tool_attachments, tool_text
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -232,15 +233,20 @@ def parse_generated(out: Mapping, turn_no: int) -> PMap:
 
 
 def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
-    """Return one `tool` message per call, in call order."""
-    return [
+    """Return one `tool` message per call, in call order; media parts a tool returned
+    follow in one user message (a tool message carries text only)."""
+    out = [
         pmap({"role": "tool", "tool_call_id": c["id"], "content": _content(r["output"])})
         for c, r in zip(calls, results, strict=True)
     ]
+    attachments = tool_attachments(calls, results)
+    return out if attachments is None else [*out, attachments]
 
 
 def _content(output: Any) -> str:
-    return output if isinstance(output, str) else _args_text(output)
+    if isinstance(output, str):
+        return output
+    return tool_text(output) if is_parts(output) else _args_text(output)
 
 
 # ---- streaming: SSE events -> deltas -> the same normalized turn -----------------
