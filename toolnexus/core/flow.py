@@ -237,12 +237,14 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     codec = DIALECTS[state["dialect"]]
     hooks, events = cfg["hooks"], cfg["events"]
     encoded_for, tools, known = None, None, {}
+    first, later = cfg["params"], codec.later_params(cfg["params"])  # a forced tool_choice
     while True:
         state, tk = yield from _before_llm(cfg, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
             encoded_for, tools = tk, codec.encode_tools(tk)
             known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
-        body = steps.request(state, cfg["model"], tools, cfg["system"](tk), cfg["params"])
+        params = first if state["turns"] == 0 else later
+        body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
         if cfg["transform"] is not None:
             body = yield ("hook", cfg["transform"], body)
         turn_no = state["turns"] + 1

@@ -16,12 +16,14 @@ from .common import (
     MalformedResponse,
     is_empty_answer,
     is_empty_text_block,
+    is_forced_choice,
     malformed,
     name_text,
     replayable_with,
     response_object,
     to_json,
     turn,
+    unique_id,
     usage,
 )
 from .jsonload import load
@@ -106,9 +108,25 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
+def later_params(params: Mapping) -> Mapping:
+    """Return the request params of a run's later turns: a forced `tool_choice` (a named
+    tool, or any tool) applies to the first turn only, then the model may answer (auto).
+    The same object when nothing is forced."""
+    if not params or not is_forced_choice(params.get("tool_choice")):
+        return params
+    choice, auto = params["tool_choice"], {"type": "auto"}
+    if isinstance(choice, Mapping) and "disable_parallel_tool_use" in choice:
+        auto["disable_parallel_tool_use"] = choice["disable_parallel_tool_use"]
+    return {**params, "tool_choice": pmap(auto)}
+
+
 def replayable(messages: Sequence) -> Sequence:
     """Return the messages the API accepts: the same object when nothing is dropped."""
-    return replayable_with(messages, _needs_cleaning)
+    return replayable_with(messages, _needs_cleaning, _request_block)
+
+
+def _request_block(b: Any) -> Any:
+    return _request_text(b) if isinstance(b, Mapping) and b.get("type") == "text" else b
 
 
 def _needs_cleaning(m: Mapping) -> bool:
@@ -118,8 +136,13 @@ def _needs_cleaning(m: Mapping) -> bool:
     if content is None:
         return m.get("role") == "assistant"
     return isinstance(content, (list, tuple, PVector)) and (
-        any(is_empty_text_block(b) for b in content) or is_empty_answer(m)
+        any(is_empty_text_block(b) or _cut_citations(b) for b in content) or is_empty_answer(m)
     )
+
+
+def _cut_citations(b: Any) -> bool:
+    # A block stored before citations were cut to their request shape (see _request_text).
+    return isinstance(b, Mapping) and b.get("type") == "text" and _request_text(b) is not b
 
 
 _ID_OK = re.compile(r"[a-zA-Z0-9_-]+")
@@ -133,7 +156,7 @@ def _block(b: Any, i: int) -> Mapping | None:
     if kind == "text":
         if not isinstance(b.get("text"), str):
             raise MalformedResponse(f"content[{i}].text is not a string")
-        return b if b["text"] else None
+        return _request_text(b) if b["text"].strip() else None
     if kind != "tool_use":
         return b
     # A tool_use block must replay: a string id the API accepts, a name, an object input.
@@ -146,6 +169,51 @@ def _block(b: Any, i: int) -> Mapping | None:
     if all(b.get(k) is v for k, v in fixed.items()):
         return b
     return {**b, **fixed}
+
+
+# What a request's citation may hold, by type (the published request schemas: a response
+# citation adds fields such as `file_id` that a request refuses). Required and nullable:
+# the titles, filled with null when a response left them out.
+_CITATION_KEYS = {
+    "char_location": ("type", "cited_text", "document_index", "document_title",
+                      "start_char_index", "end_char_index"),
+    "page_location": ("type", "cited_text", "document_index", "document_title",
+                      "start_page_number", "end_page_number"),
+    "content_block_location": ("type", "cited_text", "document_index", "document_title",
+                               "start_block_index", "end_block_index"),
+    "web_search_result_location": ("type", "cited_text", "encrypted_index", "title", "url"),
+    "search_result_location": ("type", "cited_text", "search_result_index", "source",
+                               "start_block_index", "end_block_index", "title"),
+}  # fmt: skip
+_TITLES = ("document_title", "title")
+
+
+def request_citation(c: Any) -> Any:
+    """Return a response citation cut to what a request's citation may hold.
+
+    >>> request_citation({"type": "char_location", "cited_text": "x", "document_index": 0,
+    ...     "document_title": "", "start_char_index": 0, "end_char_index": 1, "file_id": "f"})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'type': 'char_location', 'cited_text': 'x', 'document_index': 0, 'document_title': None,
+     'start_char_index': 0, 'end_char_index': 1}
+    """
+    keys = _CITATION_KEYS.get(c.get("type")) if isinstance(c, Mapping) else None
+    if keys is None:
+        return c  # a kind this version does not know: as sent
+    out = {k: c[k] for k in keys if k in c}
+    for k in _TITLES:  # required, nullable, at least one character when a string
+        if k in keys and not out.get(k):
+            out[k] = None
+    return out
+
+
+def _request_text(b: Mapping) -> Mapping:
+    """Return a text block whose citations a request accepts (the same block if they do)."""
+    cited = b.get("citations")
+    if not isinstance(cited, (list, tuple, PVector)):
+        return b
+    cut = [request_citation(c) for c in cited]
+    return b if all(x == c for x, c in zip(cut, cited, strict=True)) else {**b, "citations": cut}
 
 
 def _call_id(given: Any, i: int) -> str:
@@ -176,7 +244,7 @@ def _parse_response(data: Mapping) -> PMap:
     if content is not None and not isinstance(content, (list, tuple, PVector)):
         raise MalformedResponse(f"content is a JSON {type(content).__name__}, not an array")
     given = list(content or ())
-    blocks = [b for b in (_block(b, i) for i, b in enumerate(given)) if b is not None]
+    blocks = _unique_ids([b for b in (_block(b, i) for i, b in enumerate(given)) if b is not None])
     text = "".join(b["text"] for b in blocks if b.get("type") == "text")
     calls = [
         # The call keeps what the model sent (a non-object input is reported back to
@@ -195,6 +263,18 @@ def _parse_response(data: Mapping) -> PMap:
         stop if isinstance(stop, str) else None,
         model if isinstance(model, str) else None,
     )
+
+
+def _unique_ids(blocks: list) -> list:
+    """Return the blocks with distinct tool_use ids (a repeated one gets `id_2`, ...)."""
+    taken: set = set()
+    out = []
+    for b in blocks:
+        if b.get("type") == "tool_use":
+            new = unique_id(b["id"], taken, 64)
+            b = b if new == b["id"] else {**b, "id": new}
+        out.append(b)
+    return out
 
 
 def _tool_uses(blocks: list, given: list) -> list[tuple[Mapping, Mapping]]:

@@ -14,12 +14,14 @@ from .common import (
     MalformedResponse,
     is_empty_answer,
     is_empty_text_block,
+    is_forced_choice,
     malformed,
     name_text,
     replayable_with,
     response_object,
     text_of,
     turn,
+    unique_id,
     usage,
 )
 from .parts import is_parts, tool_attachments, tool_text
@@ -92,6 +94,15 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     if params:  # dict.update on a pmap lists its keys, then looks each one up
         out.update(params)
     return out
+
+
+def later_params(params: Mapping) -> Mapping:
+    """Return the request params of a run's later turns: a forced `tool_choice` (a named
+    tool, or any tool) applies to the first turn only, then the model may answer (auto).
+    The same object when nothing is forced."""
+    if not params or not is_forced_choice(params.get("tool_choice")):
+        return params
+    return {**params, "tool_choice": "auto"}
 
 
 def replayable(messages: Sequence) -> Sequence:
@@ -188,14 +199,15 @@ def _parse_response(data: Mapping) -> PMap:
         raise MalformedResponse("response has no choices")
     choice = _mapping(choices[0], "choices[0]")
     message = _mapping(choice.get("message"), "choices[0].message")
-    calls = []
+    calls, taken = [], set()
     for i, c in enumerate(_list(message.get("tool_calls"), "tool_calls")):
         c = _mapping(c, f"tool_calls[{i}]")
         fn = _mapping(c.get("function"), f"tool_calls[{i}].function")
         cid = c.get("id")
         calls.append(
             {
-                "id": cid if isinstance(cid, str) and cid else f"call_{i}",
+                # Distinct within the turn: two calls sharing an id get `id_2`, ...
+                "id": unique_id(cid if isinstance(cid, str) and cid else f"call_{i}", taken),
                 "name": name_text(fn.get("name")),
                 "arguments": _args_text(fn.get("arguments") or ""),
             }
@@ -219,9 +231,10 @@ def parse_generated(out: Mapping, turn_no: int) -> PMap:
     """
     if not isinstance(out, Mapping):
         raise TypeError(f"generate must return a mapping, got {type(out).__name__}")
+    taken: set = set()
     calls = [
         {
-            "id": c.get("id") or f"call_{turn_no}_{i}",
+            "id": unique_id(c.get("id") or f"call_{turn_no}_{i}", taken),
             "name": c["name"],
             "arguments": _args_text(c.get("arguments") or {}),
         }
