@@ -41,6 +41,7 @@ from pyrsistent import PMap, pmap
 
 from . import steps
 from .errors import ProviderError
+from .output import read_output
 from .retry import decide, error_info, plan
 from .tool import as_result, tool_result
 from .transcript import freeze_transcript, repair
@@ -237,7 +238,10 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     codec = DIALECTS[state["dialect"]]
     hooks, events = cfg["hooks"], cfg["events"]
     encoded_for, tools, known = None, None, {}
-    first, later = cfg["params"], codec.later_params(cfg["params"])  # a forced tool_choice
+    first = cfg["params"]
+    if cfg.get("output") is not None:  # structured output (core.output)
+        first = codec.with_output(first, cfg["output"])
+    later = codec.later_params(first)  # a forced tool_choice holds for the first turn only
     while True:
         state, tk = yield from _before_llm(cfg, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
@@ -449,7 +453,7 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
                 held = None
         state, lifted = yield from _start(cfg, cid, prompt, loaded)
         cfg = _with_system(cfg, lifted)
-        state = yield from run_flow(cfg, state, tk)
+        state = _with_output(cfg, (yield from run_flow(cfg, state, tk)))
     except BaseException as e:
         yield from _fail(cfg, cid, held, prompt, state, asked_at, t0, e)
         raise
@@ -474,6 +478,15 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     if log is not None and outcomes[-1][0] == "error":
         raise outcomes[-1][1]  # a strict log's failure, once the run is accounted for
     return result
+
+
+def _with_output(cfg: Mapping, state: steps.State) -> steps.State:
+    """Return the state with its answer read by the run's output_schema, if it has one:
+    an answer that does not fit raises OutputError (so the exchange is not saved)."""
+    spec = cfg.get("output")
+    if spec is None or state["status"] != "done":
+        return state
+    return {**state, "output": read_output(spec, state["text"])}
 
 
 def _log_op(cfg: Mapping, cid: str | None, prompt: Any, state: Any, asked_at: Any) -> Op | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 import inspect
@@ -328,6 +329,8 @@ def schema_for(hint: Any) -> dict:
     """
     origin = typing.get_origin(hint)
     targs = typing.get_args(hint)
+    if isinstance(hint, type) and (found := _record_schema(hint)) is not None:
+        return found
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     if origin is typing.Literal:
@@ -368,6 +371,37 @@ def _nullable(schema: dict) -> dict:
     if "anyOf" in schema and len(schema) == 1:
         return {"anyOf": [*schema["anyOf"], {"type": "null"}]}
     return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _record_schema(hint: type) -> dict | None:
+    """Return the object schema of a dataclass or TypedDict class, else None.
+
+    Its fields are the properties (in order); those without a default (a TypedDict's
+    required keys) are required; no other property is allowed.
+    """
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        fields = [f for f in dataclasses.fields(hint) if f.init]
+        names = [f.name for f in fields]
+        required = [f.name for f in fields if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING]  # fmt: skip
+    elif typing.is_typeddict(hint):
+        # NotRequired[...] read from the hints too: under `from __future__ import
+        # annotations` the class's __required_keys__ cannot see it.
+        extras = typing.get_type_hints(hint, include_extras=True)
+        hints = typing.get_type_hints(hint)
+        marks = {k: typing.get_origin(v) for k, v in extras.items()}
+        names = list(hints)
+        required = [k for k in names if marks[k] is typing.Required or (
+            marks[k] is not typing.NotRequired and k in hint.__required_keys__)]  # fmt: skip
+    else:
+        return None
+    props = {n: schema_for(hints.get(n, Any)) for n in names}
+    out: dict = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    out["additionalProperties"] = False
+    return out
 
 
 def _optional(hint: Any) -> bool:

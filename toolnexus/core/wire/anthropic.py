@@ -120,6 +120,14 @@ def later_params(params: Mapping) -> Mapping:
     return {**params, "tool_choice": pmap(auto)}
 
 
+def with_output(params: Mapping, spec: Mapping) -> dict:
+    """Return request params asking for an answer in the structured-output `spec`
+    (core.output): `output_config.format` of type json_schema (other output_config kept)."""
+    given = params.get("output_config") if params else None
+    config = {**(given or {}), "format": pmap({"type": "json_schema", "schema": spec["schema"]})}
+    return {**params, "output_config": pmap(config)}
+
+
 def replayable(messages: Sequence) -> Sequence:
     """Return the messages the API accepts: the same object when nothing is dropped."""
     return replayable_with(messages, _needs_cleaning, _request_block)

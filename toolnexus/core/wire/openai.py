@@ -105,6 +105,13 @@ def later_params(params: Mapping) -> Mapping:
     return {**params, "tool_choice": "auto"}
 
 
+def with_output(params: Mapping, spec: Mapping) -> dict:
+    """Return request params asking for an answer in the structured-output `spec`
+    (core.output): `response_format` of type json_schema, strict when the schema allows."""
+    schema = pmap({"name": spec["name"], "schema": spec["schema"], "strict": spec["strict"]})
+    return {**params, "response_format": pmap({"type": "json_schema", "json_schema": schema})}
+
+
 def replayable(messages: Sequence) -> Sequence:
     """Return the messages a provider accepts: the same object when nothing is dropped."""
     return replayable_with(messages, _needs_cleaning)
