@@ -246,9 +246,12 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
         state, tk = yield from _before_llm(cfg, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
             encoded_for, tools = tk, codec.encode_tools(tk)
+            tools = codec.cache_tools(tools) if cfg.get("prompt_cache") else tools
             known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
         params = first if state["turns"] == 0 else later
         body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
+        if cfg.get("prompt_cache"):  # breakpoints / cache key (the codec's own way)
+            body = codec.cache_body(body, cfg.get("conversation_id"))
         if cfg["transform"] is not None:
             body = yield ("hook", cfg["transform"], body)
         turn_no = state["turns"] + 1
@@ -442,7 +445,7 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     t0 = yield ("clock",)
     asked_at = yield ("now",)
     hold = cfg["hold_lock"]
-    cfg = {**cfg, "loaded_from_store": history is None}
+    cfg = {**cfg, "loaded_from_store": history is None, "conversation_id": cid}
     held, loaded, state = None, history, None
     try:
         if cid is not None:

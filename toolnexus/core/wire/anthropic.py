@@ -120,6 +120,69 @@ def later_params(params: Mapping) -> Mapping:
     return {**params, "tool_choice": pmap(auto)}
 
 
+# ---- prompt caching (create_client(prompt_cache=True)) ------------------------------------
+
+EPHEMERAL = pmap({"type": "ephemeral"})
+MAX_BREAKPOINTS = 4  # the API refuses a request with more cache_control marks
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def cache_tools(tools: Sequence) -> Sequence:
+    """Return the request's tools with a cache breakpoint on the last one (once per run)."""
+    if not tools or "cache_control" in tools[-1]:
+        return tools
+    return pvector([*tools[:-1], pmap(tools[-1]).set("cache_control", EPHEMERAL)])
+
+
+def _marks(value: Any) -> int:
+    """Return how many cache_control marks a body part holds (blocks, tools, system)."""
+    if isinstance(value, Mapping):
+        content = value.get("content")
+        own = 1 if value.get("cache_control") else 0
+        return own + (_marks(content) if not isinstance(content, str) else 0)
+    if isinstance(value, (list, tuple, PVector)):
+        return sum(_marks(v) for v in value)
+    return 0
+
+
+def _marked_message(m: Mapping) -> Mapping | None:
+    """Return message `m` with a breakpoint on its last block (None: nothing to mark)."""
+    content = m.get("content")
+    if isinstance(content, str):
+        block = pmap({"type": "text", "text": content, "cache_control": EPHEMERAL})
+        return pmap(m).set("content", pvector([block])) if content.strip() else None
+    blocks = list(content or ())
+    for i in range(len(blocks) - 1, -1, -1):
+        b = blocks[i]
+        if isinstance(b, Mapping) and b.get("type") not in _UNMARKABLE:
+            if b.get("cache_control"):
+                return None
+            blocks[i] = pmap(b).set("cache_control", EPHEMERAL)
+            return pmap(m).set("content", pvector(blocks))
+    return None
+
+
+def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
+    """Return a request body with cache breakpoints on its last message and its system
+    prompt (the last tool's comes from `cache_tools`), never more than four in all.
+
+    The messages of the state are not changed: only this body's copy of the last one.
+    """
+    budget = MAX_BREAKPOINTS - _marks(body.get("tools")) - _marks(body["messages"])
+    budget -= _marks(body["system"]) if isinstance(body.get("system"), (list, PVector)) else 0
+    out = dict(body)
+    messages = body["messages"]
+    if budget > 0 and messages:
+        last = _marked_message(messages[-1])
+        if last is not None:
+            out["messages"] = [*messages[:-1], last]
+            budget -= 1
+    system = body.get("system")
+    if budget > 0 and isinstance(system, str) and system:
+        out["system"] = [pmap({"type": "text", "text": system, "cache_control": EPHEMERAL})]
+    return out
+
+
 def with_output(params: Mapping, spec: Mapping) -> dict:
     """Return request params asking for an answer in the structured-output `spec`
     (core.output): `output_config.format` of type json_schema (other output_config kept)."""

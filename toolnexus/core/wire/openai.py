@@ -105,6 +105,25 @@ def later_params(params: Mapping) -> Mapping:
     return {**params, "tool_choice": "auto"}
 
 
+def cache_tools(tools: Sequence) -> Sequence:
+    """Return the request's tools as they are (OpenAI caches prompt prefixes by itself)."""
+    return tools
+
+
+def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
+    """Return a request body carrying `prompt_cache_key` (the conversation id; a digest of
+    it past 64 characters), which routes a conversation's requests to the same cache.
+    A key given in request_params is kept."""
+    if conversation_id is None or "prompt_cache_key" in body:
+        return body
+    key = conversation_id
+    if len(key) > 64:
+        import hashlib
+
+        key = "tn-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:48]
+    return {**body, "prompt_cache_key": key}
+
+
 def with_output(params: Mapping, spec: Mapping) -> dict:
     """Return request params asking for an answer in the structured-output `spec`
     (core.output): `response_format` of type json_schema, strict when the schema allows."""
