@@ -318,3 +318,30 @@ def test_property_unique_ids_are_distinct_and_change_only_repeats(ids):
     assert out[:1] == ids[:1]
     if len(set(ids)) == len(ids):
         assert out == ids  # nothing repeated: every id as sent
+
+
+DUPLICATED = [
+    {"role": "user", "content": "echo twice"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"n": 1}'}},
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"n": 2}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "n=1"},
+    {"role": "tool", "tool_call_id": "c1", "content": "n=2"},
+    {"role": "assistant", "content": "done"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("style", DIALECTS)
+def test_a_stored_turn_sharing_an_id_is_remapped_in_order(style):
+    with fake_provider([text_reply("ok")]) as fp:
+        run(_client(fp, style), "again", toolkit=toolkit(ECHO), history=DUPLICATED)
+    messages = _bodies(fp)[0]["messages"]
+    if style == "openai":
+        ids = [c["id"] for c in messages[1]["tool_calls"]]
+        results = [(m["tool_call_id"], m["content"]) for m in messages[2:4]]
+    else:
+        ids = [b["id"] for b in messages[1]["content"]]
+        results = [(b["tool_use_id"], b["content"]) for b in messages[2]["content"]]
+    assert len(set(ids)) == 2 and ids[0] == "c1"
+    assert results == [(ids[0], "n=1"), (ids[1], "n=2")]
+    _check_specs(fp, style)
