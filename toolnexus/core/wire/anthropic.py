@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..tool import sanitize
+from .anthropic_request import cache_body, cache_tools, request_citation, request_text
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
@@ -31,6 +32,9 @@ from .parts import is_parts, tool_result_blocks
 from .sse import load_json, stream_error
 
 __all__ = [
+    "cache_body",  # prompt caching and the request shape of blocks: see anthropic_request
+    "cache_tools",
+    "request_citation",
     "url",
     "headers",
     "user_message",
@@ -120,69 +124,6 @@ def later_params(params: Mapping) -> Mapping:
     return {**params, "tool_choice": pmap(auto)}
 
 
-# ---- prompt caching (create_client(prompt_cache=True)) ------------------------------------
-
-EPHEMERAL = pmap({"type": "ephemeral"})
-MAX_BREAKPOINTS = 4  # the API refuses a request with more cache_control marks
-_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
-
-
-def cache_tools(tools: Sequence) -> Sequence:
-    """Return the request's tools with a cache breakpoint on the last one (once per run)."""
-    if not tools or "cache_control" in tools[-1]:
-        return tools
-    return pvector([*tools[:-1], pmap(tools[-1]).set("cache_control", EPHEMERAL)])
-
-
-def _marks(value: Any) -> int:
-    """Return how many cache_control marks a body part holds (blocks, tools, system)."""
-    if isinstance(value, Mapping):
-        content = value.get("content")
-        own = 1 if value.get("cache_control") else 0
-        return own + (_marks(content) if not isinstance(content, str) else 0)
-    if isinstance(value, (list, tuple, PVector)):
-        return sum(_marks(v) for v in value)
-    return 0
-
-
-def _marked_message(m: Mapping) -> Mapping | None:
-    """Return message `m` with a breakpoint on its last block (None: nothing to mark)."""
-    content = m.get("content")
-    if isinstance(content, str):
-        block = pmap({"type": "text", "text": content, "cache_control": EPHEMERAL})
-        return pmap(m).set("content", pvector([block])) if content.strip() else None
-    blocks = list(content or ())
-    for i in range(len(blocks) - 1, -1, -1):
-        b = blocks[i]
-        if isinstance(b, Mapping) and b.get("type") not in _UNMARKABLE:
-            if b.get("cache_control"):
-                return None
-            blocks[i] = pmap(b).set("cache_control", EPHEMERAL)
-            return pmap(m).set("content", pvector(blocks))
-    return None
-
-
-def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
-    """Return a request body with cache breakpoints on its last message and its system
-    prompt (the last tool's comes from `cache_tools`), never more than four in all.
-
-    The messages of the state are not changed: only this body's copy of the last one.
-    """
-    budget = MAX_BREAKPOINTS - _marks(body.get("tools")) - _marks(body["messages"])
-    budget -= _marks(body["system"]) if isinstance(body.get("system"), (list, PVector)) else 0
-    out = dict(body)
-    messages = body["messages"]
-    if budget > 0 and messages:
-        last = _marked_message(messages[-1])
-        if last is not None:
-            out["messages"] = [*messages[:-1], last]
-            budget -= 1
-    system = body.get("system")
-    if budget > 0 and isinstance(system, str) and system:
-        out["system"] = [pmap({"type": "text", "text": system, "cache_control": EPHEMERAL})]
-    return out
-
-
 def with_output(params: Mapping, spec: Mapping) -> dict:
     """Return request params asking for an answer in the structured-output `spec`
     (core.output): `output_config.format` of type json_schema (other output_config kept)."""
@@ -197,7 +138,7 @@ def replayable(messages: Sequence) -> Sequence:
 
 
 def _request_block(b: Any) -> Any:
-    return _request_text(b) if isinstance(b, Mapping) and b.get("type") == "text" else b
+    return request_text(b) if isinstance(b, Mapping) and b.get("type") == "text" else b
 
 
 def _needs_cleaning(m: Mapping) -> bool:
@@ -212,8 +153,8 @@ def _needs_cleaning(m: Mapping) -> bool:
 
 
 def _cut_citations(b: Any) -> bool:
-    # A block stored before citations were cut to their request shape (see _request_text).
-    return isinstance(b, Mapping) and b.get("type") == "text" and _request_text(b) is not b
+    # A block stored before citations were cut to their request shape (see request_text).
+    return isinstance(b, Mapping) and b.get("type") == "text" and request_text(b) is not b
 
 
 _ID_OK = re.compile(r"[a-zA-Z0-9_-]+")
@@ -227,7 +168,7 @@ def _block(b: Any, i: int) -> Mapping | None:
     if kind == "text":
         if not isinstance(b.get("text"), str):
             raise MalformedResponse(f"content[{i}].text is not a string")
-        return _request_text(b) if b["text"].strip() else None
+        return request_text(b) if b["text"].strip() else None
     if kind != "tool_use":
         return b
     # A tool_use block must replay: a string id the API accepts, a name, an object input.
@@ -240,51 +181,6 @@ def _block(b: Any, i: int) -> Mapping | None:
     if all(b.get(k) is v for k, v in fixed.items()):
         return b
     return {**b, **fixed}
-
-
-# What a request's citation may hold, by type (the published request schemas: a response
-# citation adds fields such as `file_id` that a request refuses). Required and nullable:
-# the titles, filled with null when a response left them out.
-_CITATION_KEYS = {
-    "char_location": ("type", "cited_text", "document_index", "document_title",
-                      "start_char_index", "end_char_index"),
-    "page_location": ("type", "cited_text", "document_index", "document_title",
-                      "start_page_number", "end_page_number"),
-    "content_block_location": ("type", "cited_text", "document_index", "document_title",
-                               "start_block_index", "end_block_index"),
-    "web_search_result_location": ("type", "cited_text", "encrypted_index", "title", "url"),
-    "search_result_location": ("type", "cited_text", "search_result_index", "source",
-                               "start_block_index", "end_block_index", "title"),
-}  # fmt: skip
-_TITLES = ("document_title", "title")
-
-
-def request_citation(c: Any) -> Any:
-    """Return a response citation cut to what a request's citation may hold.
-
-    >>> request_citation({"type": "char_location", "cited_text": "x", "document_index": 0,
-    ...     "document_title": "", "start_char_index": 0, "end_char_index": 1, "file_id": "f"})
-    ... # doctest: +NORMALIZE_WHITESPACE
-    {'type': 'char_location', 'cited_text': 'x', 'document_index': 0, 'document_title': None,
-     'start_char_index': 0, 'end_char_index': 1}
-    """
-    keys = _CITATION_KEYS.get(c.get("type")) if isinstance(c, Mapping) else None
-    if keys is None:
-        return c  # a kind this version does not know: as sent
-    out = {k: c[k] for k in keys if k in c}
-    for k in _TITLES:  # required, nullable, at least one character when a string
-        if k in keys and not out.get(k):
-            out[k] = None
-    return out
-
-
-def _request_text(b: Mapping) -> Mapping:
-    """Return a text block whose citations a request accepts (the same block if they do)."""
-    cited = b.get("citations")
-    if not isinstance(cited, (list, tuple, PVector)):
-        return b
-    cut = [request_citation(c) for c in cited]
-    return b if all(x == c for x, c in zip(cut, cited, strict=True)) else {**b, "citations": cut}
 
 
 def _call_id(given: Any, i: int) -> str:
