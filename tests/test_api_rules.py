@@ -345,3 +345,16 @@ def test_a_stored_turn_sharing_an_id_is_remapped_in_order(style):
     assert len(set(ids)) == 2 and ids[0] == "c1"
     assert results == [(ids[0], "n=1"), (ids[1], "n=2")]
     _check_specs(fp, style)
+
+
+@pytest.mark.parametrize("first, then", [("openai", "anthropic"), ("anthropic", "openai")])
+def test_a_tool_s_image_survives_a_switch_of_dialect(first, then):
+    t = tool("chart", "Draw a chart.", None, _chart)
+    script = [tool_calls_reply(("chart", {})), text_reply("a chart"), text_reply("still")]
+    with fake_provider(script) as fp:
+        r = run(_client(fp, first), "chart?", toolkit=toolkit(t))
+        run(_client(fp, then), "and now?", toolkit=toolkit(t), history=r["messages"])
+    sent = json.dumps(_bodies(fp)[-1]["messages"])
+    assert ("image_url" if then == "openai" else '"type": "image"') in sent
+    assert "the chart:" in sent
+    _check_specs(fp, then)

@@ -368,10 +368,35 @@ def _result_content(content: Any, dialect: str, policy: str) -> Any:
     return pvector(_wire_parts(parts, dialect, policy))
 
 
+def _openai_result(i: Any, content: Any, policy: str, media: list) -> PMap:
+    """Return the tool message of a result; its media parts (Anthropic tool_result image
+    or document blocks) join `media`, for the user message after the turn's results."""
+    if isinstance(content, (list, tuple, PVector)):
+        parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
+        if any(p.get("type") in P.MEDIA and p.get("type") != "audio" for p in parts):
+            shown = [p for p in parts if p.get("type") in ("text", *P.MEDIA)]
+            media.extend(p for p in shown if p.get("type") != "text")
+            return pmap({"role": "tool", "tool_call_id": i, "content": P.tool_text(shown)})
+    body = _result_content(content, "openai", policy)
+    return pmap({"role": "tool", "tool_call_id": i, "content": body})
+
+
+def _media_message(media: list) -> list[PMap]:
+    if not media:
+        return []
+    note = pmap({"type": "text", "text": "Attached by the tools above:"})
+    content = pvector([note, *(P.to_openai(p, "text") for p in media)])
+    media.clear()
+    return [pmap({"role": "user", "content": content})]
+
+
 def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
-    out = []
+    out: list = []
+    media: list = []  # tool results' media, sent after the turn's results
     for item in items:
         kind = item[0]
+        if kind != "result":
+            out.extend(_media_message(media))
         if kind == "system":
             out.append(pmap({"role": "system", "content": item[1]}))
         elif kind == "user":
@@ -382,11 +407,10 @@ def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
                 out.append(pmap({"role": "user", "content": content}))
         elif kind == "result":
             _, i, content, _error = item
-            body = _result_content(content, "openai", policy)
-            out.append(pmap({"role": "tool", "tool_call_id": i, "content": body}))
+            out.append(_openai_result(i, content, policy, media))
         else:
             out.extend(_openai_assistant(*item[1:], policy))
-    return out
+    return out + _media_message(media)
 
 
 def _openai_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
