@@ -357,4 +357,6 @@ def test_a_tool_s_image_survives_a_switch_of_dialect(first, then):
     sent = json.dumps(_bodies(fp)[-1]["messages"])
     assert ("image_url" if then == "openai" else '"type": "image"') in sent
     assert "the chart:" in sent
-    _check_specs(fp, then)
+    if available():
+        styles = (first, first, then)
+        assert [spec_problems(b, s) for b, s in zip(_bodies(fp), styles, strict=True)] == [[]] * 3
