@@ -360,3 +360,9 @@ def test_a_tool_s_image_survives_a_switch_of_dialect(first, then):
     if available():
         styles = (first, first, then)
         assert [spec_problems(b, s) for b, s in zip(_bodies(fp), styles, strict=True)] == [[]] * 3
+
+
+def test_a_hand_built_tool_map_keeps_the_rule_when_registered():
+    with pytest.raises(ValueError, match=re.escape("^[a-zA-Z0-9_-]{1,64}$")):
+        toolkit({"name": "weather.get", "description": "", "input_schema": {"type": "object"},
+                 "execute": lambda a: "x", "source": "function"})  # fmt: skip
