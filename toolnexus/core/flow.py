@@ -487,8 +487,8 @@ def _with_output(cfg: Mapping, state: steps.State) -> steps.State:
     """Return the state with its answer read by the run's output_schema, if it has one:
     an answer that does not fit raises OutputError (so the exchange is not saved)."""
     spec = cfg.get("output")
-    if spec is None or state["status"] != "done":
-        return state
+    if spec is None or state["status"] != "done" or state.get("refusal"):
+        return state  # no schema, no answer yet (max_turns, pending), or a refusal
     return {**state, "output": read_output(spec, state["text"])}
 
 
