@@ -366,3 +366,27 @@ def test_a_hand_built_tool_map_keeps_the_rule_when_registered():
     with pytest.raises(ValueError, match=re.escape("^[a-zA-Z0-9_-]{1,64}$")):
         toolkit({"name": "weather.get", "description": "", "input_schema": {"type": "object"},
                  "execute": lambda a: "x", "source": "function"})  # fmt: skip
+
+
+def test_a_streamed_answer_is_cut_to_its_request_shape_too():
+    from toolnexus.core.wire import anthropic as A
+
+    def event(kind, **data):
+        return {"event": kind, "data": json.dumps({"type": kind, **data})}
+
+    events = [
+        event("message_start", message={"model": "m", "usage": {"input_tokens": 3}}),
+        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+        event("content_block_delta", index=0, delta={"type": "text_delta", "text": " \n"}),
+        event("content_block_start", index=1, content_block={"type": "text", "text": ""}),
+        event("content_block_delta", index=1, delta={"type": "citations_delta",
+                                                     "citation": CITATION}),
+        event("content_block_delta", index=1, delta={"type": "text_delta", "text": "Green."}),
+        event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 2}),
+        event("message_stop"),
+    ]  # fmt: skip
+    acc = A.stream_start()
+    for e in events:
+        acc, _ = A.stream_event(acc, e)
+    (block,) = A.stream_turn(acc)["message"]["content"]
+    assert block["text"] == "Green." and "file_id" not in block["citations"][0]
