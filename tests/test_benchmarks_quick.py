@@ -121,3 +121,13 @@ def test_service_load_reads_callgrind_totals():
 
     failed, tried = doctest.testmod(load("service/load"))
     assert tried >= 1 and failed == 0
+
+
+def test_prompt_cache_quick(capsys):
+    report = load("prompt_cache").main(["--quick"])
+    arms = report["arms"]
+    assert set(arms) == {"capped_store(40)", "capped_store(40, keep=30)"}
+    assert all(0 < a["share"] < 1 and a["prompt_tokens"] > 0 for a in arms.values())
+    # keep=30 holds the front for ten messages between cuts: far more of it is reusable
+    assert arms["capped_store(40, keep=30)"]["share"] > arms["capped_store(40)"]["share"] + 0.2
+    assert "in a stable prefix" in capsys.readouterr().out

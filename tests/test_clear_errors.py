@@ -192,7 +192,10 @@ def test_enum_date_uuid_and_path_parameters_get_real_schemas():
     assert props["ref"] == {"type": "string", "format": "uuid"}
     assert props["path"] == {"type": "string"}
     assert props["mode"] == {"type": "string", "enum": ["fast", "slow"]}
-    assert props["days"] == {"type": "array", "items": {"type": "string", "format": "date"}}
+    assert props["days"] == {
+        "type": ["array", "null"],
+        "items": {"type": "string", "format": "date"},
+    }
     assert list(plan["input_schema"]["required"]) == ["unit", "level", "day", "at", "ref", "path"]
 
 

@@ -32,12 +32,13 @@ def test_a_curried_decorator_shows_the_plain_functions_signature(deco):
 
 def test_help_of_capped_store_reads_as_written():
     doc = pydoc.render_doc(capped_store, renderer=pydoc.plaintext)
-    assert "capped_store(n: 'int', store: 'Mapping') -> 'dict'" in doc
+    assert "capped_store(n: 'int', store: 'Mapping', *, keep: 'int | None' = None) -> 'dict'" in doc
     assert "most recent messages" in doc  # its own docstring, not curry's
 
 
 def test_a_partly_applied_decorator_shows_what_is_left():
-    assert str(inspect.signature(capped_store(40))) == "(store: 'Mapping') -> 'dict'"
+    left = "(store: 'Mapping', *, keep: 'int | None' = None) -> 'dict'"
+    assert str(inspect.signature(capped_store(40))) == left
     assert str(inspect.signature(namespaced("acme"))) == "(store: 'Mapping') -> 'dict'"
     on_save = observed(on_save=print)  # a keyword given: the store is still to come
     sig = inspect.signature(on_save)

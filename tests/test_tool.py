@@ -52,7 +52,7 @@ def test_define_tool_infers_schema_from_hints_and_docstring():
     assert props["tags"] == {"type": "array", "items": {"type": "string"}}
     assert props["opts"] == {"type": "object"}
     assert props["unit"] == {"type": "string", "enum": ["c", "f"]}
-    assert props["page"] == {"type": "integer"}
+    assert props["page"] == {"type": ["integer", "null"]}  # Optional: null accepted
     assert list(s["required"]) == ["query", "limit", "score", "exact", "tags", "opts"]
 
 
@@ -92,7 +92,9 @@ def test_execute_returns_result_maps_and_never_raises():
 def test_non_string_returns_are_serialized():
     t = tool("j", "", None, lambda a: {"a": [1, 2]})
     assert t["execute"]({})["output"] == '{"a": [1, 2]}'
-    assert tool("n", "", None, lambda a: None)["execute"]({})["output"] == ""
+    assert (
+        tool("n", "", None, lambda a: None)["execute"]({})["output"] == "null"
+    )  # data as JSON text
 
 
 def test_toolkit_is_immutable_and_rejects_duplicates():

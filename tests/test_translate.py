@@ -147,10 +147,11 @@ def test_parts_are_mapped_and_unsupported_ones_follow_the_policy():
     image_result = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [use]},
                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
                                                   "content": [shot]}]}]  # fmt: skip
-    with pytest.raises(ValueError, match="openai cannot carry the image"):
-        to_dialect(image_result, "openai")
-    assert to_dialect(image_result, "openai", on_unsupported_part="text")[2]["content"][0][
-        "text"].startswith("[image u")  # fmt: skip
+    # A tool message carries text only: the image follows in a user message (issue 24.4).
+    moved = to_dialect(image_result, "openai")
+    assert [m["role"] for m in moved] == ["user", "assistant", "tool", "user"]
+    assert moved[2]["content"].startswith("[image u")
+    assert moved[3]["content"][1] == {"type": "image_url", "image_url": {"url": "u"}}
 
 
 # ---- the property ---------------------------------------------------------------------

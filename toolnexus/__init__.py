@@ -18,6 +18,7 @@ from .client import (
     metrics,
 )
 from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
+from .core.output import OutputError
 from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
 from .core.wire.common import to_json
@@ -57,6 +58,7 @@ _LAZY = {
 __all__ = [
     "Client",
     "close",
+    "OutputError",
     "ProviderError",
     "RunCancelledError",
     "RunResult",

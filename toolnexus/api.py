@@ -15,6 +15,7 @@ from pyrsistent import PMap
 
 from .client import Client
 from .core.flow import exchange_flow
+from .core.output import output_spec
 from .core.toolkit import toolkit as make_toolkit
 from .core.transcript import freeze_transcript
 from .core.wire.parts import check_prompt
@@ -77,13 +78,15 @@ def _id(conversation_id: str | None, id: str | None) -> str | None:
     return conversation_id if conversation_id is not None else id
 
 
-def _setup(client, prompt, toolkit, history, conversation_id, streaming):
+def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_schema=None):
     """Return (flow, context) of one exchange."""
     _check_run(prompt, conversation_id)
-    plan = client.plan
+    cfg = client.plan[streaming]
+    if output_schema is not None:  # checked before anything is sent
+        cfg = {**cfg, "output": output_spec(output_schema)}
     tk = _toolkit(client, toolkit, conversation_id)
-    flow = exchange_flow(plan[streaming], prompt, tk, history, conversation_id)
-    return flow, _context(client, plan["emit"])
+    flow = exchange_flow(cfg, prompt, tk, history, conversation_id)
+    return flow, _context(client, client.plan["emit"])
 
 
 # ---- the sync driver ------------------------------------------------------------------
@@ -106,6 +109,7 @@ def run(
     conversation_id: str | None = None,
     id: str | None = None,
     cancel: threading.Event | None = None,
+    output_schema: Any = None,
 ) -> PMap:
     """Run the tool-calling loop for `prompt`; return the RunResult map.
 
@@ -113,10 +117,12 @@ def run(
     `history` is given, which wins) and the final transcript saved after every normal
     exit (done, max_turns, pending), under the conversation's lock. A raised error
     (provider failure, hook, timeout, cancel) saves nothing. Without an id the store is
-    never touched.
+    never touched. With `output_schema` (a JSON Schema dict, a dataclass or a TypedDict
+    class) the answer is asked for as JSON in that shape and `result["output"]` holds it
+    parsed; an answer that does not fit raises OutputError naming the field (nothing saved).
     """
     cid = _id(conversation_id, id)
-    flow, ctx = _setup(client, prompt, toolkit, history, cid, False)
+    flow, ctx = _setup(client, prompt, toolkit, history, cid, False, output_schema)
     guard = Guard(client.timeout_ms, cancel)
     return _exhaust(sync.drive(flow, sync.handlers(ctx, guard, False)))
 
@@ -130,6 +136,7 @@ def stream(
     conversation_id: str | None = None,
     id: str | None = None,
     cancel: threading.Event | None = None,
+    output_schema: Any = None,
 ) -> Iterator[PMap]:
     """Yield the run's events as they happen, ending with {"type": "done", "result"}.
 
@@ -141,7 +148,7 @@ def stream(
     stream, nothing is saved.
     """
     cid = _id(conversation_id, id)
-    flow, ctx = _setup(client, prompt, toolkit, history, cid, True)
+    flow, ctx = _setup(client, prompt, toolkit, history, cid, True, output_schema)
     guard = Guard(client.timeout_ms, cancel)
     result = yield from sync.drive(flow, sync.handlers(ctx, guard, True))
     yield _done(result)
@@ -160,14 +167,15 @@ def ask(
     toolkit: PMap | None = None,
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
+    output_schema: Any = None,
 ) -> PMap:
-    """Return `run(client, prompt, toolkit=toolkit, id=id)`.
+    """Return `run(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema)`.
 
     With `on_text`, the answer is streamed and each text delta passed to it.
     """
     if on_text is None:
-        return run(client, prompt, toolkit=toolkit, id=id)
-    for event in stream(client, prompt, toolkit=toolkit, id=id):
+        return run(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema)
+    for event in stream(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema):
         if event["type"] == "text":
             on_text(event["delta"])
         elif event["type"] == "done":
@@ -179,8 +187,8 @@ def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
     """Return {"send", "messages", "reset"} closures keeping history in process (no store)."""
     messages = [freeze_transcript(None)]
 
-    def send(prompt: str) -> PMap:
-        r = run(client, prompt, toolkit=toolkit, history=messages[0])
+    def send(prompt: str, output_schema: Any = None) -> PMap:
+        r = run(client, prompt, toolkit=toolkit, history=messages[0], output_schema=output_schema)
         messages[0] = r["messages"]
         return r
 
@@ -193,10 +201,11 @@ def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
 # ---- the async driver -----------------------------------------------------------------
 
 
-async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming) -> AsyncIterator:
+async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming,
+                   output_schema=None) -> AsyncIterator:  # fmt: skip
     from .drivers import aio
 
-    flow, ctx = _setup(client, prompt, toolkit, history, cid, streaming)
+    flow, ctx = _setup(client, prompt, toolkit, history, cid, streaming, output_schema)
     guard = Guard(client.timeout_ms, cancel)
     events = aio.adrive(flow, aio.ahandlers(ctx, guard, streaming))
     try:
@@ -215,10 +224,11 @@ async def arun(
     conversation_id: str | None = None,
     id: str | None = None,
     cancel: Any = None,
+    output_schema: Any = None,
 ) -> PMap:
     """The async twin of `run` (same semantics; `cancel` is an asyncio.Event)."""
     cid = _id(conversation_id, id)
-    events = _aevents(client, prompt, toolkit, history, cid, cancel, False)
+    events = _aevents(client, prompt, toolkit, history, cid, cancel, False, output_schema)
     try:
         async for event in events:
             if event["type"] == "__result__":
@@ -237,10 +247,11 @@ async def astream(
     conversation_id: str | None = None,
     id: str | None = None,
     cancel: Any = None,
+    output_schema: Any = None,
 ) -> AsyncIterator[PMap]:
     """The async twin of `stream`: an async generator of the same events."""
     cid = _id(conversation_id, id)
-    events = _aevents(client, prompt, toolkit, history, cid, cancel, True)
+    events = _aevents(client, prompt, toolkit, history, cid, cancel, True, output_schema)
     try:
         async for event in events:
             yield _done(event["result"]) if event["type"] == "__result__" else event
@@ -255,11 +266,13 @@ async def aask(
     toolkit: PMap | None = None,
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
+    output_schema: Any = None,
 ) -> PMap:
     """The async twin of `ask` (`on_text` may be plain or async)."""
     if on_text is None:
-        return await arun(client, prompt, toolkit=toolkit, id=id)
-    async for event in astream(client, prompt, toolkit=toolkit, id=id):
+        return await arun(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema)
+    async for event in astream(client, prompt, toolkit=toolkit, id=id,
+                               output_schema=output_schema):  # fmt: skip
         if event["type"] == "text":
             out = on_text(event["delta"])
             if hasattr(out, "__await__"):

@@ -106,6 +106,7 @@ class Client(PRecord):
     tool_executor = field()
     on_unsupported_part = field()
     max_part_bytes = field()
+    prompt_cache = field()  # cache breakpoints (anthropic) / prompt_cache_key (openai)
     generate = field()  # the host function of an in-process client, else None
     endpoint = field()  # derived from base_url, style, key and headers (None in process)
     given = field()  # derived: transport.Given of the host's clients, or None (the runtime's)
@@ -226,7 +227,8 @@ def _defaults(options: Mapping) -> dict:
     o = {k: None for k in Client._precord_fields if k not in _DERIVED}
     o.update(style="openai", max_turns=10, retries=2, retry_base_ms=500, max_retry_wait_ms=60_000,
              read_timeout_ms=120_000, strict_log=False, lookup_tool=True,
-             tool_executor="threads", on_unsupported_part="error")  # fmt: skip
+             tool_executor="threads", on_unsupported_part="error",
+             prompt_cache=False)  # fmt: skip
     unknown = set(options) - set(o)
     if unknown:
         raise ValueError(f"unknown client option(s): {sorted(unknown)}; known: {sorted(o)}")
@@ -319,6 +321,7 @@ def create_client(
     tool_executor: Literal["threads", "inline"] = "threads",
     on_unsupported_part: Literal["error", "text"] = "error",
     max_part_bytes: int | None = None,
+    prompt_cache: bool = False,
 ) -> Client:
     """Return a client value for an OpenAI-style or Anthropic-style endpoint.
 
@@ -347,6 +350,8 @@ def create_client(
     turn's calls overlap) or "inline" (one after another on the caller's thread).
     on_unsupported_part: a content part the dialect cannot carry is an "error" or a
     "text" placeholder; max_part_bytes: the largest part (decoded) a prompt may hold.
+    prompt_cache: mark Anthropic cache breakpoints (system, last tool, last message) and
+    send OpenAI's prompt_cache_key (the conversation id).
     A stored conversation of the other dialect is translated when loaded.
     Bad options raise ValueError (TypeError for a store that is not one) at once.
     """

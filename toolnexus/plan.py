@@ -132,6 +132,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         "transform": o["body_transform"],
         "on_unsupported_part": o["on_unsupported_part"],
         "max_part_bytes": o["max_part_bytes"],
+        "prompt_cache": bool(o["prompt_cache"]),
         "encode": o["endpoint"] is not None,
         "lock": conversation_lock(o["lock"], store, runtime),
         "get": store["get"],

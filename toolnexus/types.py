@@ -79,6 +79,7 @@ class RunResult(TypedDict):
     status: Literal["done", "pending", "incomplete"]
     limit: str | None
     pending: Any
+    output: Any  # the answer parsed by output_schema (None without one)
 
 
 class TextEvent(TypedDict):

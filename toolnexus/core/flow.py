@@ -41,8 +41,9 @@ from pyrsistent import PMap, pmap
 
 from . import steps
 from .errors import ProviderError
+from .output import read_output
 from .retry import decide, error_info, plan
-from .tool import tool_result
+from .tool import as_result, tool_result
 from .transcript import freeze_transcript, repair
 from .wire import DIALECTS
 from .wire.common import message_text
@@ -121,10 +122,8 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
 
 def _as_result(value: Any) -> PMap:
     if isinstance(value, Mapping) and "output" in value:
-        return tool_result(value["output"], value.get("is_error", False), value.get("metadata"))
-    import json
-
-    return tool_result(value if isinstance(value, str) else json.dumps(value, default=str))
+        value = {"is_error": False, **value}  # a hook's result may leave is_error out
+    return as_result(value)  # data as JSON text, content parts as parts (core.tool)
 
 
 def _before_tool(hooks: Mapping, call: Mapping, turn_no: int):
@@ -239,12 +238,20 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     codec = DIALECTS[state["dialect"]]
     hooks, events = cfg["hooks"], cfg["events"]
     encoded_for, tools, known = None, None, {}
+    first = cfg["params"]
+    if cfg.get("output") is not None:  # structured output (core.output)
+        first = codec.with_output(first, cfg["output"])
+    later = codec.later_params(first)  # a forced tool_choice holds for the first turn only
     while True:
         state, tk = yield from _before_llm(cfg, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
             encoded_for, tools = tk, codec.encode_tools(tk)
+            tools = codec.cache_tools(tools) if cfg.get("prompt_cache") else tools
             known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
-        body = steps.request(state, cfg["model"], tools, cfg["system"](tk), cfg["params"])
+        params = first if state["turns"] == 0 else later
+        body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
+        if cfg.get("prompt_cache"):  # breakpoints / cache key (the codec's own way)
+            body = codec.cache_body(body, cfg.get("conversation_id"))
         if cfg["transform"] is not None:
             body = yield ("hook", cfg["transform"], body)
         turn_no = state["turns"] + 1
@@ -438,7 +445,7 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     t0 = yield ("clock",)
     asked_at = yield ("now",)
     hold = cfg["hold_lock"]
-    cfg = {**cfg, "loaded_from_store": history is None}
+    cfg = {**cfg, "loaded_from_store": history is None, "conversation_id": cid}
     held, loaded, state = None, history, None
     try:
         if cid is not None:
@@ -449,7 +456,7 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
                 held = None
         state, lifted = yield from _start(cfg, cid, prompt, loaded)
         cfg = _with_system(cfg, lifted)
-        state = yield from run_flow(cfg, state, tk)
+        state = _with_output(cfg, (yield from run_flow(cfg, state, tk)))
     except BaseException as e:
         yield from _fail(cfg, cid, held, prompt, state, asked_at, t0, e)
         raise
@@ -474,6 +481,15 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     if log is not None and outcomes[-1][0] == "error":
         raise outcomes[-1][1]  # a strict log's failure, once the run is accounted for
     return result
+
+
+def _with_output(cfg: Mapping, state: steps.State) -> steps.State:
+    """Return the state with its answer read by the run's output_schema, if it has one:
+    an answer that does not fit raises OutputError (so the exchange is not saved)."""
+    spec = cfg.get("output")
+    if spec is None or state["status"] != "done" or state.get("refusal"):
+        return state  # no schema, no answer yet (max_turns, pending), or a refusal
+    return {**state, "output": read_output(spec, state["text"])}
 
 
 def _log_op(cfg: Mapping, cid: str | None, prompt: Any, state: Any, asked_at: Any) -> Op | None:

@@ -237,6 +237,7 @@ def result(state: State, model: str) -> PMap:
             "status": state["status"],
             "limit": state["limit"],
             "pending": state["pending"],
+            "output": state.get("output"),  # structured output, parsed (core.output)
         }
     )
 

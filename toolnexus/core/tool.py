@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 import inspect
+import json
 import pathlib
 import re
 import traceback
@@ -14,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyrsistent import PMap, freeze, pmap
+from pyrsistent import PMap, PVector, freeze, pmap, pvector
 
 from .validate import compile_schema, is_trivial
 
@@ -29,9 +31,34 @@ __all__ = [
     "validated",
     "with_execute",
     "TRACEBACK",
+    "NAME_RULE",
+    "check_name",
+    "tool_output",
+    "as_result",
 ]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+# The rule both APIs publish for a tool's name (OpenAI's; Anthropic allows 128 characters).
+NAME_RULE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def check_name(name: Any, who: str = "tool") -> str:
+    """Return `name` when it is a valid tool name, else raise a ValueError stating the rule.
+
+    >>> check_name("get_weather")
+    'get_weather'
+    >>> check_name("weather.get")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: tool name 'weather.get' is not allowed: ... ^[a-zA-Z0-9_-]{1,64}$ ...
+    """
+    if isinstance(name, str) and NAME_RULE.fullmatch(name):
+        return name
+    hint = f", e.g. {sanitize(name)[:64]!r}" if isinstance(name, str) and name else ""
+    raise ValueError(
+        f"{who} name {name!r} is not allowed: a tool name must match ^[a-zA-Z0-9_-]{{1,64}}$"
+        f" (letters, digits, '_' and '-', 1 to 64 characters){hint}"
+    )
 
 
 def sanitize(s: str) -> str:
@@ -66,21 +93,76 @@ def tool_result(output: Any, is_error: bool = False, metadata: Mapping | None = 
     return pmap({"output": output, "is_error": bool(is_error), "metadata": _frozen_map(metadata)})
 
 
+_PART_TYPES = frozenset({"text", "image", "file", "audio"})
+
+
+def _part(value: Any) -> Any:
+    """Return `value` checked as a content part (see toolnexus.parts), or None if it is not
+    shaped like one."""
+    if not isinstance(value, Mapping) or value.get("type") not in _PART_TYPES:
+        return None
+    from .wire.parts import check_part  # lazily: wire imports this module
+
+    try:
+        return check_part(value)
+    except ValueError:
+        return None
+
+
+def _parts(value: Any) -> PVector | None:
+    """Return a part or a non-empty list of parts as a vector of parts, else None."""
+    one = _part(value)
+    if one is not None:
+        return pvector([one])
+    if isinstance(value, (list, tuple, PVector)) and value:
+        parts = [_part(v) for v in value]
+        if all(p is not None for p in parts):
+            return pvector(parts)
+    return None
+
+
+def _plain_json(o: Any) -> Any:
+    # json calls this only for what it cannot encode itself: frozen maps and vectors,
+    # sets, and objects of no JSON type (their str: a date, a UUID, a Decimal).
+    if isinstance(o, PMap):
+        return dict(o.iteritems())
+    if isinstance(o, (PVector, tuple, set, frozenset)):
+        return list(o)
+    return str(o)
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, default=_plain_json)
+
+
+def tool_output(value: Any) -> Any:
+    """Return what the model is shown for a tool's return value: text as it is, content
+    parts (a part or a list of them, see toolnexus.parts) as a vector of parts, and any
+    other value (dict, list, pmap, pvector, number, bool, None) as its JSON text.
+
+    >>> tool_output("4"), tool_output(pmap({"a": 1})), tool_output(None), tool_output(2.5)
+    ('4', '{"a": 1}', 'null', '2.5')
+    >>> tool_output([{"type": "text", "text": "hi"}])[0]["text"]
+    'hi'
+    """
+    if isinstance(value, str):
+        return value
+    parts = _parts(value)
+    if parts is not None:
+        return parts
+    try:
+        return _JSON.encode(value)
+    except ValueError:  # a circular value: nothing JSON can say
+        return str(value)
+
+
 def _as_result(value: Any):
     """Normalize what a tool function returned into a tool result map."""
     if isinstance(value, Mapping) and "output" in value and "is_error" in value:
-        return tool_result(value["output"], value["is_error"], value.get("metadata"))
-    if isinstance(value, str):
-        return tool_result(value)
-    if value is None:
-        return tool_result("")
-    # Anything else is serialised so the model still sees a string.
-    import json
+        return tool_result(tool_output(value["output"]), value["is_error"], value.get("metadata"))
+    return tool_result(tool_output(value))
 
-    try:
-        return tool_result(json.dumps(value, default=str))
-    except (TypeError, ValueError):
-        return tool_result(str(value))
+
+as_result = _as_result
 
 
 TRACEBACK = "traceback"  # the metadata key of a raising tool's traceback text
@@ -137,8 +219,7 @@ def tool(
     source: str = "function",
 ):
     """Return a tool map {name, description, input_schema, source, execute}."""
-    if not isinstance(name, str) or not name:
-        raise ValueError("a tool needs a non-empty string name")
+    check_name(name)
     if not callable(execute):
         raise ValueError(f"tool {name!r}: execute must be callable")
     schema = input_schema if input_schema is not None else {"type": "object", "properties": {}}
@@ -248,6 +329,8 @@ def schema_for(hint: Any) -> dict:
     """
     origin = typing.get_origin(hint)
     targs = typing.get_args(hint)
+    if isinstance(hint, type) and (found := _record_schema(hint)) is not None:
+        return found
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     if origin is typing.Literal:
@@ -256,12 +339,69 @@ def schema_for(hint: Any) -> dict:
         return found
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in targs if a is not type(None)]
-        return schema_for(rest[0]) if len(rest) == 1 else {"anyOf": [schema_for(a) for a in rest]}
+        inner = schema_for(rest[0]) if len(rest) == 1 else {"anyOf": [schema_for(a) for a in rest]}
+        return _nullable(inner) if len(rest) < len(targs) else inner
     if hint in (list, tuple, set) or origin in (list, tuple, set, frozenset):
         return {"type": "array", "items": schema_for(targs[0])} if targs else {"type": "array"}
     if hint is dict or origin is dict or hint is Mapping or origin is Mapping:
         return {"type": "object"}
     return {}
+
+
+def _nullable(schema: dict) -> dict:
+    """Return `schema` that also accepts null (what strict-mode tools send for an optional
+    field): `"type": [T, "null"]` (and None in an enum) where it has one JSON type, else
+    an anyOf with `{"type": "null"}`; both APIs and `core.validate` read either.
+
+    >>> _nullable({"type": "integer"})
+    {'type': ['integer', 'null']}
+    >>> _nullable({"type": "string", "enum": ["c", "f"]})
+    {'type': ['string', 'null'], 'enum': ['c', 'f', None]}
+    >>> _nullable({})
+    {}
+    """
+    if not schema:
+        return schema  # accepts anything already, null included
+    kind = schema.get("type")
+    if isinstance(kind, str) and "anyOf" not in schema:
+        out = {**schema, "type": [kind, "null"]}
+        if "enum" in schema:
+            out["enum"] = [*schema["enum"], None]
+        return out
+    if "anyOf" in schema and len(schema) == 1:
+        return {"anyOf": [*schema["anyOf"], {"type": "null"}]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _record_schema(hint: type) -> dict | None:
+    """Return the object schema of a dataclass or TypedDict class, else None.
+
+    Its fields are the properties (in order); those without a default (a TypedDict's
+    required keys) are required; no other property is allowed.
+    """
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        fields = [f for f in dataclasses.fields(hint) if f.init]
+        names = [f.name for f in fields]
+        required = [f.name for f in fields if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING]  # fmt: skip
+    elif typing.is_typeddict(hint):
+        # NotRequired[...] read from the hints too: under `from __future__ import
+        # annotations` the class's __required_keys__ cannot see it.
+        extras = typing.get_type_hints(hint, include_extras=True)
+        hints = typing.get_type_hints(hint)
+        marks = {k: typing.get_origin(v) for k, v in extras.items()}
+        names = list(hints)
+        required = [k for k in names if marks[k] is typing.Required or (
+            marks[k] is not typing.NotRequired and k in hint.__required_keys__)]  # fmt: skip
+    else:
+        return None
+    props = {n: schema_for(hints.get(n, Any)) for n in names}
+    out: dict = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    out["additionalProperties"] = False
+    return out
 
 
 def _optional(hint: Any) -> bool:

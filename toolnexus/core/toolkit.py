@@ -7,7 +7,7 @@ from typing import Any
 
 from pyrsistent import PMap, pmap, pvector, thaw
 
-from .tool import tool_result
+from .tool import check_name, tool_result
 from .wire import DIALECTS
 from .wire.common import message_text
 
@@ -28,6 +28,7 @@ EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "wire": 
 def _check_tool(t: Any) -> None:
     if not isinstance(t, Mapping) or not {"name", "execute"} <= set(t):
         raise ValueError(f"not a tool map (needs name, execute, ...): {t!r}")
+    check_name(t["name"])  # a map built by hand keeps the APIs' rule too
 
 
 def register(tk: PMap, *tools: Mapping) -> PMap:

@@ -33,6 +33,7 @@ __all__ = [
     "tool_call_ids",
     "tool_result_ids",
     "trim",
+    "trim_past",
     "turn_groups",
 ]
 
@@ -309,6 +310,24 @@ def trim(transcript: Sequence[Mapping], max_messages: int) -> PVector:
     cut = fitting[0] if fitting else (cuts[-1] if cuts else len(t))
     # pvector slices and extend share structure: this costs O(kept), not O(len(t)).
     return t[:start] + t[cut:]
+
+
+def trim_past(transcript: Sequence[Mapping], max_messages: int, keep: int) -> PVector:
+    """Return the transcript as it is while it holds at most `max_messages` messages,
+    else `trim(transcript, keep)`: cut rarely, in bigger steps, so its front holds
+    between cuts (a provider's prompt cache keeps hitting it). The leading system
+    message counts for neither; the cut is at a safe boundary, as `trim`'s.
+
+    >>> t = [{"role": "user", "content": str(i)} for i in range(5)]
+    >>> len(trim_past(t, 5, 2)), [m["content"] for m in trim_past(t, 4, 2)]
+    (5, ['3', '4'])
+    """
+    if not isinstance(keep, int) or isinstance(keep, bool) or not 0 <= keep <= max_messages:
+        raise ValueError(f"keep must be an integer from 0 to {max_messages}, got {keep!r}")
+    t = freeze_transcript(transcript)
+    if len(t) - _body_start(t) <= max_messages:
+        return t
+    return trim(t, keep)
 
 
 # ---- repair: every call answered right after it, no result without its call --

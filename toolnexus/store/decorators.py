@@ -109,29 +109,43 @@ def _declared(save: Callable, view: Callable | None) -> Callable:
 
 
 @curry
-def capped_store(n: int, store: Mapping) -> dict:
+def capped_store(n: int, store: Mapping, *, keep: int | None = None) -> dict:
     """Return `store` keeping at most the `n` most recent messages of each conversation.
 
     Trims on save with `transcript.trim`: cuts only at safe boundaries (a tool result
     never loses its call; if no safe tail fits, the most recent safe tail is kept) and
-    keeps a leading system message outside the budget.
+    keeps a leading system message outside the budget. With `keep=m` (m <= n), a
+    conversation past `n` is cut to `m`, and left alone until it passes `n` again: the
+    front of the prompt then holds for n - m messages between cuts, so a provider's
+    prompt cache keeps hitting (`keep` defaults to `n`: a cut on every save past `n`).
 
     >>> from toolnexus.store import in_memory_store
     >>> s = capped_store(2, in_memory_store())
     >>> s["save"]("a", [{"role": "user", "content": str(i)} for i in range(5)])
     >>> [m["content"] for m in s["get"]("a")], s["desc"]
     (['3', '4'], 'capped(2, in_memory())')
+    >>> s = capped_store(4, in_memory_store(), keep=2)
+    >>> s["save"]("a", [{"role": "user", "content": str(i)} for i in range(4)])
+    >>> len(s["get"]("a")), s["desc"]
+    (4, 'capped(4, keep=2, in_memory())')
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"capped_store: n must be an integer >= 1, got {n!r}")
+    if keep is not None and (
+        not isinstance(keep, int) or isinstance(keep, bool) or not 1 <= keep <= n
+    ):
+        raise ValueError(f"capped_store: keep must be an integer from 1 to n={n}, got {keep!r}")
     _check_store(store, "capped_store")
     inner_save, inner_view = store["save"], stored_view(store)
+    cut = (lambda t: tx.trim(t, n)) if keep is None or keep == n else (
+        lambda t: tx.trim_past(t, n, keep))  # fmt: skip
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
-        inner_save(id, tx.trim(transcript, n))
+        inner_save(id, cut(transcript))
 
-    view = None if inner_view is None else (lambda t: inner_view(tx.trim(t, n)))
-    return {**store, "save": _declared(save, view), "desc": f"capped({n}, {_desc(store)})"}
+    view = None if inner_view is None else (lambda t: inner_view(cut(t)))
+    shown = f"{n}" if keep is None or keep == n else f"{n}, keep={keep}"
+    return {**store, "save": _declared(save, view), "desc": f"capped({shown}, {_desc(store)})"}
 
 
 # ---- sanitized ids -----------------------------------------------------------

@@ -13,6 +13,8 @@ A script entry is a reply map, dialect-neutral:
   {"status": 429, "body": "...", "headers": {...}} a failure on cue
   {"stall": seconds}     sleep, then answer (or nothing if the provider stops first)
   {"drop": True}         close the connection without any response (a network error)
+  {"response": {...}}    answer 200 with this body verbatim (a provider's own shape:
+                         citations, odd blocks, duplicate ids; whole answers only)
 or a function(request_body, dialect) -> reply for dynamic scripts.
 The dialect of a request is read from its path: /chat/completions or /messages.
 
@@ -412,6 +414,8 @@ def _handler(fp: FakeProvider) -> type:
                 payload = reply.get("body", "")
                 payload = payload if isinstance(payload, str) else json.dumps(payload)
                 return self._send(reply["status"], payload.encode(), reply.get("headers", {}))
+            if "response" in reply:  # the provider's own shape, verbatim
+                return self._send(200, json.dumps(reply["response"]).encode())
             if body.get("stream") is True:
                 return self._stream(reply, _stream_events(reply, body, dialect, fp.model, seq))
             self._send(200, json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode())

@@ -10,24 +10,31 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..tool import sanitize
+from .anthropic_request import cache_body, cache_tools, request_citation, request_text
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
     MalformedResponse,
     is_empty_answer,
     is_empty_text_block,
+    is_forced_choice,
     malformed,
     name_text,
     replayable_with,
     response_object,
     to_json,
     turn,
+    unique_id,
     usage,
 )
 from .jsonload import load
+from .parts import is_parts, tool_result_blocks
 from .sse import load_json, stream_error
 
 __all__ = [
+    "cache_body",  # prompt caching and the request shape of blocks: see anthropic_request
+    "cache_tools",
+    "request_citation",
     "url",
     "headers",
     "user_message",
@@ -105,9 +112,33 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
+def later_params(params: Mapping) -> Mapping:
+    """Return the request params of a run's later turns: a forced `tool_choice` (a named
+    tool, or any tool) applies to the first turn only, then the model may answer (auto).
+    The same object when nothing is forced."""
+    if not params or not is_forced_choice(params.get("tool_choice")):
+        return params
+    choice, auto = params["tool_choice"], {"type": "auto"}
+    if isinstance(choice, Mapping) and "disable_parallel_tool_use" in choice:
+        auto["disable_parallel_tool_use"] = choice["disable_parallel_tool_use"]
+    return {**params, "tool_choice": pmap(auto)}
+
+
+def with_output(params: Mapping, spec: Mapping) -> dict:
+    """Return request params asking for an answer in the structured-output `spec`
+    (core.output): `output_config.format` of type json_schema (other output_config kept)."""
+    given = params.get("output_config") if params else None
+    config = {**(given or {}), "format": pmap({"type": "json_schema", "schema": spec["schema"]})}
+    return {**params, "output_config": pmap(config)}
+
+
 def replayable(messages: Sequence) -> Sequence:
     """Return the messages the API accepts: the same object when nothing is dropped."""
-    return replayable_with(messages, _needs_cleaning)
+    return replayable_with(messages, _needs_cleaning, _request_block)
+
+
+def _request_block(b: Any) -> Any:
+    return request_text(b) if isinstance(b, Mapping) and b.get("type") == "text" else b
 
 
 def _needs_cleaning(m: Mapping) -> bool:
@@ -117,8 +148,13 @@ def _needs_cleaning(m: Mapping) -> bool:
     if content is None:
         return m.get("role") == "assistant"
     return isinstance(content, (list, tuple, PVector)) and (
-        any(is_empty_text_block(b) for b in content) or is_empty_answer(m)
+        any(is_empty_text_block(b) or _cut_citations(b) for b in content) or is_empty_answer(m)
     )
+
+
+def _cut_citations(b: Any) -> bool:
+    # A block stored before citations were cut to their request shape (see request_text).
+    return isinstance(b, Mapping) and b.get("type") == "text" and request_text(b) is not b
 
 
 _ID_OK = re.compile(r"[a-zA-Z0-9_-]+")
@@ -132,7 +168,7 @@ def _block(b: Any, i: int) -> Mapping | None:
     if kind == "text":
         if not isinstance(b.get("text"), str):
             raise MalformedResponse(f"content[{i}].text is not a string")
-        return b if b["text"] else None
+        return request_text(b) if b["text"].strip() else None
     if kind != "tool_use":
         return b
     # A tool_use block must replay: a string id the API accepts, a name, an object input.
@@ -175,7 +211,7 @@ def _parse_response(data: Mapping) -> PMap:
     if content is not None and not isinstance(content, (list, tuple, PVector)):
         raise MalformedResponse(f"content is a JSON {type(content).__name__}, not an array")
     given = list(content or ())
-    blocks = [b for b in (_block(b, i) for i, b in enumerate(given)) if b is not None]
+    blocks = _unique_ids([b for b in (_block(b, i) for i, b in enumerate(given)) if b is not None])
     text = "".join(b["text"] for b in blocks if b.get("type") == "text")
     calls = [
         # The call keeps what the model sent (a non-object input is reported back to
@@ -196,6 +232,18 @@ def _parse_response(data: Mapping) -> PMap:
     )
 
 
+def _unique_ids(blocks: list) -> list:
+    """Return the blocks with distinct tool_use ids (a repeated one gets `id_2`, ...)."""
+    taken: set = set()
+    out = []
+    for b in blocks:
+        if b.get("type") == "tool_use":
+            new = unique_id(b["id"], taken, 64)
+            b = b if new == b["id"] else {**b, "id": new}
+        out.append(b)
+    return out
+
+
 def _tool_uses(blocks: list, given: list) -> list[tuple[Mapping, Mapping]]:
     # Pair each kept tool_use block with the block the provider sent (same order).
     sent = [b for b in given if isinstance(b, Mapping) and b.get("type") == "tool_use"]
@@ -210,15 +258,20 @@ def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -
             {
                 "type": "tool_result",
                 "tool_use_id": c["id"],
-                "content": r["output"]
-                if isinstance(r["output"], str)
-                else to_json(r["output"]).decode(),
+                "content": _result_content(r["output"]),
                 "is_error": bool(r["is_error"]),
             }
         )
         for c, r in zip(calls, results, strict=True)
     )
     return [pmap({"role": "user", "content": blocks})] if blocks else []
+
+
+def _result_content(output: Any) -> Any:
+    # Text as it is; content parts as text, image and document blocks (core.tool_output).
+    if isinstance(output, str):
+        return output
+    return tool_result_blocks(output) if is_parts(output) else to_json(output).decode()
 
 
 # ---- streaming: SSE events -> deltas -> the same normalized turn -----------------

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from operator import is_
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PMap, PVector, freeze, pmap, pvector
 
 from ..errors import ProviderError
 from .jsonload import load
@@ -33,6 +33,8 @@ __all__ = [
     "is_empty_text_block",
     "EMPTY_ANSWER",
     "replayable_with",
+    "is_forced_choice",
+    "unique_id",
 ]
 
 
@@ -265,13 +267,18 @@ def is_empty_answer(message: Mapping) -> bool:
 
 
 def is_empty_text_block(block: Any) -> bool:
-    """Return whether a content block is a text block without text (APIs reject those)."""
-    return isinstance(block, Mapping) and block.get("type") == "text" and not block.get("text")
+    """Return whether a content block is a text block without text, or only whitespace
+    (APIs reject those: "text content blocks must contain non-whitespace text")."""
+    if not isinstance(block, Mapping) or block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return not text or (isinstance(text, str) and not text.strip())
 
 
-def replayable_with(messages: Sequence, needs_cleaning: Any) -> Sequence:
+def replayable_with(messages: Sequence, needs_cleaning: Any, fix: Any = None) -> Sequence:
     """Return `messages` without empty answers and empty text blocks (what providers
-    reject); the same object when `needs_cleaning(message)` finds nothing to clean."""
+    reject), each kept block passed through `fix(block)` when given; the same object
+    when `needs_cleaning(message)` finds nothing to clean."""
     bad = [i for i, m in enumerate(messages) if needs_cleaning(m)]
     if not bad:  # the usual case: one cheap pass, no copy
         return messages
@@ -282,5 +289,44 @@ def replayable_with(messages: Sequence, needs_cleaning: Any) -> Sequence:
             del out[i]
         elif isinstance(m.get("content"), (list, tuple, PVector)):
             parts = [p for p in m["content"] if not is_empty_text_block(p)]
+            if fix is not None:
+                parts = [freeze(fix(p), strict=False) for p in parts]
             out[i] = pmap(m).set("content", pvector(parts)) if parts else m
     return out
+
+
+def is_forced_choice(choice: Any) -> bool:
+    """Return whether a `tool_choice` (either dialect's shape) forces a tool call: anything
+    but auto and none ("required", "any", a named tool, OpenAI's allowed_tools).
+
+    >>> is_forced_choice("required"), is_forced_choice({"type": "tool", "name": "x"})
+    (True, True)
+    >>> is_forced_choice("auto"), is_forced_choice({"type": "none"}), is_forced_choice(None)
+    (False, False, False)
+    """
+    if choice is None:
+        return False
+    kind = choice.get("type") if isinstance(choice, Mapping) else choice
+    if isinstance(choice, Mapping) and kind == "allowed_tools":
+        return (choice.get("allowed_tools") or {}).get("mode") == "required"
+    return kind not in ("auto", "none")
+
+
+def unique_id(id: str, taken: set, limit: int = 40) -> str:
+    """Return `id`, or when `taken` holds it already a variant that it does not hold
+    (`id_2`, `id_3`, ... cut to `limit` characters); add the result to `taken`.
+
+    Two calls of one turn sharing an id would go out with the same id (Anthropic refuses
+    duplicate tool_use ids) and their results could not be told apart.
+
+    >>> taken = set()
+    >>> unique_id("call_1", taken), unique_id("call_1", taken), unique_id("call_1", taken)
+    ('call_1', 'call_1_2', 'call_1_3')
+    """
+    new, n = id, 1
+    while new in taken:
+        n += 1
+        suffix = f"_{n}"
+        new = id[: limit - len(suffix)] + suffix
+    taken.add(new)
+    return new

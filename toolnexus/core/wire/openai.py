@@ -14,14 +14,17 @@ from .common import (
     MalformedResponse,
     is_empty_answer,
     is_empty_text_block,
+    is_forced_choice,
     malformed,
     name_text,
     replayable_with,
     response_object,
     text_of,
     turn,
+    unique_id,
     usage,
 )
+from .parts import is_parts, tool_attachments, tool_text
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -91,6 +94,41 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     if params:  # dict.update on a pmap lists its keys, then looks each one up
         out.update(params)
     return out
+
+
+def later_params(params: Mapping) -> Mapping:
+    """Return the request params of a run's later turns: a forced `tool_choice` (a named
+    tool, or any tool) applies to the first turn only, then the model may answer (auto).
+    The same object when nothing is forced."""
+    if not params or not is_forced_choice(params.get("tool_choice")):
+        return params
+    return {**params, "tool_choice": "auto"}
+
+
+def cache_tools(tools: Sequence) -> Sequence:
+    """Return the request's tools as they are (OpenAI caches prompt prefixes by itself)."""
+    return tools
+
+
+def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
+    """Return a request body carrying `prompt_cache_key` (the conversation id; a digest of
+    it past 64 characters), which routes a conversation's requests to the same cache.
+    A key given in request_params is kept."""
+    if conversation_id is None or "prompt_cache_key" in body:
+        return body
+    key = conversation_id
+    if len(key) > 64:
+        import hashlib
+
+        key = "tn-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:48]
+    return {**body, "prompt_cache_key": key}
+
+
+def with_output(params: Mapping, spec: Mapping) -> dict:
+    """Return request params asking for an answer in the structured-output `spec`
+    (core.output): `response_format` of type json_schema, strict when the schema allows."""
+    schema = pmap({"name": spec["name"], "schema": spec["schema"], "strict": spec["strict"]})
+    return {**params, "response_format": pmap({"type": "json_schema", "json_schema": schema})}
 
 
 def replayable(messages: Sequence) -> Sequence:
@@ -187,14 +225,15 @@ def _parse_response(data: Mapping) -> PMap:
         raise MalformedResponse("response has no choices")
     choice = _mapping(choices[0], "choices[0]")
     message = _mapping(choice.get("message"), "choices[0].message")
-    calls = []
+    calls, taken = [], set()
     for i, c in enumerate(_list(message.get("tool_calls"), "tool_calls")):
         c = _mapping(c, f"tool_calls[{i}]")
         fn = _mapping(c.get("function"), f"tool_calls[{i}].function")
         cid = c.get("id")
         calls.append(
             {
-                "id": cid if isinstance(cid, str) and cid else f"call_{i}",
+                # Distinct within the turn: two calls sharing an id get `id_2`, ...
+                "id": unique_id(cid if isinstance(cid, str) and cid else f"call_{i}", taken),
                 "name": name_text(fn.get("name")),
                 "arguments": _args_text(fn.get("arguments") or ""),
             }
@@ -218,9 +257,10 @@ def parse_generated(out: Mapping, turn_no: int) -> PMap:
     """
     if not isinstance(out, Mapping):
         raise TypeError(f"generate must return a mapping, got {type(out).__name__}")
+    taken: set = set()
     calls = [
         {
-            "id": c.get("id") or f"call_{turn_no}_{i}",
+            "id": unique_id(c.get("id") or f"call_{turn_no}_{i}", taken),
             "name": c["name"],
             "arguments": _args_text(c.get("arguments") or {}),
         }
@@ -232,15 +272,20 @@ def parse_generated(out: Mapping, turn_no: int) -> PMap:
 
 
 def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
-    """Return one `tool` message per call, in call order."""
-    return [
+    """Return one `tool` message per call, in call order; media parts a tool returned
+    follow in one user message (a tool message carries text only)."""
+    out = [
         pmap({"role": "tool", "tool_call_id": c["id"], "content": _content(r["output"])})
         for c, r in zip(calls, results, strict=True)
     ]
+    attachments = tool_attachments(calls, results)
+    return out if attachments is None else [*out, attachments]
 
 
 def _content(output: Any) -> str:
-    return output if isinstance(output, str) else _args_text(output)
+    if isinstance(output, str):
+        return output
+    return tool_text(output) if is_parts(output) else _args_text(output)
 
 
 # ---- streaming: SSE events -> deltas -> the same normalized turn -----------------

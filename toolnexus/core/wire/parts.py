@@ -13,7 +13,7 @@ import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, pmap
+from pyrsistent import PMap, pmap, pvector
 
 __all__ = [
     "MIME_TYPES",
@@ -35,6 +35,10 @@ __all__ = [
     "to_anthropic",
     "from_openai",
     "from_anthropic",
+    "is_parts",
+    "tool_text",
+    "tool_result_blocks",
+    "tool_attachments",
 ]
 
 # Upstream's fixed extension table: a mime type is never sniffed from the bytes.
@@ -362,3 +366,61 @@ def from_anthropic(block: Mapping) -> PMap | None:
         data = base64.b64encode((source.get("data") or "").encode("utf-8")).decode("ascii")
         return _media("file", "text/plain", data, None, block.get("title"))
     return None
+
+
+# ---- a tool's result given as content parts (see core.tool.tool_output) ----------------
+
+
+def is_parts(output: Any) -> bool:
+    """Return whether a tool result's output is content parts (not text)."""
+    return not isinstance(output, str) and isinstance(output, Sequence)
+
+
+def _media_note(part: Mapping, where: str) -> str:
+    return f"[{_describe(part)}: {where}]"
+
+
+def tool_text(output: Any, where: str = "attached below") -> str:
+    """Return the text of a tool's output: itself, or its text parts joined with a note
+    standing for each media part.
+
+    >>> tool_text([{"type": "text", "text": "chart:"},
+    ...            {"type": "image", "mimeType": "image/png", "data": "aGk=", "name": "c.png"}])
+    'chart:\\n[image c.png (image/png): attached below]'
+    """
+    if not is_parts(output):
+        return output
+    pieces = [p["text"] if p["type"] == "text" else _media_note(p, where) for p in output]
+    return "\n".join(x for x in pieces if x.strip()) or "(no output)"
+
+
+def tool_result_blocks(output: Any) -> Any:
+    """Return a tool output as Anthropic `tool_result` content: the text, or text, image and
+    document blocks (audio, which it cannot carry, as a note; no whitespace-only text).
+
+    >>> [b["type"] for b in tool_result_blocks([{"type": "text", "text": "a"},
+    ...     {"type": "image", "mimeType": "image/png", "data": "aGk="}])]
+    ['text', 'image']
+    """
+    if not is_parts(output):
+        return output
+    blocks = [to_anthropic(p, "text") for p in output if p["type"] != "text" or p["text"].strip()]
+    return pvector(blocks) if blocks else "(no output)"
+
+
+def tool_attachments(calls: Sequence[Mapping], results: Sequence[Mapping]) -> PMap | None:
+    """Return the OpenAI chat user message carrying the media parts of a turn's tool
+    results (a tool message holds text only), or None when there are none.
+
+    Each call's media follow a line naming the call; a part chat completions cannot carry
+    (a file by URL) becomes its text placeholder.
+    """
+    content: list = []
+    for c, r in zip(calls, results, strict=True):
+        output = r["output"]
+        media = [p for p in output if p["type"] != "text"] if is_parts(output) else []
+        if media:
+            content.append(pmap({"type": "text", "text": f"Attached by tool {c['name']} "
+                                 f"(call {c['id']}):"}))  # fmt: skip
+            content.extend(to_openai(p, "text") for p in media)
+    return pmap({"role": "user", "content": pvector(content)}) if content else None

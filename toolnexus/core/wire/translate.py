@@ -189,12 +189,33 @@ def _fresh(id: Any, n: int, taken: set) -> str:
     raise ValueError(f"no free tool id for {id!r}")  # 2**128 collisions: never
 
 
-def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[dict]:
-    """Return, per message, {old id: new id} for its calls and the results it holds.
+class _InOrder:
+    """A message's {old id: new ids}: `get` hands out the new ids of an old one in order,
+    so two calls of one turn sharing an id, and their results, pair up in order."""
+
+    __slots__ = ("_news", "_next")
+
+    def __init__(self, news: Mapping[Any, list]):
+        self._news, self._next = dict(news), dict.fromkeys(news, 0)
+
+    def get(self, old: Any, default: Any = None) -> Any:
+        news = self._news.get(old)
+        if not news:
+            return default
+        k = self._next[old]
+        self._next[old] = k + 1
+        return news[min(k, len(news) - 1)]  # a repeated orphan result: the last one
+
+    def items(self) -> list[tuple]:
+        return [(old, new) for old, news in self._news.items() for new in news]
+
+
+def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[_InOrder]:
+    """Return, per message, the new id of each of its calls and results (`_InOrder`).
 
     An id keeps itself when the target accepts it and it is its first call; any other
-    (invalid, or a later call reusing an id) gets a fresh one. A result takes the id its
-    call got in the messages just before it.
+    (invalid, or a later call reusing an id, in the same turn too) gets a fresh one. A
+    result takes the id its call got in the messages just before it, in call order.
     """
     seen: dict = {}
     kept: set = set()
@@ -213,15 +234,22 @@ def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[dict]:
                 counts[i] = n + 1
                 new = i if (n == 0 and i in kept) else _fresh(i, n, taken)
                 taken.add(new)
-                current[i] = new
-            plan.append(dict(current))
+                current.setdefault(i, []).append(new)
+            plan.append(_InOrder(current))
+            current = {i: list(news) for i, news in current.items()}  # results take them
             continue
         results = _result_ids(m)
+        assigned: dict = {}
         for i in results:
-            if i not in current:  # an orphan result: remapped alone, consistently
-                current[i] = i if valid_tool_id(i, dialect) else _fresh(i, -1, taken)
-                taken.add(current[i])
-        plan.append({i: current[i] for i in results})
+            if not current.get(i):  # an orphan result (or one more than its calls)
+                last = assigned[i][-1] if assigned.get(i) else None
+                fresh = i if valid_tool_id(i, dialect) else _fresh(i, -1, taken)
+                current[i] = [last or fresh]
+                taken.add(current[i][0])
+            queue = current[i]
+            new = queue.pop(0) if len(queue) > 1 else queue[0]
+            assigned.setdefault(i, []).append(new)
+        plan.append(_InOrder(assigned))
         if not results and m.get("role") in ("user", "system"):
             current = {}
     return plan
@@ -340,10 +368,35 @@ def _result_content(content: Any, dialect: str, policy: str) -> Any:
     return pvector(_wire_parts(parts, dialect, policy))
 
 
+def _openai_result(i: Any, content: Any, policy: str, media: list) -> PMap:
+    """Return the tool message of a result; its media parts (Anthropic tool_result image
+    or document blocks) join `media`, for the user message after the turn's results."""
+    if isinstance(content, (list, tuple, PVector)):
+        parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
+        if any(p.get("type") in P.MEDIA and p.get("type") != "audio" for p in parts):
+            shown = [p for p in parts if p.get("type") in ("text", *P.MEDIA)]
+            media.extend(p for p in shown if p.get("type") != "text")
+            return pmap({"role": "tool", "tool_call_id": i, "content": P.tool_text(shown)})
+    body = _result_content(content, "openai", policy)
+    return pmap({"role": "tool", "tool_call_id": i, "content": body})
+
+
+def _media_message(media: list) -> list[PMap]:
+    if not media:
+        return []
+    note = pmap({"type": "text", "text": "Attached by the tools above:"})
+    content = pvector([note, *(P.to_openai(p, "text") for p in media)])
+    media.clear()
+    return [pmap({"role": "user", "content": content})]
+
+
 def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
-    out = []
+    out: list = []
+    media: list = []  # tool results' media, sent after the turn's results
     for item in items:
         kind = item[0]
+        if kind != "result":
+            out.extend(_media_message(media))
         if kind == "system":
             out.append(pmap({"role": "system", "content": item[1]}))
         elif kind == "user":
@@ -354,11 +407,10 @@ def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
                 out.append(pmap({"role": "user", "content": content}))
         elif kind == "result":
             _, i, content, _error = item
-            body = _result_content(content, "openai", policy)
-            out.append(pmap({"role": "tool", "tool_call_id": i, "content": body}))
+            out.append(_openai_result(i, content, policy, media))
         else:
             out.extend(_openai_assistant(*item[1:], policy))
-    return out
+    return out + _media_message(media)
 
 
 def _openai_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
