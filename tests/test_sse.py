@@ -229,7 +229,10 @@ def test_openai_tool_json_cut_short_stays_raw():
     raw, _ = load("openai_tool_call_fragmented")
     events = sse.decode(raw)
     last = max(i for i, e in enumerate(events) if '"arguments"' in e["data"])
-    acc, _ = accumulate(openai, events[:last])  # the stream ends before the closing brace
+    # Cut at max_tokens before the closing brace: the provider still ends the stream.
+    length = {"event": "message", "data": json.dumps(
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})}  # fmt: skip
+    acc, _ = accumulate(openai, [*events[:last], length])
     (call,) = openai.stream_turn(acc)["tool_calls"]
     assert call["arguments"].startswith('{"a":')
     assert parse_arguments(call["arguments"])[0] is None  # reported to the model, no crash
