@@ -122,7 +122,9 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
         if _evidence(message) == "anthropic":
             return False
         if message.get("role") == "assistant":
-            return bool(message.get("content") or message.get("tool_calls"))
+            return bool(
+                message.get("content") or message.get("tool_calls") or message.get("refusal")
+            )
         return True
     if message.get("role") not in ("user", "assistant") or set(message) - {"role", "content"}:
         return False
@@ -300,29 +302,32 @@ def _joined(content: Any) -> str:
     return "".join(b.get("text") or "" for b in _blocks({"content": content}))
 
 
-def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list]:
-    """Return (content parts, calls as (id, name, raw args), anthropic-only blocks kept)."""
+def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
+    """Return (content parts, calls as (id, name, raw args, the call's own fields),
+    anthropic-only blocks kept, the message's own fields: what only openai carries)."""
     content, calls, extras = m.get("content"), [], []
     parts = [pmap({"type": "text", "text": content})] if isinstance(content, str) else []
-    refusal = m.get("refusal")  # an OpenAI refusal is what the model said: text elsewhere
-    if (
-        isinstance(refusal, str)
-        and refusal
-        and not any(b.get("type") == "refusal" for b in _blocks(m))
-    ):
-        parts.append(pmap({"type": "text", "text": refusal}))
+    own = {k: v for k, v in m.items() if k not in _READ_MESSAGE}
     for c in m.get("tool_calls") or ():
         fn = c.get("function") or {}
-        calls.append((ids.get(c.get("id"), c.get("id")), fn.get("name", ""), fn.get("arguments")))
+        mine = {k: v for k, v in c.items() if k not in _READ_CALL}
+        calls.append((ids.get(c.get("id"), c.get("id")), fn.get("name", ""),
+                      fn.get("arguments"), mine))  # fmt: skip
     for b in _blocks(m):
         kind = b.get("type")
         if kind == "tool_use":
-            calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input")))
+            calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input"), {}))
         elif kind in ("text", "refusal") or kind in _OPENAI_BLOCKS:
             parts.append(_part_of(b, "openai" if kind != "text" else "anthropic"))
         else:
             extras.append(b)
-    return parts, calls, extras
+    return parts, calls, extras, own
+
+
+# What the writers read of an openai message and tool call; the rest is the provider's
+# own (reasoning_content, extra_content, ...), kept in openai, dropped elsewhere.
+_READ_MESSAGE = frozenset({"role", "content", "tool_calls"})
+_READ_CALL = frozenset({"id", "type", "function"})
 
 
 # ---- writing neutral items in a dialect ------------------------------------------------
@@ -379,19 +384,21 @@ def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
     return out
 
 
-def _openai_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
+def _openai_assistant(
+    parts: list, calls: list, extras: list, own: Mapping, policy: str
+) -> list[PMap]:
     for b in extras:
         if b.get("type") not in _DROPPED_ON_OPENAI:
             parts = [*parts, _unsupported_block(b, "openai", policy)]
     text = "".join(p.get("text") or "" for p in _wire_parts(parts, "openai", policy))
-    msg: dict = {"role": "assistant", "content": text or None}
+    msg: dict = {**own, "role": "assistant", "content": text or None}
     if calls:
         msg["tool_calls"] = pvector(
-            pmap({"id": i, "type": "function",
+            pmap({**mine, "id": i, "type": "function",
                   "function": pmap({"name": name, "arguments": _args_text(raw)})})
-            for i, name, raw in calls
+            for i, name, raw, mine in calls
         )  # fmt: skip
-    return [pmap(msg)] if (text or calls) else []
+    return [pmap(msg)] if (text or calls or own.get("refusal")) else []
 
 
 def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
@@ -428,11 +435,16 @@ def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], li
     return out, system
 
 
-def _anthropic_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
+def _anthropic_assistant(
+    parts: list, calls: list, extras: list, own: Mapping, policy: str
+) -> list[PMap]:
+    refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
+    if isinstance(refusal, str) and refusal:
+        parts = [*parts, pmap({"type": "text", "text": refusal})]
     blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
     blocks += [
         pmap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
-        for i, name, raw in calls
+        for i, name, raw, _ in calls
     ]
     return [pmap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
 
