@@ -336,3 +336,14 @@ def test_openai_compatible_stream_with_finish_reason_but_no_done_is_complete():
         c = create_client(base_url=srv.url, model="m", api_key="k")
         events = list(stream(c, "q"))
     assert events[-1]["result"]["text"] == "Hello" and len(srv.requests) == 1
+
+
+def test_show_names_a_refusal_and_keeps_thinking_out_of_the_answer():
+    from toolnexus.display import event_rows, result_rows
+
+    with fake_provider([{"refusal": "No."}]) as fp:
+        r = run(client(fp), "q")
+    assert any(row.text == "[refusal] No." for row in result_rows(r))
+    assert result_rows(r)[-1].text.endswith("refused")
+    events = [{"type": "thinking", "delta": "hmm"}, {"type": "text", "delta": "hi"}]
+    assert [row.text for row in event_rows(events)] == ["hi"]
