@@ -194,8 +194,8 @@ def test_pause_turn_is_continued_and_counts_as_a_turn(streamed):
     with fake_provider(script) as fp:
         r, events = outcome(client(fp, "anthropic"), "find", streamed)
         second = fp.requests[1]["body"]["messages"]
-    assert (r["text"], r["turns"], r["status"], r["stop_reason"]) == ("Found it.", 2, "done",
-                                                                       "end_turn")  # fmt: skip
+    assert (r["text"], r["turns"], r["status"], r["stop_reason"]) == (
+        "Searching...Found it.", 2, "done", "end_turn")  # fmt: skip
     assert second[-1] == {
         "role": "assistant",
         "content": [{"type": "text", "text": "Searching..."}],
@@ -347,3 +347,25 @@ def test_show_names_a_refusal_and_keeps_thinking_out_of_the_answer():
     assert result_rows(r)[-1].text.endswith("refused")
     events = [{"type": "thinking", "delta": "hmm"}, {"type": "text", "delta": "hi"}]
     assert [row.text for row in event_rows(events)] == ["hi"]
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+def test_astream_retries_a_cut_stream_and_raises_one_cut_after_text(style):
+    import asyncio
+
+    from toolnexus import astream
+
+    async def events(c):
+        return [e async for e in astream(c, "q", conversation_id="c")]
+
+    store = in_memory_store()
+    with RawServer() as srv:
+        c = create_client(base_url=srv.url, style=style, model="m", api_key="k", store=store,
+                          retry_base_ms=1)  # fmt: skip
+        srv.script([sse_answer(b""), sse_answer(sse(*WHOLE[style]))])
+        assert asyncio.run(events(c))[-1]["result"]["text"] == "Hello"
+        assert len(srv.requests) == 2
+        srv.script([sse_answer(sse(*WHOLE[style][: AFTER_TEXT[style]]))])
+        with pytest.raises(ProviderError) as info:
+            asyncio.run(events(c))
+    assert info.value.streamed and info.value.network and len(store["get"]("c")) == 2

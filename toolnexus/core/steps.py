@@ -154,15 +154,20 @@ def on_turn(
     not executed: `invalid_result` is fed back instead. Without calls the run ends:
     "done", or "incomplete" with limit "max_tokens" when the answer was cut short; a
     paused turn (turn["end"] == "pause") is continued (not finished) while turns are
-    left under `max_turns`, else it ends "incomplete" with limit "max_turns".
+    left under `max_turns`, else it ends "incomplete" with limit "max_turns"; the text
+    of a continued answer is joined across its turns.
     """
     calls = tuple(_call(c) for c in turn["tool_calls"])
     turns = state["turns"] + 1
+    paused = not calls and turn.get("end") == "pause"
+    # A paused answer goes on in the next turn: its text is one answer across them.
+    text = state["text"] + turn["text"] if state.get("paused") else turn["text"]
     changes = {
         **_grow(state, (turn["message"],)),
         "turns": turns,
         "usage": add_usage(state["usage"], turn["usage"]),
-        "text": turn["text"],
+        "text": text,
+        "paused": paused,
         "said": state["said"].append(turn["text"]) if turn["text"] else state["said"],
         "model": turn["model"] or state["model"],
         "stop_reason": turn.get("finish"),
