@@ -234,6 +234,8 @@ _ENDS = {"max_tokens": "max_tokens", "pause_turn": "pause"}
 def _usage(u: Mapping) -> PMap:
     """Return the usage of a response: prompt_tokens counts cached input too (billed)."""
     read, write = u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens")
+    if read is None and write is None:  # the usual case without prompt caching
+        return usage(u.get("input_tokens"), u.get("output_tokens"))
     prompt = sum(x for x in (u.get("input_tokens"), read, write)
                  if isinstance(x, int) and not isinstance(x, bool) and x > 0)  # fmt: skip
     return usage(prompt, u.get("output_tokens"), cache_read=read, cache_write=write)

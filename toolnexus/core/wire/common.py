@@ -150,6 +150,8 @@ def usage(
     """
     p, c = _count(prompt), _count(completion)
     out = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+    if cache_read is None and cache_write is None and reasoning is None:
+        return pmap(out)  # the usual case: no details reported
     for key, value in zip(DETAILS, (cache_read, cache_write, reasoning), strict=True):
         if value is not None:
             out[key] = _count(value)

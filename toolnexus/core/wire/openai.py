@@ -135,7 +135,7 @@ _READ_CALL = frozenset({"id", "type", "function", "index"})
 
 def _extra(given: Mapping, read: frozenset) -> dict:
     """Return the fields of `given` the loop does not read (None values: nothing said)."""
-    if len(given) <= 2 and all(k in read for k in given):  # the usual case: nothing else
+    if given.keys() <= read:  # the usual case: nothing else (one C-level set check)
         return {}
     return {k: v for k, v in given.items() if k not in read and v not in _NOTHING}
 
@@ -176,6 +176,8 @@ def _args_text(raw: Any) -> str:
 
 
 def _usage(u: Mapping) -> PMap:
+    if u.keys() <= _PLAIN_USAGE:  # no details reported
+        return usage(u.get("prompt_tokens"), u.get("completion_tokens"))
     prompt_details = u.get("prompt_tokens_details")
     prompt_details = prompt_details if isinstance(prompt_details, Mapping) else {}
     done_details = u.get("completion_tokens_details")
@@ -191,6 +193,8 @@ def _usage(u: Mapping) -> PMap:
         reasoning=done_details.get("reasoning_tokens"),
     )
 
+
+_PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 
 # finish_reason -> how the loop ends a turn without tool calls (see common.turn)
 _ENDS = {"length": "max_tokens"}
@@ -449,9 +453,10 @@ def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tupl
             deltas.append(_delta(type="refusal", delta=piece))
         for fragment in _list(delta.get("tool_calls"), "delta.tool_calls"):
             calls = _add_fragment(calls, _mapping(fragment, "tool call fragment"), deltas)
-        more = _extra(delta, _READ_DELTA)
-        if more:
-            extra = _more(extra, more, deltas)
+        if not delta.keys() <= _READ_DELTA:  # inline: this runs for every chunk
+            more = _extra(delta, _READ_DELTA)
+            if more:
+                extra = _more(extra, more, deltas)
         if isinstance(choice.get("finish_reason"), str):  # a later null never resets it
             finish = choice["finish_reason"]
     return OpenAIStream(text, refusal, calls, usage, finish, model, done, extra), tuple(deltas)
