@@ -300,7 +300,7 @@ def stream_cut(what: str) -> ProviderError:
     return ProviderError(f"the stream ended before its final event ({what})", network=True)
 
 
-_CONCAT = frozenset({"text", "summary", "data", "content", "thinking"})
+_CONCAT = frozenset({"text", "summary", "data", "content", "thinking", "transcript"})
 
 
 def _same_index(last: Any, item: Any) -> bool:
@@ -318,7 +318,8 @@ def merge_extra(old: Any, new: Any, concat: bool = True) -> Any:
     Strings are joined when `concat` (`reasoning_content` arrives in pieces), else the
     new one wins; lists extend, an item with the `index` of the last one merging into
     it (OpenRouter's `reasoning_details` fragments: their text joined); maps merge key
-    by key, a None never erasing what came.
+    by key (only text-like fields joined: text, data, transcript, ...), a None never
+    erasing what came.
 
     >>> merge_extra("Let me ", "think")
     'Let me think'
@@ -343,7 +344,8 @@ def merge_extra(old: Any, new: Any, concat: bool = True) -> Any:
                 out.append(item)
         return out
     if isinstance(old, Mapping) and isinstance(new, Mapping):
-        return {**old, **{k: merge_extra(old.get(k), v, concat) for k, v in new.items()}}
+        # Inside a map only text-like fields join (an `id` repeated per chunk must not).
+        return {**old, **{k: merge_extra(old.get(k), v, k in _CONCAT) for k, v in new.items()}}
     return new
 
 

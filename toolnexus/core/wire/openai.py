@@ -473,7 +473,10 @@ def _more(extra: Mapping | None, more: Mapping, deltas: list) -> Mapping:
         piece = more.get(key)
         if isinstance(piece, str) and piece:
             deltas.append(_delta(type="thinking", delta=piece))
-    return merge_extra(dict(extra) if extra else {}, more)
+    out = dict(extra) if extra else {}
+    for key, value in more.items():  # a top-level string field arrives in pieces
+        out[key] = merge_extra(out.get(key), value)
+    return out
 
 
 def stream_response(acc: OpenAIStream) -> dict:
