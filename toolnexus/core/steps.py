@@ -93,6 +93,7 @@ def start(
         "pending": None,
         "stop_reason": None,  # the last model turn's own, verbatim
         "refusal": None,
+        "paused": False,  # the last turn paused (pause_turn): the next one continues it
     }
 
 

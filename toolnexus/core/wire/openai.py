@@ -101,8 +101,7 @@ def replayable(messages: Sequence) -> Sequence:
     A stored refusal (`{"content": None, "refusal": text}`, as the API sent it) is
     replayed in the request's shape: content `[{"type": "refusal", "refusal": text}]`.
     """
-    out = replayable_with(messages, _needs_cleaning, _refusal_request)
-    return out
+    return replayable_with(messages, _needs_cleaning, _refusal_request)
 
 
 def _refusal_request(m: Mapping) -> Mapping | None:
