@@ -6,12 +6,16 @@ final event is a network failure (retried, or raised with nothing saved)."""
 from __future__ import annotations
 
 import json
+from functools import reduce
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyrsistent import thaw
 from raw_server import RawServer, sse_answer
 
 from toolnexus import ProviderError, create_client, define_tool, run, stream
+from toolnexus.core.wire.common import ZERO_USAGE, add_usage, usage
 from toolnexus.prometheus import metrics_sink
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
@@ -369,3 +373,20 @@ def test_astream_retries_a_cut_stream_and_raises_one_cut_after_text(style):
         with pytest.raises(ProviderError) as info:
             asyncio.run(events(c))
     assert info.value.streamed and info.value.network and len(store["get"]("c")) == 2
+
+
+# ---- pure: usage sums -------------------------------------------------------------------
+
+
+_COUNT = st.one_of(st.none(), st.integers(0, 10_000))
+
+
+@given(st.lists(st.tuples(_COUNT, _COUNT, _COUNT, _COUNT, _COUNT), max_size=5))
+def test_usage_sums_every_count_and_keeps_a_detail_once_reported(turns):
+    each = [usage(p, c, cache_read=r, cache_write=w, reasoning=z) for p, c, r, w, z in turns]
+    total = reduce(add_usage, each, ZERO_USAGE)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        assert total[key] == sum(u[key] for u in each)
+    for i, key in enumerate(("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")):
+        reported = [t[2 + i] for t in turns if t[2 + i] is not None]
+        assert (key in total) == bool(reported) and total.get(key, 0) == sum(reported)
