@@ -173,7 +173,9 @@ def test_openai_list_content_is_text_in_responses_and_streams():
         openai.stream_start(),
         {
             "event": "message",
-            "data": json.dumps({"choices": [{"delta": {"content": parts}}]}),
+            "data": json.dumps(
+                {"choices": [{"delta": {"content": parts}, "finish_reason": "stop"}]}
+            ),
         },  # fmt: skip
     )
     assert [d["delta"] for d in deltas] == ["ab"] and openai.stream_turn(acc)["text"] == "ab"

@@ -229,7 +229,10 @@ def test_openai_tool_json_cut_short_stays_raw():
     raw, _ = load("openai_tool_call_fragmented")
     events = sse.decode(raw)
     last = max(i for i, e in enumerate(events) if '"arguments"' in e["data"])
-    acc, _ = accumulate(openai, events[:last])  # the stream ends before the closing brace
+    # Cut at max_tokens before the closing brace: the provider still ends the stream.
+    length = {"event": "message", "data": json.dumps(
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})}  # fmt: skip
+    acc, _ = accumulate(openai, [*events[:last], length])
     (call,) = openai.stream_turn(acc)["tool_calls"]
     assert call["arguments"].startswith('{"a":')
     assert parse_arguments(call["arguments"])[0] is None  # reported to the model, no crash
@@ -295,3 +298,51 @@ def test_stream_bodies_are_new_values():
     }
     assert anthropic.stream_body(body)["stream"] is True
     assert body == {"model": "m", "stream_options": {"x": 1}}
+
+
+# ---- honest ends: a stream without its final event ---------------------------------------
+
+
+def _final(codec, acc) -> bool:
+    return acc.done if codec is anthropic else (acc.done or acc.finish is not None)
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", [n for n in NAMES if "error" not in n])
+def test_every_recorded_stream_has_its_final_event_and_each_cut_before_it_raises(name):
+    raw, meta = load(name)
+    codec = CODECS[meta["dialect"]]
+    events = sse.decode(raw)
+    acc, _ = accumulate(codec, events)
+    assert _final(codec, acc)
+    codec.stream_turn(acc)  # complete: no error
+    for n in range(len(events)):
+        cut, _ = accumulate(codec, events[:n])
+        if _final(codec, cut):
+            continue  # past the final event (the usage chunk and [DONE] may follow it)
+        with pytest.raises(ProviderError, match="final event") as info:
+            codec.stream_turn(cut)
+        assert info.value.network
+
+
+def test_openrouter_reasoning_details_fragments_merge_by_index():
+    def chunk(delta, finish=None):
+        data = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {"event": "message", "data": json.dumps(data)}
+
+    def detail(text, **more):
+        return {"type": "reasoning.text", "text": text, "format": "x", "index": 0, **more}
+
+    events = [
+        chunk({"role": "assistant", "content": "", "reasoning": "Let ",
+               "reasoning_details": [detail("Let ")]}),
+        chunk({"content": None, "reasoning": "me.", "reasoning_details": [
+            detail("me.", signature="sig")]}),
+        chunk({"content": "Hi"}),
+        chunk({}, "stop"),
+    ]  # fmt: skip
+    acc, deltas = accumulate(openai, events)
+    message = thaw(openai.stream_turn(acc)["message"])
+    assert message["reasoning"] == "Let me." and message["content"] == "Hi"
+    assert message["reasoning_details"] == [detail("Let me.", signature="sig")]
+    assert joined(deltas, "thinking") == "Let me." and joined(deltas, "text") == "Hi"

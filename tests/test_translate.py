@@ -207,12 +207,52 @@ def _with_parts(t: list, dialect: str, draw) -> list:
     return out
 
 
+# What providers send that only their own dialect carries (never text of the other's).
+SECRET = "REASONING-ONLY-HERE"
+_EXTRA = {"reasoning_content": SECRET, "reasoning_details": [
+    {"type": "reasoning.text", "text": SECRET, "signature": "s", "index": 0}]}  # fmt: skip
+_CALL_EXTRA = {"extra_content": {"google": {"thought_signature": SECRET}}}
+_THINKING = [{"type": "thinking", "thinking": SECRET, "signature": "sig"},
+             {"type": "redacted_thinking", "data": SECRET}]  # fmt: skip
+
+
+def _with_fidelity(t: list, dialect: str, draw) -> list:
+    """Add reasoning fields, signatures, thinking blocks, refusals and system messages."""
+    out = []
+    for m in t:
+        if m["role"] == "assistant" and draw(st.booleans()):
+            if dialect == "openai":
+                m = {**m, **draw(st.sampled_from([_EXTRA, {"reasoning_content": SECRET}]))}
+                m["tool_calls"] = [{**c, **_CALL_EXTRA} for c in m.get("tool_calls") or ()] or None
+                if m["tool_calls"] is None:
+                    del m["tool_calls"]
+                    if draw(st.booleans()):  # a refusal, as the API sends it
+                        m = {"role": "assistant", "content": None, "refusal": "I can't."}
+            elif isinstance(m["content"], list):
+                kept = [b for b in m["content"] if b.get("type") not in _DROPPED]
+                m = {**m, "content": [*draw(st.sampled_from([_THINKING[:1], _THINKING])), *kept]}
+        out.append(m)
+    if draw(st.booleans()):  # a conversation's own system message, anywhere before a user
+        starts = [i for i, m in enumerate(out) if m["role"] == "user" and not any(
+            b.get("type") == "tool_result" for b in _blocks_of(m))]  # fmt: skip
+        at = draw(st.sampled_from(starts or [0]))
+        out.insert(at, {"role": "system", "content": "Be kind."})
+    return out
+
+
+_DROPPED = ("thinking", "redacted_thinking")
+
+
+def _blocks_of(m: dict) -> list:
+    return m["content"] if isinstance(m.get("content"), list) else []
+
+
 @st.composite
 def any_transcript(draw):
     dialect = draw(st.sampled_from(["openai", "anthropic"]))
-    t = draw(transcripts(dialect, max_turns=3))
+    t = draw(transcripts(dialect, max_turns=3, system=False))
     t = _with_parts(_with_odd_ids(t, dialect, draw), dialect, draw)
-    return dialect, t
+    return dialect, _with_fidelity(t, dialect, draw)
 
 
 def _text(content) -> str:
@@ -241,8 +281,9 @@ def project(messages, dialect: str) -> dict:
         elif role == "tool":
             out["results"].append((index[m["tool_call_id"]], _text(content)))
         elif role == "assistant":
-            if _text(content):
-                out["answers"].append(_text(content))
+            said = _text(content) or m.get("refusal") or ""  # a refusal is what was said
+            if said:
+                out["answers"].append(said)
             for c in m.get("tool_calls") or ():
                 index[c["id"]] = len(out["calls"])
                 out["calls"].append((c["function"]["name"], json.loads(c["function"]["arguments"])))
@@ -271,6 +312,7 @@ def test_a_translated_conversation_is_accepted_and_loses_nothing(case, prompt):
     codec = DIALECTS[target]
     body = codec.body("m", tr.messages.append(codec.user_message(prompt)), [], tr.system, {})
     assert validate_request(thaw(body), target) == []
+    assert SECRET not in json.dumps(thaw(tr.messages))  # no reasoning crossed over
     was, now = project(t, dialect), project(tr.messages, target)
     if target == "anthropic":
         assert tr.system == "\n\n".join(was.pop("system")) and now.pop("system") == []
@@ -280,6 +322,38 @@ def test_a_translated_conversation_is_accepted_and_loses_nothing(case, prompt):
     assert {k: v for k, v in home.items() if k != "system"} == {
         k: v for k, v in now.items() if k != "system"
     }
+    # Home, every field its provider sent is still there (ids aside: a reused id moves).
+    assert own_fields(translate(t, dialect, keep_system=True).messages) == own_fields(t)
+
+
+def own_fields(messages) -> list:
+    """Return what only a provider's own dialect carries, in order: fields of assistant
+    messages and tool calls the loop does not read, thinking blocks."""
+    out = []
+    for m in thaw(messages):
+        if m["role"] != "assistant":
+            continue
+        out.append({k: v for k, v in m.items() if k not in ("role", "content", "tool_calls")})
+        out += [{k: v for k, v in c.items() if k not in ("id", "type", "function")}
+                for c in m.get("tool_calls") or ()]  # fmt: skip
+        blocks = m["content"] if isinstance(m["content"], list) else []
+        out += [b for b in blocks if b.get("type") in _DROPPED]
+    return out
+
+
+@given(any_transcript(), st.text(min_size=1, max_size=5))
+def test_the_loop_keeps_system_messages_and_a_request_lifts_them(case, prompt):
+    dialect, t = case
+    for target in ("openai", "anthropic"):
+        tr = translate(t, target, keep_system=True)
+        assert tr.system == "" and project(tr.messages, target)["system"] == project(
+            t, dialect)["system"]  # fmt: skip
+        codec = DIALECTS[target]
+        history = codec.replayable(tr.messages)
+        body = thaw(codec.body("m", list(history) + [codec.user_message(prompt)], [], "S", {}))
+        assert validate_request(body, target) == []
+        if target == "anthropic":
+            assert body["system"] == "\n\n".join([*project(t, dialect)["system"], "S"])
 
 
 # ---- end to end: one id, two dialects, one store -----------------------------------------

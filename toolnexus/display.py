@@ -88,6 +88,8 @@ def _message_rows(m: Mapping, names: dict) -> list[Row]:
     text = _text_of(content)
     if text:
         rows.append(Row("message", role, text))
+    if isinstance(m.get("refusal"), str) and m["refusal"]:  # an openai refusal
+        rows.append(Row("message", role, f"[refusal] {m['refusal']}"))
     for call in m.get("tool_calls") or ():  # openai assistant calls
         fn = call.get("function", {})
         names[call.get("id")] = fn.get("name", "?")
@@ -132,6 +134,8 @@ def result_rows(r: Mapping) -> list[Row]:
     status = f"{r.get('status', '?')} after {r.get('turns', '?')} turn(s), model {r.get('model')}"
     if r.get("limit"):
         status += f", limit {r['limit']}"
+    if r.get("refusal") is not None:
+        status += ", refused"
     return [*rows, Row("status", "status", status)]
 
 
@@ -147,8 +151,10 @@ def event_rows(events: Iterable[Mapping]) -> list[Row]:
 
     for ev in events:
         kind = ev.get("type")
-        if kind == "text":
+        if kind in ("text", "refusal"):  # thinking is not part of the answer shown
             text.append(ev.get("delta") or "")
+            continue
+        if kind == "thinking":
             continue
         flush()
         if kind == "tool_call":

@@ -6,7 +6,8 @@
     print(render(state))
 
 Events (other keys are dropped, so a conversation id or a key never becomes a label):
-  {"event": "llm", "model", "status", "duration_s", "usage": {prompt_tokens, completion_tokens}}
+  {"event": "llm", "model", "status", "duration_s", "usage": {prompt_tokens, completion_tokens,
+   and cache_read_tokens, cache_write_tokens, reasoning_tokens where reported}}
   {"event": "tool", "tool", "source", "is_error", "duration_s"}
   {"event": "run", "model", "error": bool}
 `metrics_sink()` is the thread-safe holder a client keeps: {"on_metric", "render", "state"}.
@@ -34,7 +35,9 @@ FAMILIES = {
     "toolnexus_llm_requests_total": (
         "counter", ("model", "status"), "LLM requests, by model and response status."),
     "toolnexus_llm_tokens_total": (
-        "counter", ("type",), "Tokens used by LLM requests, by type (prompt or completion)."),
+        "counter", ("type",),
+        "Tokens used by LLM requests, by type (prompt, completion; cache_read, cache_write"
+        " and reasoning where reported, parts of prompt and completion)."),
     "toolnexus_llm_request_duration_seconds": (
         "histogram", ("model",), "Duration of LLM requests in seconds."),
     "toolnexus_tool_calls_total": (
@@ -80,8 +83,16 @@ def _llm(e: Mapping) -> list[tuple]:
         for kind in ("prompt", "completion"):
             tokens = usage.get(f"{kind}_tokens") or 0
             out.append(("count", "toolnexus_llm_tokens_total", (kind,), tokens))
+        for kind in _DETAILS:  # only where the provider reported them
+            if f"{kind}_tokens" in usage:
+                tokens = usage[f"{kind}_tokens"] or 0
+                out.append(("count", "toolnexus_llm_tokens_total", (kind,), tokens))
     out.append(("time", "toolnexus_llm_request_duration_seconds", (model,), e.get("duration_s")))
     return out
+
+
+# Usage details: cache_read and cache_write are part of prompt, reasoning of completion.
+_DETAILS = ("cache_read", "cache_write", "reasoning")
 
 
 def _tool(e: Mapping) -> list[tuple]:

@@ -20,10 +20,12 @@ __all__ = [
     "DoneEvent",
     "Message",
     "PendingEvent",
+    "RefusalEvent",
     "RunResult",
     "Store",
     "StreamEvent",
     "TextEvent",
+    "ThinkingEvent",
     "ToolCall",
     "ToolCallEvent",
     "ToolResult",
@@ -41,11 +43,15 @@ Transcript: TypeAlias = Sequence[Message]
 
 
 class Usage(TypedDict):
-    """Token counts, summed over a run's turns."""
+    """Token counts, summed over a run's turns; the details only where a provider reports
+    them (`prompt_tokens` counts every input token, cached ones included)."""
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cache_read_tokens: NotRequired[int]
+    cache_write_tokens: NotRequired[int]
+    reasoning_tokens: NotRequired[int]
 
 
 class ToolResult(TypedDict):
@@ -77,15 +83,31 @@ class RunResult(TypedDict):
     usage: Usage
     model: str
     status: Literal["done", "pending", "incomplete"]
-    limit: str | None
+    limit: Literal["max_turns", "max_tokens"] | None
     pending: Any
     output: Any  # the answer parsed by output_schema (None without one)
+    stop_reason: str | None  # the last model turn's own value, verbatim
+    refusal: str | None  # a refusal's text, else None
 
 
 class TextEvent(TypedDict):
     """A piece of the answer's text, as it arrives."""
 
     type: Literal["text"]
+    delta: str
+
+
+class ThinkingEvent(TypedDict):
+    """A piece of the model's thinking (Anthropic thinking, `reasoning_content`): not text."""
+
+    type: Literal["thinking"]
+    delta: str
+
+
+class RefusalEvent(TypedDict):
+    """A piece of a refusal's text (OpenAI `delta.refusal`)."""
+
+    type: Literal["refusal"]
     delta: str
 
 
@@ -130,7 +152,14 @@ class DoneEvent(TypedDict):
 
 
 StreamEvent: TypeAlias = (
-    TextEvent | ToolCallEvent | ToolResultEvent | UsageEvent | PendingEvent | DoneEvent
+    TextEvent
+    | ThinkingEvent
+    | RefusalEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | UsageEvent
+    | PendingEvent
+    | DoneEvent
 )
 """Any event `stream` / `astream` yields; narrow it on `event["type"]`."""
 

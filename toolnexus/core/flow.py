@@ -259,11 +259,13 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
                                                 "turn": turn_no})  # fmt: skip
-        state, calls = steps.on_turn(state, turn)
+        state, calls = steps.on_turn(state, turn, cfg["max_turns"])
         if events:
             yield ("event", _event("usage", usage=turn["usage"]))
         if not calls:
-            return state
+            if steps.is_finished(state):
+                return state
+            continue  # a paused turn (pause_turn): the same transcript, sent again
         for c in calls if events else ():
             yield ("event", _event("tool_call", id=c["id"], name=c["name"], args=c["args"]))
         to_exec = [c for c in calls if c["error"] is None]
@@ -347,7 +349,9 @@ def _start(cfg: Mapping, cid: str | None, prompt: Any, loaded: Any):
         history, texts = memo["history"], memo["texts"]
     else:
         policy = cfg["on_unsupported_part"]
-        moved = translate(freeze_transcript(loaded), cfg["dialect"], on_unsupported_part=policy)
+        # System messages stay in the transcript (saved with it) whatever the dialect.
+        moved = translate(freeze_transcript(loaded), cfg["dialect"], on_unsupported_part=policy,
+                          keep_system=True)  # fmt: skip
         codec = DIALECTS[cfg["dialect"]]
         history, lifted = codec.replayable(repair(moved.messages)), moved.system
         texts = steps.texts_of(history) if cfg["encode"] else None

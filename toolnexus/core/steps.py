@@ -91,6 +91,9 @@ def start(
         "status": None,
         "limit": None,
         "pending": None,
+        "stop_reason": None,  # the last model turn's own, verbatim
+        "refusal": None,
+        "paused": False,  # the last turn paused (pause_turn): the next one continues it
     }
 
 
@@ -143,24 +146,48 @@ def _call(c: Mapping) -> dict:
     return {"id": c["id"], "name": name, "args": args, "error": error}
 
 
-def on_turn(state: State, turn: Mapping) -> tuple[State, tuple[dict, ...]]:
-    """Return the state after a model turn and the tool calls to run (none: the run is done).
+def on_turn(
+    state: State, turn: Mapping, max_turns: int | None = None
+) -> tuple[State, tuple[dict, ...]]:
+    """Return the state after a model turn and the tool calls to run.
 
     Each call is {id, name, args, error}; a call with an `error` (bad arguments) is
-    not executed: `invalid_result` is fed back instead.
+    not executed: `invalid_result` is fed back instead. Without calls the run ends:
+    "done", or "incomplete" with limit "max_tokens" when the answer was cut short; a
+    paused turn (turn["end"] == "pause") is continued (not finished) while turns are
+    left under `max_turns`, else it ends "incomplete" with limit "max_turns"; the text
+    of a continued answer is joined across its turns.
     """
     calls = tuple(_call(c) for c in turn["tool_calls"])
+    turns = state["turns"] + 1
+    paused = not calls and turn.get("end") == "pause"
+    # A paused answer goes on in the next turn: its text is one answer across them.
+    text = state["text"] + turn["text"] if state.get("paused") else turn["text"]
     changes = {
         **_grow(state, (turn["message"],)),
-        "turns": state["turns"] + 1,
+        "turns": turns,
         "usage": add_usage(state["usage"], turn["usage"]),
-        "text": turn["text"],
+        "text": text,
+        "paused": paused,
         "said": state["said"].append(turn["text"]) if turn["text"] else state["said"],
         "model": turn["model"] or state["model"],
+        "stop_reason": turn.get("finish"),
+        "refusal": turn.get("refusal"),
     }
     if not calls:
-        changes["status"] = "done"
+        changes.update(_ending(turn.get("end"), turns, max_turns))
     return {**state, **changes}, calls
+
+
+def _ending(end: str | None, turns: int, max_turns: int | None) -> dict:
+    """Return the status (and limit) of a turn without tool calls (none: continue)."""
+    if end == "max_tokens":
+        return {"status": "incomplete", "limit": "max_tokens"}
+    if end == "pause":
+        if max_turns is not None and turns >= max_turns:
+            return {"status": "incomplete", "limit": "max_turns"}
+        return {}
+    return {"status": "done"}
 
 
 def invalid_result(call: Mapping) -> PMap:
@@ -238,6 +265,8 @@ def result(state: State, model: str) -> PMap:
             "limit": state["limit"],
             "pending": state["pending"],
             "output": state.get("output"),  # structured output, parsed (core.output)
+            "stop_reason": state.get("stop_reason"),
+            "refusal": state.get("refusal"),
         }
     )
 

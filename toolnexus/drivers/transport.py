@@ -406,11 +406,18 @@ class _Stream:
         out: list[PMap] = []
         for ev in events:
             self.acc, deltas = self.codec.stream_event(self.acc, ev)
-            # Stream events are pmaps like every other value we hand out.
+            # Stream events are pmaps like every other value we hand out: the answer's
+            # text, a model's thinking (Anthropic thinking, reasoning_content) and a
+            # refusal's text, each of its own kind.
             out.extend(
-                pmap({"type": "text", "delta": d["delta"]}) for d in deltas if d["type"] == "text"
+                pmap({"type": d["type"], "delta": d["delta"]})
+                for d in deltas
+                if d["type"] in _SHOWN
             )
         return out
+
+
+_SHOWN = frozenset({"text", "thinking", "refusal"})  # the deltas a consumer sees
 
 
 def _whole(ep: Endpoint, status: int, body: bytes) -> list[PMap]:

@@ -15,6 +15,20 @@ A script entry is a reply map, dialect-neutral:
   {"drop": True}         close the connection without any response (a network error)
   {"response": {...}}    answer 200 with this body verbatim (a provider's own shape:
                          citations, odd blocks, duplicate ids; whole answers only)
+Provider shapes beyond the neutral reply (each as real providers send it, whole and
+streamed):
+  "reasoning_content": str   DeepSeek's reasoning on the openai message (streamed as
+                             `delta.reasoning_content` fragments)
+  "message_extra": {...}     more fields of the openai message, verbatim (OpenRouter's
+                             `reasoning_details`, `annotations`; streamed in one delta)
+  a call's "extra": {...}    fields of an openai tool call, verbatim (Gemini's
+                             `extra_content`; streamed on the call's first fragment)
+  "refusal": str             an openai refusal (`message.refusal`, content null)
+  "thinking": [{"thinking", "signature"} | {"redacted": data}, ...]  anthropic thinking /
+                             redacted_thinking blocks before the text (thinking_delta and
+                             signature_delta when streamed)
+  "raw_usage": {...}         the usage object in the dialect's own shape, verbatim
+                             (prompt_tokens_details, cache_read_input_tokens, ...)
 or a function(request_body, dialect) -> reply for dynamic scripts.
 The dialect of a request is read from its path: /chat/completions or /messages.
 
@@ -97,12 +111,18 @@ def openai_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> 
     calls = _calls(reply, seq)
     u = reply.get("usage") or DEFAULT_USAGE
     message: dict = {"role": "assistant", "content": reply.get("content")}
+    if reply.get("reasoning_content"):
+        message["reasoning_content"] = reply["reasoning_content"]
+    if reply.get("refusal"):
+        message.update(content=None, refusal=reply["refusal"])
+    message.update(reply.get("message_extra") or {})
     if calls:
         message["tool_calls"] = [
             {
                 "id": c["id"],
                 "type": "function",
                 "function": {"name": c["name"], "arguments": _args_json(c["arguments"])},
+                **(c.get("extra") or {}),
             }
             for c in calls
         ]
@@ -111,21 +131,35 @@ def openai_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> 
         "object": "chat.completion",
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply, "openai")}],
-        "usage": {
-            "prompt_tokens": u["prompt_tokens"],
-            "completion_tokens": u["completion_tokens"],
-            "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
-        },
+        "usage": reply.get("raw_usage") or _openai_usage(u),
     }
+
+
+def _openai_usage(u: Mapping) -> dict:
+    return {
+        "prompt_tokens": u["prompt_tokens"],
+        "completion_tokens": u["completion_tokens"],
+        "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
+    }
+
+
+def _thinking_blocks(reply: Mapping) -> list[dict]:
+    out = []
+    for t in reply.get("thinking") or ():
+        if "redacted" in t:
+            out.append({"type": "redacted_thinking", "data": t["redacted"]})
+        else:
+            out.append({"type": "thinking", "thinking": t["thinking"],
+                        "signature": t.get("signature", "sig")})  # fmt: skip
+    return out
 
 
 def anthropic_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> dict:
     """Return the messages response body of a reply."""
     calls = _calls(reply, seq)
     u = reply.get("usage") or DEFAULT_USAGE
-    content: list[dict] = (
-        [{"type": "text", "text": reply["content"]}] if reply.get("content") else []
-    )
+    content: list[dict] = _thinking_blocks(reply)
+    content += [{"type": "text", "text": reply["content"]}] if reply.get("content") else []
     content += [
         {
             "type": "tool_use",
@@ -144,7 +178,8 @@ def anthropic_response(reply: Mapping, model: str = "fake-model", seq: int = 0) 
         "model": model,
         "content": content,
         "stop_reason": _finish(reply, "anthropic"),
-        "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]},
+        "usage": reply.get("raw_usage")
+        or {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]},
     }
 
 
@@ -182,9 +217,16 @@ def openai_stream(
         )  # fmt: skip
 
     events = [chunk({"role": "assistant", "content": ""})]
+    events += [
+        chunk({"content": None, "reasoning_content": p})
+        for p in _pieces(reply.get("reasoning_content") or "", piece)
+    ]
+    if reply.get("message_extra"):
+        events.append(chunk({"content": None, **reply["message_extra"]}))
     events += [chunk({"content": p}) for p in _pieces(reply.get("content") or "", piece)]
+    events += [chunk({"refusal": p}) for p in _pieces(reply.get("refusal") or "", piece)]
     for i, c in enumerate(_calls(reply, seq)):
-        start = {"index": i, "id": c["id"], "type": "function"}
+        start = {"index": i, "id": c["id"], "type": "function", **(c.get("extra") or {})}
         events.append(
             chunk({"tool_calls": [{**start, "function": {"name": c["name"], "arguments": ""}}]})
         )
@@ -195,8 +237,7 @@ def openai_stream(
     events.append(chunk({}, _finish(reply, "openai")))
     if include_usage:
         u = reply.get("usage") or DEFAULT_USAGE
-        total = u["prompt_tokens"] + u["completion_tokens"]
-        usage = {**u, "total_tokens": total}
+        usage = reply.get("raw_usage") or _openai_usage(u)
         events.append(
             _sse({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
                   "model": model, "choices": [], "usage": usage})
@@ -209,10 +250,11 @@ def anthropic_stream(
 ) -> list[bytes]:
     """Return the SSE events (bytes each) of a messages stream of a reply."""
     u = reply.get("usage") or DEFAULT_USAGE
+    given = reply.get("raw_usage") or {}
+    start_usage = {"input_tokens": u["prompt_tokens"], **given, "output_tokens": 1}
     message = {
         "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": 1},
+        "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage,
     }  # fmt: skip
     events = [_sse({"type": "message_start", "message": message}, "message_start")]
 
@@ -226,12 +268,21 @@ def anthropic_stream(
         ]  # fmt: skip
 
     index = 0
+    for t in _thinking_blocks(reply):
+        if t["type"] == "redacted_thinking":
+            events += block(index, t, [])
+        else:
+            deltas = [{"type": "thinking_delta", "thinking": p}
+                      for p in _pieces(t["thinking"], piece)]  # fmt: skip
+            deltas.append({"type": "signature_delta", "signature": t["signature"]})
+            events += block(index, {"type": "thinking", "thinking": "", "signature": ""}, deltas)
+        index += 1
     if reply.get("content"):
         texts = _pieces(reply["content"], piece)
         events += block(
-            0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in texts]
+            index, {"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in texts]
         )
-        index = 1
+        index += 1
     events.append(_sse({"type": "ping"}, "ping"))
     for c in _calls(reply, seq):
         raw = _args_json(c["arguments"])
@@ -245,7 +296,7 @@ def anthropic_stream(
     done = {
         "type": "message_delta",
         "delta": stop,
-        "usage": {"output_tokens": u["completion_tokens"]},
+        "usage": {"output_tokens": given.get("output_tokens", u["completion_tokens"])},
     }
     events.append(_sse(done, "message_delta"))
     return [*events, _sse({"type": "message_stop"}, "message_stop")]

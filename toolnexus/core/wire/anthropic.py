@@ -22,6 +22,7 @@ from .common import (
     name_text,
     replayable_with,
     response_object,
+    stream_cut,
     to_json,
     turn,
     unique_id,
@@ -100,8 +101,12 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
 
     `tools` is already in wire shape (`encode_tools(toolkit)`), encoded once per run.
     `messages` must be replayable (see `replayable`: the flow cleans a history once,
-    when it is loaded, not on every request).
+    when it is loaded, not on every request). System messages a transcript holds (a
+    seeded or translated conversation keeps them) are lifted into `system`, ahead of
+    the client's own, in their order; the transcript itself keeps them.
     """
+    messages, lifted = _lift_system(messages)
+    system = "\n\n".join(x for x in (*lifted, system) if x)
     out: dict = {"model": model, "max_tokens": DEFAULT_MAX_TOKENS, "messages": messages}
     if system:
         out["system"] = system
@@ -132,9 +137,33 @@ def with_output(params: Mapping, spec: Mapping) -> dict:
     return {**params, "output_config": pmap(config)}
 
 
+def _system_text(m: Mapping) -> str:
+    content = m.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, (list, tuple, PVector)):
+        return ""  # a stored value of no known shape says nothing
+    return "".join(
+        b["text"]
+        for b in content
+        if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
+
+
+def _lift_system(messages: Sequence) -> tuple[Sequence, tuple[str, ...]]:
+    """Return (the messages without system ones, their texts): the same object if none."""
+    if not any(m.get("role") in _SYSTEM_ROLES for m in messages):
+        return messages, ()
+    texts = tuple(_system_text(m) for m in messages if m.get("role") in _SYSTEM_ROLES)
+    return [m for m in messages if m.get("role") not in _SYSTEM_ROLES], texts
+
+
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
 def replayable(messages: Sequence) -> Sequence:
     """Return the messages the API accepts: the same object when nothing is dropped."""
-    return replayable_with(messages, _needs_cleaning, _request_block)
+    return replayable_with(messages, _needs_cleaning, fix_block=_request_block)
 
 
 def _request_block(b: Any) -> Any:
@@ -220,15 +249,17 @@ def _parse_response(data: Mapping) -> PMap:
         for b, raw in _tool_uses(blocks, given)
     ]
     u = data.get("usage")
-    u = u if isinstance(u, Mapping) else {}
     stop, model = data.get("stop_reason"), data.get("model")
+    stop = stop if isinstance(stop, str) else None
     return turn(
         {"role": "assistant", "content": blocks} if blocks else EMPTY_ANSWER,
         text,
         calls,
-        usage(u.get("input_tokens"), u.get("output_tokens")),
-        stop if isinstance(stop, str) else None,
+        _usage(u if isinstance(u, Mapping) else {}),
+        stop,
         model if isinstance(model, str) else None,
+        end=_ENDS.get(stop),
+        refusal=text if stop == "refusal" else None,
     )
 
 
@@ -242,6 +273,20 @@ def _unique_ids(blocks: list) -> list:
             b = b if new == b["id"] else {**b, "id": new}
         out.append(b)
     return out
+
+
+# stop_reason -> how the loop ends a turn without tool calls (see common.turn)
+_ENDS = {"max_tokens": "max_tokens", "pause_turn": "pause"}
+
+
+def _usage(u: Mapping) -> PMap:
+    """Return the usage of a response: prompt_tokens counts cached input too (billed)."""
+    read, write = u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens")
+    if read is None and write is None:  # the usual case without prompt caching
+        return usage(u.get("input_tokens"), u.get("output_tokens"))
+    prompt = sum(x for x in (u.get("input_tokens"), read, write)
+                 if isinstance(x, int) and not isinstance(x, bool) and x > 0)  # fmt: skip
+    return usage(prompt, u.get("output_tokens"), cache_read=read, cache_write=write)
 
 
 def _tool_uses(blocks: list, given: list) -> list[tuple[Mapping, Mapping]]:
@@ -303,6 +348,8 @@ class AnthropicStream(NamedTuple):
     output_tokens: int | None = None
     done: bool = False
     block: tuple = (None, None)  # (index, type) of the latest started block
+    cache_read: int | None = None  # cache_read_input_tokens
+    cache_write: int | None = None  # cache_creation_input_tokens
 
 
 def stream_start() -> AnthropicStream:
@@ -368,10 +415,15 @@ def _on_block_start(acc: AnthropicStream, obj: Mapping) -> tuple[AnthropicStream
     return acc, ()
 
 
+_USAGE_FIELDS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+                 "cache_read_input_tokens": "cache_read",
+                 "cache_creation_input_tokens": "cache_write"}  # fmt: skip
+
+
 def _usage_changes(u: Any) -> dict:
     if not isinstance(u, Mapping):
         return {}
-    return {k: u[k] for k in ("input_tokens", "output_tokens") if u.get(k) is not None}
+    return {f: u[k] for k, f in _USAGE_FIELDS.items() if u.get(k) is not None}
 
 
 def stream_event(
@@ -483,8 +535,10 @@ def stream_response(acc: AnthropicStream) -> tuple[dict, list]:
         "model": acc.model,
         "content": [b for b, _ in built],
         "stop_reason": acc.stop_reason,
-        "usage": {"input_tokens": acc.input_tokens, "output_tokens": acc.output_tokens},
-    }
+        "usage": {"input_tokens": acc.input_tokens, "output_tokens": acc.output_tokens,
+                  "cache_read_input_tokens": acc.cache_read,
+                  "cache_creation_input_tokens": acc.cache_write},
+    }  # fmt: skip
     return response, [bad for b, bad in built if b.get("type") == "tool_use"]
 
 
@@ -493,8 +547,12 @@ def stream_turn(acc: AnthropicStream) -> PMap:
 
     Tool arguments are the parsed input (no fragments: the content_block_start input);
     input JSON cut off at max_tokens stays the raw text, which the loop reports back
-    to the model as invalid arguments.
+    to the model as invalid arguments. A stream that ended without `message_stop` (cut
+    short, or a 200 with no event) is a ProviderError marked `network` (see
+    common.stream_cut).
     """
+    if not acc.done:
+        raise stream_cut("no message_stop")
     try:
         response, raw = stream_response(acc)
     except MALFORMED as e:

@@ -19,6 +19,8 @@ __all__ = [
     "usage",
     "add_usage",
     "ZERO_USAGE",
+    "DETAILS",
+    "stream_cut",
     "to_json",
     "encode_body",
     "message_text",
@@ -35,6 +37,7 @@ __all__ = [
     "replayable_with",
     "is_forced_choice",
     "unique_id",
+    "merge_extra",
 ]
 
 
@@ -124,22 +127,47 @@ def _count(x: Any) -> int:
 
 ZERO_USAGE = pmap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
 
+# The usage details a provider may report beside the three counts: kept only where given.
+DETAILS = ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
-def usage(prompt: Any, completion: Any) -> PMap:
-    """Return a usage map from prompt and completion token counts (missing or junk counts are 0).
+
+def usage(
+    prompt: Any,
+    completion: Any,
+    *,
+    cache_read: Any = None,
+    cache_write: Any = None,
+    reasoning: Any = None,
+) -> PMap:
+    """Return a usage map from token counts (missing or junk counts are 0).
+
+    `prompt` counts every input token (cached ones included); the details
+    (`cache_read_tokens`, `cache_write_tokens`, `reasoning_tokens`) are present only when
+    the provider reported them (not None).
 
     >>> usage(3, None) == {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}
     True
+    >>> usage(3, 1, cache_read=2)["cache_read_tokens"]
+    2
     """
     p, c = _count(prompt), _count(completion)
-    return pmap({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
+    out = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+    if cache_read is None and cache_write is None and reasoning is None:
+        return pmap(out)  # the usual case: no details reported
+    for key, value in zip(DETAILS, (cache_read, cache_write, reasoning), strict=True):
+        if value is not None:
+            out[key] = _count(value)
+    return pmap(out)
 
 
 def add_usage(a: Mapping, b: Mapping) -> PMap:
-    """Return the sum of two usage maps."""
-    return usage(
-        a["prompt_tokens"] + b["prompt_tokens"], a["completion_tokens"] + b["completion_tokens"]
-    )
+    """Return the sum of two usage maps (a detail either reports is summed, missing is 0)."""
+    out = {k: a.get(k, 0) + b.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}
+    out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
+    for key in DETAILS:
+        if key in a or key in b:
+            out[key] = a.get(key, 0) + b.get(key, 0)
+    return pmap(out)
 
 
 def _plain(o: Any) -> Any:
@@ -176,16 +204,26 @@ def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence |
     # is message k - lead: one that is still the state's own value reuses its text.
     if texts is None or messages is None:
         return _ENCODER.encode(items)
-    lead, n = len(items) - len(messages), len(messages)
+    lead = len(items) - len(messages)
     if lead >= 0 and all(map(is_, itertools.islice(items, lead, None), messages)):
         # The usual case, checked and joined at C speed: the body holds the state's own
         # messages after its lead (a system message), so every text is reused.
         return "[" + ",".join([*map(_ENCODER.encode, items[:lead]), *texts]) + "]"
-    parts = [
-        texts[k - lead] if 0 <= k - lead < n and m is messages[k - lead] else _ENCODER.encode(m)
-        for k, m in enumerate(items)
-    ]
+    # Some items moved (a lifted system message, a body_transform): each message of the
+    # state the body still holds reuses its text, wherever it now stands.
+    # Both keep their order, so one forward scan (a few messages ahead at most) finds it.
+    parts, j, n = [], 0, len(messages)
+    for m in items:
+        k = next((k for k in range(j, min(j + _AHEAD, n)) if messages[k] is m), None)
+        if k is None:
+            parts.append(_ENCODER.encode(m))
+        else:
+            parts.append(texts[k])
+            j = k + 1
     return "[" + ",".join(parts) + "]"
+
+
+_AHEAD = 8  # how far past the last match a moved message is looked for
 
 
 def encode_body(
@@ -217,12 +255,26 @@ def encode_body(
     return ("{" + ",".join(parts) + "}").encode("utf-8")
 
 
-def turn(message: Mapping, text: str, tool_calls, use: Mapping, finish: Any, model: Any) -> PMap:
+def turn(
+    message: Mapping,
+    text: str,
+    tool_calls,
+    use: Mapping,
+    finish: Any,
+    model: Any,
+    *,
+    end: str | None = None,
+    refusal: str | None = None,
+) -> PMap:
     """Return a normalized model turn, the one shape every codec decodes into.
 
     `message` is the assistant message to append to the transcript (provider shape);
     `tool_calls` is a sequence of {id, name, arguments} where `arguments` is raw: a
-    JSON string (openai) or a mapping (anthropic); the loop parses it.
+    JSON string (openai) or a mapping (anthropic); the loop parses it. `finish` is the
+    provider's own stop reason, verbatim; `end` says what it means to the loop when the
+    turn has no tool calls: None (the answer), "max_tokens" (cut short: the run ends
+    incomplete) or "pause" (the provider paused a long turn: the loop continues it).
+    `refusal` is the text of a refusal (None: not one).
     """
     from pyrsistent import freeze
 
@@ -236,8 +288,67 @@ def turn(message: Mapping, text: str, tool_calls, use: Mapping, finish: Any, mod
             "usage": use,
             "finish": finish,
             "model": model,
+            "end": end,
+            "refusal": refusal,
         }
     )
+
+
+def stream_cut(what: str) -> ProviderError:
+    """Return the error of a stream that ended before its dialect's final event.
+
+    Marked a network failure: the flow retries it while nothing reached the consumer.
+    """
+    return ProviderError(f"the stream ended before its final event ({what})", network=True)
+
+
+_CONCAT = frozenset({"text", "summary", "data", "content", "thinking", "transcript"})
+
+
+def _same_index(last: Any, item: Any) -> bool:
+    return (
+        isinstance(item, Mapping)
+        and isinstance(last, Mapping)
+        and item.get("index") is not None
+        and item.get("index") == last.get("index")
+    )
+
+
+def merge_extra(old: Any, new: Any, concat: bool = True) -> Any:
+    """Return a stream's field `old` extended by a delta's `new` (plain values).
+
+    Strings are joined when `concat` (`reasoning_content` arrives in pieces), else the
+    new one wins; lists extend, an item with the `index` of the last one merging into
+    it (OpenRouter's `reasoning_details` fragments: their text joined); maps merge key
+    by key (only text-like fields joined: text, data, transcript, ...), a None never
+    erasing what came.
+
+    >>> merge_extra("Let me ", "think")
+    'Let me think'
+    >>> merge_extra([{"index": 0, "type": "reasoning.text", "text": "a"}],
+    ...             [{"index": 0, "type": "reasoning.text", "text": "b"}])
+    [{'index': 0, 'type': 'reasoning.text', 'text': 'ab'}]
+    """
+    if new is None:
+        return old
+    if old is None:
+        return new
+    if isinstance(old, str) and isinstance(new, str):
+        return old + new if concat else new
+    if isinstance(old, (list, tuple, PVector)) and isinstance(new, (list, tuple, PVector)):
+        out = list(old)
+        for item in new:
+            if _same_index(out[-1] if out else None, item):
+                last = out[-1]
+                out[-1] = {**last, **{k: merge_extra(last.get(k), v, k in _CONCAT)
+                                      for k, v in item.items()}}  # fmt: skip
+            else:
+                out.append(item)
+        return out
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        # Inside a map only text-like fields join (an `id` repeated per chunk must not).
+        return {**old, **{k: merge_extra(old.get(k), v, k in _CONCAT) for k, v in new.items()}}
+    return new
 
 
 # An empty answer (no text, no tool calls) is kept in a transcript in this one shape,
@@ -275,22 +386,31 @@ def is_empty_text_block(block: Any) -> bool:
     return not text or (isinstance(text, str) and not text.strip())
 
 
-def replayable_with(messages: Sequence, needs_cleaning: Any, fix: Any = None) -> Sequence:
+def replayable_with(
+    messages: Sequence, needs_cleaning: Any, fix_block: Any = None, fix_message: Any = None
+) -> Sequence:
     """Return `messages` without empty answers and empty text blocks (what providers
-    reject), each kept block passed through `fix(block)` when given; the same object
-    when `needs_cleaning(message)` finds nothing to clean."""
+    reject), each kept block passed through `fix_block(block)` when given; the same object
+    when `needs_cleaning(message)` finds nothing to clean.
+
+    `fix_message(message)`, when given, may return the request shape of a message that
+    needs cleaning (a stored refusal), kept in its place; None lets the usual cleaning apply.
+    """
     bad = [i for i, m in enumerate(messages) if needs_cleaning(m)]
     if not bad:  # the usual case: one cheap pass, no copy
         return messages
     out = list(messages)
     for i in reversed(bad):
         m = out[i]
-        if is_empty_answer(m):
+        fixed = fix_message(m) if fix_message is not None else None
+        if fixed is not None:
+            out[i] = fixed
+        elif is_empty_answer(m):
             del out[i]
         elif isinstance(m.get("content"), (list, tuple, PVector)):
             parts = [p for p in m["content"] if not is_empty_text_block(p)]
-            if fix is not None:
-                parts = [freeze(fix(p), strict=False) for p in parts]
+            if fix_block is not None:
+                parts = [freeze(fix_block(p), strict=False) for p in parts]
             out[i] = pmap(m).set("content", pvector(parts)) if parts else m
     return out
 

@@ -16,9 +16,11 @@ from .common import (
     is_empty_text_block,
     is_forced_choice,
     malformed,
+    merge_extra,
     name_text,
     replayable_with,
     response_object,
+    stream_cut,
     text_of,
     turn,
     unique_id,
@@ -132,8 +134,22 @@ def with_output(params: Mapping, spec: Mapping) -> dict:
 
 
 def replayable(messages: Sequence) -> Sequence:
-    """Return the messages a provider accepts: the same object when nothing is dropped."""
-    return replayable_with(messages, _needs_cleaning)
+    """Return the messages a provider accepts: the same object when nothing is dropped.
+
+    A stored refusal (`{"content": None, "refusal": text}`, as the API sent it) is
+    replayed in the request's shape: content `[{"type": "refusal", "refusal": text}]`.
+    """
+    return replayable_with(messages, _needs_cleaning, fix_message=_refusal_request)
+
+
+def _refusal_request(m: Mapping) -> Mapping | None:
+    refusal = m.get("refusal")
+    if m.get("role") != "assistant" or not isinstance(refusal, str) or not refusal:
+        return None
+    if m.get("content") or m.get("tool_calls"):
+        return None
+    part = pmap({"type": "refusal", "refusal": refusal})
+    return pmap(m).remove("refusal").set("content", pvector([part]))
 
 
 def _needs_cleaning(m: Mapping) -> bool:
@@ -147,15 +163,35 @@ def _needs_cleaning(m: Mapping) -> bool:
     )
 
 
-def _assistant_message(text: str, calls: Sequence[Mapping]) -> PMap:
+# What the loop reads of an assistant message and of a tool call; every other field a
+# provider sends (reasoning_content, reasoning_details, extra_content, annotations, ...)
+# is kept as it came and replayed verbatim (DeepSeek and Gemini refuse a turn without it).
+_READ_MESSAGE = frozenset({"role", "content", "tool_calls", "function_call"})
+_READ_CALL = frozenset({"id", "type", "function", "index"})
+
+
+def _extra(given: Mapping, read: frozenset) -> dict:
+    """Return the fields of `given` the loop does not read (None values: nothing said)."""
+    if given.keys() <= read:  # the usual case: nothing else (one C-level set check)
+        return {}
+    return {k: v for k, v in given.items() if k not in read and v not in _NOTHING}
+
+
+_NOTHING = (None, "", [], {})  # a field holding these says nothing (`annotations: []`)
+
+
+def _assistant_message(text: str, calls: Sequence[Mapping], extra: Mapping | None = None) -> PMap:
     # Built frozen (not frozen afterwards): this runs for every model turn.
-    if not text and not calls:
+    if not text and not calls and not extra:
         return EMPTY_ANSWER
     msg = {"role": "assistant", "content": text if (text or not calls) else None}
+    if extra and not text and not calls and extra.get("refusal"):
+        msg["content"] = None  # a refusal: the API's own shape, no content
     if calls:
         msg["tool_calls"] = pvector(
             pmap(
                 {
+                    **(c.get("extra") or {}),
                     "id": c["id"],
                     "type": "function",
                     "function": pmap({"name": c["name"], "arguments": c["arguments"]}),
@@ -163,6 +199,8 @@ def _assistant_message(text: str, calls: Sequence[Mapping]) -> PMap:
             )
             for c in calls
         )
+    if extra:
+        msg.update(extra)
     return pmap(msg)
 
 
@@ -174,11 +212,40 @@ def _args_text(raw: Any) -> str:
     return to_json(raw).decode("utf-8")
 
 
-def _turn(text: str, calls: list, u: Mapping | None, finish: Any, model: Any) -> PMap:
-    u = u or {}
-    use = usage(u.get("prompt_tokens"), u.get("completion_tokens"))
+def _usage(u: Mapping) -> PMap:
+    if u.keys() <= _PLAIN_USAGE:  # no details reported
+        return usage(u.get("prompt_tokens"), u.get("completion_tokens"))
+    prompt_details = u.get("prompt_tokens_details")
+    prompt_details = prompt_details if isinstance(prompt_details, Mapping) else {}
+    done_details = u.get("completion_tokens_details")
+    done_details = done_details if isinstance(done_details, Mapping) else {}
+    cached = prompt_details.get("cached_tokens")
+    if cached is None:  # DeepSeek reports its cache hits beside the counts
+        cached = u.get("prompt_cache_hit_tokens")
+    return usage(
+        u.get("prompt_tokens"),
+        u.get("completion_tokens"),
+        cache_read=cached,
+        cache_write=prompt_details.get("cache_write_tokens"),
+        reasoning=done_details.get("reasoning_tokens"),
+    )
+
+
+_PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
+
+# finish_reason -> how the loop ends a turn without tool calls (see common.turn)
+_ENDS = {"length": "max_tokens"}
+
+
+def _turn(
+    text: str, calls: list, u: Mapping | None, finish: Any, model: Any, extra: Mapping | None = None
+) -> PMap:
+    use = _usage(u) if u else usage(None, None)
     frozen = pvector(pmap(c) for c in calls)
-    return turn(_assistant_message(text, frozen), text, frozen, use, finish, model)
+    refusal = extra.get("refusal") if extra else None
+    refusal = refusal if isinstance(refusal, str) and refusal else None
+    message = _assistant_message(text, frozen, extra)
+    return turn(message, text, frozen, use, finish, model, end=_ENDS.get(finish), refusal=refusal)
 
 
 def parse_response(data: Mapping | bytes | str) -> PMap:
@@ -230,14 +297,16 @@ def _parse_response(data: Mapping) -> PMap:
         c = _mapping(c, f"tool_calls[{i}]")
         fn = _mapping(c.get("function"), f"tool_calls[{i}].function")
         cid = c.get("id")
-        calls.append(
-            {
-                # Distinct within the turn: two calls sharing an id get `id_2`, ...
-                "id": unique_id(cid if isinstance(cid, str) and cid else f"call_{i}", taken),
-                "name": name_text(fn.get("name")),
-                "arguments": _args_text(fn.get("arguments") or ""),
-            }
-        )
+        call = {
+            # Distinct within the turn: two calls sharing an id get `id_2`, ...
+            "id": unique_id(cid if isinstance(cid, str) and cid else f"call_{i}", taken),
+            "name": name_text(fn.get("name")),
+            "arguments": _args_text(fn.get("arguments") or ""),
+        }
+        extra = _extra(c, _READ_CALL)
+        if extra:
+            call["extra"] = pmap(extra)
+        calls.append(call)
     text = text_of(message.get("content"), "choices[0].message.content")
     usage_ = data.get("usage")
     return _turn(
@@ -246,6 +315,7 @@ def _parse_response(data: Mapping) -> PMap:
         usage_ if isinstance(usage_, Mapping) else None,
         _str_or_none(choice.get("finish_reason")),
         _str_or_none(data.get("model")),
+        _extra(message, _READ_MESSAGE),
     )
 
 
@@ -308,13 +378,15 @@ class StreamCall(NamedTuple):
     id: str | None
     name: str
     args: PVector  # the argument text fragments, joined at the end
+    extra: Mapping | None = None  # fields of the call the loop does not read (extra_content)
 
 
 class OpenAIStream(NamedTuple):
     """The accumulator of a chat completions stream: an immutable value (see stream_event).
 
-    `done` turns True once `data: [DONE]` arrived; a stream that ends without it was
-    cut short (or came from a server that never sends it: check `finish` too).
+    `done` turns True once `data: [DONE]` arrived; a stream that ends without it and
+    without a `finish_reason` was cut short (`stream_turn` raises). Some compatible
+    servers send a finish_reason and no [DONE]: that stream is complete.
     """
 
     text: PVector = pvector()  # content fragments
@@ -324,6 +396,7 @@ class OpenAIStream(NamedTuple):
     finish: str | None = None  # the last non-null finish_reason
     model: str | None = None
     done: bool = False
+    extra: Mapping | None = None  # other delta fields, accumulated (reasoning_content, ...)
 
 
 def stream_start() -> OpenAIStream:
@@ -361,11 +434,14 @@ def _add_fragment(calls: PVector, fragment: Mapping, deltas: list) -> PVector:
     fn = fragment.get("function") or {}
     args = fn.get("arguments")
     piece = (_args_text(args),) if args else ()
+    extra = _extra(fragment, _READ_CALL) or None
     if pos < 0:
-        call = StreamCall(index, fragment.get("id"), fn.get("name") or "", pvector(piece))
+        call = StreamCall(index, fragment.get("id"), fn.get("name") or "", pvector(piece), extra)
         deltas.append(_delta(type="tool_call_start", index=index, id=call.id, name=call.name))
         return calls.append(call)
     call = calls[pos]
+    if extra:
+        call = call._replace(extra=merge_extra(call.extra, extra, concat=False))
     if piece:
         call = call._replace(args=call.args.extend(piece))
     if not call.id and fragment.get("id"):
@@ -398,7 +474,7 @@ def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tupl
     chunk = load_json(data)
     if chunk.get("error") is not None:
         raise stream_error(chunk)
-    text, refusal, calls, usage, finish, model, done = acc
+    text, refusal, calls, usage, finish, model, done, extra = acc
     if model is None:
         model = _str_or_none(chunk.get("model"))
     if isinstance(chunk.get("usage"), Mapping):  # the include_usage chunk (choices may be empty)
@@ -421,22 +497,45 @@ def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tupl
             deltas.append(_delta(type="refusal", delta=piece))
         for fragment in _list(delta.get("tool_calls"), "delta.tool_calls"):
             calls = _add_fragment(calls, _mapping(fragment, "tool call fragment"), deltas)
+        if not delta.keys() <= _READ_DELTA:  # inline: this runs for every chunk
+            more = _extra(delta, _READ_DELTA)
+            if more:
+                extra = _more(extra, more, deltas)
         if isinstance(choice.get("finish_reason"), str):  # a later null never resets it
             finish = choice["finish_reason"]
-    return OpenAIStream(text, refusal, calls, usage, finish, model, done), tuple(deltas)
+    return OpenAIStream(text, refusal, calls, usage, finish, model, done, extra), tuple(deltas)
+
+
+_READ_DELTA = frozenset({"role", "content", "refusal", "tool_calls", "function_call"})
+# Delta fields that carry a model's reasoning as text: shown as "thinking" deltas.
+_REASONING = ("reasoning_content", "reasoning")
+
+
+def _more(extra: Mapping | None, more: Mapping, deltas: list) -> Mapping:
+    """Return the accumulated extra fields after a delta's (reasoning shown as thinking)."""
+    for key in _REASONING:
+        piece = more.get(key)
+        if isinstance(piece, str) and piece:
+            deltas.append(_delta(type="thinking", delta=piece))
+    out = dict(extra) if extra else {}
+    for key, value in more.items():  # a top-level string field arrives in pieces
+        out[key] = merge_extra(out.get(key), value)
+    return out
 
 
 def stream_response(acc: OpenAIStream) -> dict:
     """Return the chat completions response a stream amounts to (what parse_response reads)."""
     calls = [
         {
+            **(c.extra or {}),
             "id": c.id,
             "type": "function",
             "function": {"name": c.name, "arguments": "".join(c.args)},
         }
         for c in sorted(acc.calls, key=lambda c: c.index)
     ]
-    message: dict = {"role": "assistant", "content": "".join(acc.text) or None}
+    message: dict = {**(acc.extra or {}), "role": "assistant",
+                     "content": "".join(acc.text) or None}  # fmt: skip
     if calls:
         message["tool_calls"] = calls
     if acc.refusal:
@@ -452,8 +551,12 @@ def stream_turn(acc: OpenAIStream) -> PMap:
     """Return the normalized turn of a finished stream: exactly what parse_response gives.
 
     Tool arguments stay raw (the joined fragments), so JSON cut off at max_tokens
-    reaches the loop, which feeds back an invalid-arguments error.
+    reaches the loop, which feeds back an invalid-arguments error. A stream that ended
+    with neither a finish_reason nor `[DONE]` (cut short, or a 200 with no event) is a
+    ProviderError marked `network` (see common.stream_cut).
     """
+    if acc.finish is None and not acc.done:
+        raise stream_cut("no finish_reason and no [DONE]")
     try:
         return parse_response(stream_response(acc))
     except MALFORMED as e:

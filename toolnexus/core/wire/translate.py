@@ -11,9 +11,13 @@ message, or `tool_calls` and `tool` messages; tool ids are remapped to the targe
 rules, the same way for a call and its results; content parts are mapped per dialect
 (`parts.py`), and what the target cannot carry follows `on_unsupported_part`.
 Anthropic thinking blocks are dropped on the way to openai (their signatures mean
-nothing to another provider). A message already right for the target is kept as is
-(the same object), so translating a transcript to its own dialect is the identity.
-Returns new values; never modifies the input.
+nothing to another provider), and so is every field of an OpenAI-style message the
+other dialect cannot carry (`reasoning_content`, `reasoning_details`, a tool call's
+`extra_content`, `annotations`): one provider's reasoning never becomes text of
+another's. A refusal becomes the answer's text. With `keep_system` system messages
+stay in place (the loop keeps them in what it saves). A message already right for the
+target is kept as is (the same object), so translating a transcript to its own dialect
+is the identity. Returns new values; never modifies the input.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ OPENAI_ID_MAX = 40
 _OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool"})
 _DROPPED_ON_OPENAI = frozenset({"thinking", "redacted_thinking"})
+_SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
 class Translated(NamedTuple):
@@ -105,13 +110,21 @@ def dialect_of(transcript: Sequence[Mapping]) -> str | None:
     return None
 
 
-def _native(message: Mapping, dialect: str) -> bool:
-    """Return whether a message is right for `dialect` as it is (tool ids aside)."""
+def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
+    """Return whether a message is right for `dialect` as it is (tool ids aside).
+
+    With `keep_system`, a system message stays where it is in either dialect (an
+    Anthropic request lifts it into the top-level `system`: see anthropic.body).
+    """
+    if keep_system and message.get("role") in _SYSTEM_ROLES:
+        return True
     if dialect == "openai":
         if _evidence(message) == "anthropic":
             return False
         if message.get("role") == "assistant":
-            return bool(message.get("content") or message.get("tool_calls"))
+            return bool(
+                message.get("content") or message.get("tool_calls") or message.get("refusal")
+            )
         return True
     if message.get("role") not in ("user", "assistant") or set(message) - {"role", "content"}:
         return False
@@ -138,21 +151,21 @@ def _plain_text(message: Mapping) -> bool:
 _TEXT_ROLES = frozenset({"user", "assistant"})
 
 
-def _right(message: Mapping, dialect: str) -> tuple[bool, tuple]:
+def _right(message: Mapping, dialect: str, keep_system: bool) -> tuple[bool, tuple]:
     """Return (whether a message is right for `dialect` as it is, ids included; its call ids)."""
     if _plain_text(message):  # most of a conversation: right in both dialects, no ids
         return True, ()
     calls = tuple(_call_ids(message)) if message.get("role") == "assistant" else ()
     ids = calls + tuple(_result_ids(message))
-    verdict = _native(message, dialect) and all(valid_tool_id(i, dialect) for i in ids)
+    verdict = _native(message, dialect, keep_system) and all(valid_tool_id(i, dialect) for i in ids)
     return verdict, calls
 
 
-def _unchanged(messages: Sequence[Mapping], dialect: str) -> bool:
+def _unchanged(messages: Sequence[Mapping], dialect: str, keep_system: bool) -> bool:
     """Return whether a transcript is right for `dialect` as it is (each call id used once)."""
     called: set = set()
     for m in messages:
-        right, calls = _right(m, dialect)
+        right, calls = _right(m, dialect, keep_system)
         if not right:
             return False
         for i in calls:
@@ -317,22 +330,32 @@ def _joined(content: Any) -> str:
     return "".join(b.get("text") or "" for b in _blocks({"content": content}))
 
 
-def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list]:
-    """Return (content parts, calls as (id, name, raw args), anthropic-only blocks kept)."""
+def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
+    """Return (content parts, calls as (id, name, raw args, the call's own fields),
+    anthropic-only blocks kept, the message's own fields: what only openai carries)."""
     content, calls, extras = m.get("content"), [], []
     parts = [pmap({"type": "text", "text": content})] if isinstance(content, str) else []
+    own = {k: v for k, v in m.items() if k not in _READ_MESSAGE}
     for c in m.get("tool_calls") or ():
         fn = c.get("function") or {}
-        calls.append((ids.get(c.get("id"), c.get("id")), fn.get("name", ""), fn.get("arguments")))
+        mine = {k: v for k, v in c.items() if k not in _READ_CALL}
+        calls.append((ids.get(c.get("id"), c.get("id")), fn.get("name", ""),
+                      fn.get("arguments"), mine))  # fmt: skip
     for b in _blocks(m):
         kind = b.get("type")
         if kind == "tool_use":
-            calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input")))
+            calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input"), {}))
         elif kind in ("text", "refusal") or kind in _OPENAI_BLOCKS:
             parts.append(_part_of(b, "openai" if kind != "text" else "anthropic"))
         else:
             extras.append(b)
-    return parts, calls, extras
+    return parts, calls, extras, own
+
+
+# What the writers read of an openai message and tool call; the rest is the provider's
+# own (reasoning_content, extra_content, ...), kept in openai, dropped elsewhere.
+_READ_MESSAGE = frozenset({"role", "content", "tool_calls"})
+_READ_CALL = frozenset({"id", "type", "function"})
 
 
 # ---- writing neutral items in a dialect ------------------------------------------------
@@ -413,19 +436,21 @@ def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
     return out + _media_message(media)
 
 
-def _openai_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
+def _openai_assistant(
+    parts: list, calls: list, extras: list, own: Mapping, policy: str
+) -> list[PMap]:
     for b in extras:
         if b.get("type") not in _DROPPED_ON_OPENAI:
             parts = [*parts, _unsupported_block(b, "openai", policy)]
     text = "".join(p.get("text") or "" for p in _wire_parts(parts, "openai", policy))
-    msg: dict = {"role": "assistant", "content": text or None}
+    msg: dict = {**own, "role": "assistant", "content": text or None}
     if calls:
         msg["tool_calls"] = pvector(
-            pmap({"id": i, "type": "function",
+            pmap({**mine, "id": i, "type": "function",
                   "function": pmap({"name": name, "arguments": _args_text(raw)})})
-            for i, name, raw in calls
+            for i, name, raw, mine in calls
         )  # fmt: skip
-    return [pmap(msg)] if (text or calls) else []
+    return [pmap(msg)] if (text or calls or own.get("refusal")) else []
 
 
 def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
@@ -462,11 +487,16 @@ def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], li
     return out, system
 
 
-def _anthropic_assistant(parts: list, calls: list, extras: list, policy: str) -> list[PMap]:
+def _anthropic_assistant(
+    parts: list, calls: list, extras: list, own: Mapping, policy: str
+) -> list[PMap]:
+    refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
+    if isinstance(refusal, str) and refusal:
+        parts = [*parts, pmap({"type": "text", "text": refusal})]
     blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
     blocks += [
         pmap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
-        for i, name, raw in calls
+        for i, name, raw, _ in calls
     ]
     return [pmap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
 
@@ -475,7 +505,11 @@ def _anthropic_assistant(parts: list, calls: list, extras: list, policy: str) ->
 
 
 def translate(
-    transcript: Sequence[Mapping], dialect: str, *, on_unsupported_part: str = "error"
+    transcript: Sequence[Mapping],
+    dialect: str,
+    *,
+    on_unsupported_part: str = "error",
+    keep_system: bool = False,
 ) -> Translated:
     """Return a transcript in `dialect`, the system text lifted out of it, and the id map.
 
@@ -484,6 +518,9 @@ def translate(
     remapped tool id to the original one. A transcript already right for `dialect`
     comes back as the same object. `on_unsupported_part`: "error" raises a ValueError
     naming what the dialect cannot carry, "text" puts a placeholder in its place.
+    `keep_system=True` keeps system messages in place in either dialect (what the loop
+    does, so a saved conversation never loses them; an Anthropic request lifts them
+    into its `system` when it is built): `system` is then "".
 
     >>> t = translate([{"role": "system", "content": "be brief"},
     ...                {"role": "user", "content": "hi"}], "anthropic")
@@ -495,7 +532,7 @@ def translate(
     if on_unsupported_part not in P.POLICIES:
         raise ValueError(f"on_unsupported_part must be one of {P.POLICIES}")
     frozen = freeze_transcript(transcript)
-    if _unchanged(frozen, dialect):
+    if _unchanged(frozen, dialect, keep_system):
         return Translated(frozen, "", pmap())
     plan = _id_plan(frozen, dialect)
     moved = [any(k != v for k, v in p.items()) for p in plan]
@@ -513,7 +550,8 @@ def translate(
         pending.clear()
 
     for m, ids, remapped in zip(frozen, plan, moved, strict=True):
-        if not remapped and _native(m, dialect) and not _continues_results(m, pending):
+        native = _native(m, dialect, keep_system)
+        if not remapped and native and not _continues_results(m, pending):
             write()
             out.append(m)
         else:
