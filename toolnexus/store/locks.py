@@ -32,11 +32,18 @@ __all__ = [
     "postgres_lock",
     "paired_lock",
     "LockTimeoutError",
+    "LockLostError",
 ]
 
 
 class LockTimeoutError(TimeoutError):
     """A conversation lock could not be taken in time (the run never goes on without it)."""
+
+
+class LockLostError(RuntimeError):
+    """A conversation lock was lost while held (it expired, or its session ended), so the
+    save was refused: whatever another writer saved since is kept, and this exchange is
+    not acknowledged (ask again)."""
 
 
 class _Local:
@@ -114,8 +121,13 @@ def paired_lock(make: Callable[[], Callable]) -> Callable[[str], AbstractContext
         if callable(getattr(inner, "close", None)):
             inner.close()
 
+    def peek() -> Callable[[str], AbstractContextManager] | None:
+        """Return the made lock, or None if it was never used (a save then holds nothing)."""
+        return made[0] if made else None
+
     lock.close = close  # type: ignore[attr-defined]
     lock.inner = inner  # type: ignore[attr-defined]  # what a store's fused calls use
+    lock.peek = peek  # type: ignore[attr-defined]  # what a store's fenced saves ask
     return lock
 
 
@@ -434,8 +446,16 @@ def redis_lock(
         queued, (value, lost) = _queued(queue, id, timeout, take_now)
         return Taken(releaser(id, key, token, lost), queued), value
 
+    def token_of(id: str) -> str | None:
+        """Return the token of `id`'s lock while this value holds it, else None: a store
+        writes only if the lock key still holds it (its save is fenced by the lock)."""
+        with guard:
+            entry = held.get(prefix + id)
+        return entry[0] if entry is not None else None
+
     hold = _per_id(take, timeout, queue)
     hold.take_with = take_with  # type: ignore[attr-defined]
+    hold.token_of = token_of  # type: ignore[attr-defined]
     return hold
 
 
@@ -487,6 +507,11 @@ def postgres_lock(
             if is_pg_unavailable(e):
                 raise pg_unavailable(pool, e, what) from None
             raise
+
+    # id -> the connection whose session holds its lock (at most one per id: the queue).
+    # A store saves on it while it is held, so a save after the session died fails
+    # instead of writing over what the next holder saved.
+    holding: dict[str, Any] = {}
 
     # At most max_held locks held at once: a token each (a queue in C, no Condition).
     slots: SimpleQueue | None = None
@@ -551,8 +576,10 @@ def postgres_lock(
             if isinstance(e, Exception) and is_pg_unavailable(e):
                 raise pg_unavailable(pool, e, what) from None
             raise
+        holding[id] = conn
 
         def release() -> None:
+            holding.pop(id, None)
             try:
                 if (
                     _pq.execute(conn, "SELECT pg_advisory_unlock(%s)", (key,)).get_value(0, 0)
@@ -580,8 +607,13 @@ def postgres_lock(
         queued, (release, conn) = _queued(queue, id, timeout, take_now)
         return Held(release, queued, conn)
 
+    def conn_of(id: str) -> Any:
+        """Return the connection holding `id`'s lock while this value holds it, else None."""
+        return holding.get(id)
+
     hold = _per_id(take, timeout, queue)
     hold.take_on = take_on  # type: ignore[attr-defined]
+    hold.conn_of = conn_of  # type: ignore[attr-defined]
     # A pool made from a DSN is ours: `lock.close()` closes it (a caller's pool is theirs).
     hold.close = pool.close if owned else (lambda: None)
     return hold
