@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote
+
+from pyrsistent import PMap, PVector, pmap, pvector
 
 __all__ = [
     "FRAGMENT",
@@ -25,6 +28,7 @@ __all__ = [
     "MASK",
     "scrubber",
     "scrub_text",
+    "scrub_value",
     "dsn_passwords",
     "redact_dsn",
 ]
@@ -199,6 +203,31 @@ def scrubber(secrets: Iterable[str | None]) -> Scrub:
 
 def _same(text: str) -> str:
     return text
+
+
+def scrub_value(value: Any, scrub: Scrub) -> Any:
+    """Return `value` (maps, sequences, strings: a tool result, say) with `scrub` applied
+    to every string in it, keys included; the same object when nothing changed.
+
+    >>> from pyrsistent import pmap
+    >>> scrub_value(pmap({"output": "boom sk-abcdefghijkl", "n": 1}), scrubber(["sk-abcdefghijkl"]))
+    pmap({'output': 'boom ***', 'n': 1})
+    """
+    if scrub is _same:
+        return value
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        items = [(scrub_value(k, scrub), scrub_value(v, scrub)) for k, v in value.items()]
+        if all(a is k and b is v for (a, b), (k, v) in zip(items, value.items(), strict=True)):
+            return value
+        return pmap(items) if isinstance(value, PMap) else dict(items)
+    if isinstance(value, (list, tuple, PVector)):
+        seq = [scrub_value(v, scrub) for v in value]
+        if all(a is b for a, b in zip(seq, value, strict=True)):
+            return value
+        return pvector(seq) if isinstance(value, PVector) else type(value)(seq)
+    return value
 
 
 # ---- DSNs: lenient, so an address psycopg cannot parse is still scrubbed -------

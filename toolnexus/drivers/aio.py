@@ -22,7 +22,15 @@ from ..core.errors import ProviderError, RunTimeoutError
 from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
 from .guard import Guard
-from .sync import Context, StreamClosed, _run_tool, overlap, plain_handlers, run_ops
+from .sync import (
+    Context,
+    StreamClosed,
+    _run_tool,
+    finish_tools,
+    overlap,
+    plain_handlers,
+    run_ops,
+)
 from .transport import TURN, asend, asend_stream, send
 
 __all__ = ["adrive", "ahandlers"]
@@ -180,7 +188,7 @@ class _Async:
         return await _settle(await asyncio.to_thread(fn, req))
 
     async def tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
-        return await self.guarded(self._tools(tk, calls))
+        return finish_tools(self.ctx, calls, await self.guarded(self._tools(tk, calls)))
 
     async def _tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
         if self.ctx.inline_tools:

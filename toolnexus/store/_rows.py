@@ -26,6 +26,7 @@ from ..core.transcript import (
     check_message,
     freeze_transcript,
     json_text,
+    readable,
 )
 from ..core.wire.jsonload import load
 from .errors import StoreCorruptError
@@ -90,7 +91,7 @@ def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str
     texts, kept = [], []
     for message in messages:
         plain = _plain(message)
-        text = json_text(plain, sort_keys=True)
+        text = readable(json_text(plain, sort_keys=True))
         texts.append(text)
         kept.append(text if json.loads(text) == plain else None)
     return tuple(texts), tuple(kept)

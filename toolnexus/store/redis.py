@@ -266,8 +266,12 @@ def redis_store(
     def save_release(held: Any, id: str, transcript: Sequence[Mapping]) -> BaseException | None:
         """Save `transcript`, then release `held`: one round trip when this process saw the
         stored head last (the usual exchange); return a release's error, raise a save's."""
-        frozen = _rows.frozen(transcript)
-        extend = _rows.plan_extend(id, frozen, memo) if callable(_release_with(held)) else None
+        try:  # a transcript refused before any write: released all the same
+            frozen = _rows.frozen(transcript)
+            extend = _rows.plan_extend(id, frozen, memo) if callable(_release_with(held)) else None
+        except BaseException:
+            _exit_quietly(held)
+            raise
         if extend is not None:
             head_key, list_key = keys(id)
             expected, plan = extend

@@ -23,14 +23,26 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from pyrsistent import PMap, PVector, pvector
+
 from ..errors import ProviderError, excerpt
 from .jsonload import load
 
-__all__ = ["SSEState", "start", "feed", "end", "decode", "stream_error", "load_json"]
+__all__ = [
+    "SSEState",
+    "start",
+    "feed",
+    "end",
+    "decode",
+    "stream_error",
+    "load_json",
+    "whole_characters",
+]
 
 # Line terminators are ASCII, so they never occur inside a multi-byte UTF-8 sequence:
 # splitting bytes on them is safe before decoding.
 _EOL = re.compile(r"\r\n|\r|\n")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class SSEState(NamedTuple):
@@ -173,3 +185,51 @@ def load_json(data: str) -> dict:
             f"unreadable stream event: {excerpt(data, limit=200)}", body=excerpt(data)
         )
     return obj
+
+
+def _whole(text: str, where: str) -> str:
+    """Return `text` with UTF-16 surrogate pairs joined (halves that arrived in two JSON
+    escapes, e.g. two stream deltas); a half with no partner is a ProviderError."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    lone = _SURROGATE.search(joined)
+    if lone is not None:
+        raise ProviderError(
+            f"the provider sent half of a character in {where} (a lone UTF-16 surrogate "
+            f"{lone.group()!r} at {lone.start()}): not text any store could keep",
+            body=excerpt(joined.encode("utf-8", "backslashreplace").decode(), limit=200),
+        )
+    return joined
+
+
+def whole_characters(value: Any, where: str = "its answer") -> Any:
+    """Return `value` (a decoded turn: maps, sequences, strings) with every string's split
+    surrogate pairs joined (the same value when there are none); a lone surrogate is a
+    ProviderError. Streams split an emoji into two escapes "\\ud83d" + "\\ude00".
+
+    >>> whole_characters({"text": ["\\ud83d" + "\\ude00"]})["text"][0] == "\\U0001f600"
+    True
+    """
+    if isinstance(value, str):
+        return _whole(value, where)
+    if isinstance(value, Mapping):
+        changed = {k: whole_characters(v, where) for k, v in value.items()}
+        if all(changed[k] is v for k, v in value.items()):
+            return value
+        return _rebuilt(value, changed)
+    if isinstance(value, (list, tuple, PVector)):
+        items = [whole_characters(v, where) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return pvector(items) if isinstance(value, PVector) else type(value)(items)
+    return value
+
+
+def _rebuilt(original: Mapping, changed: dict) -> Mapping:
+    """Return a map of `changed` items of the same kind as `original` (pmap, dict, proxy)."""
+    if isinstance(original, PMap):
+        return original.update(changed)
+    if isinstance(original, MappingProxyType):
+        return MappingProxyType(changed)
+    return type(original)(changed) if isinstance(original, dict) else changed
