@@ -18,6 +18,7 @@ _LAZY = {
     "stored_view": "decorators",
     "StoreCorruptError": "errors",
     "StoreUnavailableError": "errors",
+    "StoreReadOnlyError": "errors",
     "file_store": "file",
     "fork": "forks",
     "rewind": "forks",
@@ -42,6 +43,7 @@ _LAZY = {
 __all__ = [
     "StoreCorruptError",
     "StoreUnavailableError",
+    "StoreReadOnlyError",
     "LockTimeoutError",
     "LockLostError",
     "check_store",

@@ -55,6 +55,14 @@ class Plan(NamedTuple):
     texts: tuple[str | None, ...] | None = None
 
 
+def check_id(id: Any) -> str:
+    """Return `id` if it is a conversation id (a non-empty string), else raise ValueError:
+    every store refuses a bad id the same way."""
+    if not isinstance(id, str) or not id:
+        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
+    return id
+
+
 def frozen(transcript: Sequence[Mapping]) -> PVector:
     """Return the transcript as a pvector; a pvector is taken as is (checked as it is encoded).
 

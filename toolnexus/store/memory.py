@@ -6,6 +6,7 @@ import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 
 from ..core.transcript import freeze_transcript
+from ._rows import check_id
 from .locks import local_lock
 
 __all__ = ["in_memory_store"]
@@ -27,10 +28,11 @@ def in_memory_store(state: MutableMapping | None = None) -> dict:
     lock = threading.Lock()
 
     def get(id: str):
-        return backing.get(id)
+        return backing.get(check_id(id))
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         # Transcripts are values: keeping the frozen object is safe, no copy needed.
+        check_id(id)
         frozen = freeze_transcript(transcript)
         with lock:
             backing[id] = frozen

@@ -191,6 +191,13 @@ def open_store(
             yield
         except StoreUnavailableError:
             raise
+        except psycopg.errors.ProgramLimitExceeded as e:  # an id over the index's row size
+            size = len(id.encode("utf-8", "surrogatepass")) if isinstance(id, str) else 0
+            raise ValueError(
+                f"{desc}: conversation id {id!r:.60} is too long for PostgreSQL's index "
+                f"({size:,} bytes; keep ids under about 2,000): use a shorter id, or hash "
+                f"long ones (sanitize_ids): {' '.join(str(e).split()):.200}"
+            ) from None
         except (psycopg.IntegrityError, psycopg.DataError) as e:
             what = f"conversation {id!r:.120} in " if id is not None else ""
             raise StoreCorruptError(f"{what}{desc} is corrupt: {e}") from None
