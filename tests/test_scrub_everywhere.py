@@ -45,3 +45,29 @@ def test_a_tool_error_quoting_the_key_is_scrubbed_on_every_way_out(tmp_path, cap
     assert "upstream refused" in caplog.text  # the log did record the tool's failure
     for where, text in everything.items():
         assert KEY not in text and KEY[:16] not in text, where
+
+
+def test_the_async_driver_scrubs_a_tool_error_too(tmp_path):
+    import asyncio
+
+    from toolnexus import aask
+
+    @define_tool
+    async def aleak(city: str) -> str:
+        """Raise an error that quotes the client's key (an async misbehaving tool)."""
+        raise RuntimeError(f"refused {KEY} for {city}")
+
+    def script(body, dialect):
+        if not any(m.get("role") == "tool" for m in body["messages"]):
+            return {"tool_calls": [{"id": "c1", "name": "aleak", "arguments": {"city": "Oslo"}}]}
+        return {"content": "sorry"}
+
+    store = sqlite_store(tmp_path / "a.db")
+    with fake_provider(script) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key=KEY, store=store)
+        r = asyncio.run(aask(c, "weather?", toolkit=toolkit(aleak), id="x"))
+        sent = json.dumps([q["body"] for q in fp.requests])
+    out = r["tool_calls"][0]
+    assert out["is_error"] and "refused" in out["output"]
+    for text in (sent, repr(r), json.dumps(store["get"]("x"), default=str)):
+        assert KEY not in text and KEY[:16] not in text

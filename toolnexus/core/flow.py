@@ -351,7 +351,8 @@ def _start(cfg: Mapping, cid: str | None, prompt: Any, loaded: Any):
                         on_unsupported_part=cfg["on_unsupported_part"],
                         max_part_bytes=cfg["max_part_bytes"])  # fmt: skip
     if cid is not None:  # a prompt no store could read back: refused before the model is paid
-        readable(message_text(state["messages"][-1]), "the prompt")
+        texts = state["texts"]  # the prompt's JSON text, when the state keeps texts
+        readable(texts[-1] if texts else message_text(state["messages"][-1]), "the prompt")
     return state, lifted
 
 
