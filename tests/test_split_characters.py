@@ -38,6 +38,10 @@ def test_an_emoji_split_across_two_stream_deltas_is_joined_and_saved(tmp_path):
         events = list(stream(c, "hi", id="e"))
     done = [e for e in events if e["type"] == "done"]
     assert done and done[0]["result"]["text"] == "smile \U0001f600!"
+    deltas = [e["delta"] for e in events if e["type"] == "text"]
+    assert "".join(deltas) == "smile \U0001f600!"
+    for d in deltas:  # each one printable: never half a character
+        d.encode("utf-8")
     saved = thaw(c.store["get"]("e"))
     assert saved[-1]["content"] == "smile \U0001f600!"
 
@@ -59,3 +63,18 @@ def test_whole_characters_joins_any_text_split_into_utf16_halves(text, cut):
     a = halves[:cut].decode("utf-16-le", "surrogatepass")
     b = halves[cut:].decode("utf-16-le", "surrogatepass")
     assert whole_characters([a + b]) == [text]
+
+
+def test_the_async_stream_hands_on_whole_characters_too(tmp_path):
+    import asyncio
+
+    from toolnexus import astream
+
+    async def collect(c):
+        return [e async for e in astream(c, "hi", id="e")]
+
+    with RawServer() as s:
+        s.script([sse_answer(_openai_stream(["a", "\ud83d", "\ude00", "b"]))])
+        events = asyncio.run(collect(_client(s.url, tmp_path)))
+    deltas = [e["delta"] for e in events if e["type"] == "text"]
+    assert deltas == ["a", "\U0001f600", "b"]

@@ -30,6 +30,7 @@ from .sync import (
     overlap,
     plain_handlers,
     run_ops,
+    whole_delta,
 )
 from .transport import TURN, asend, asend_stream, send
 
@@ -159,7 +160,7 @@ class _Async:
             yield pmap({"type": TURN, "turn": turn})
             return
         items = asend_stream(transport, ctx.endpoint, request["content"], timeout)
-        streamed = False
+        streamed, held = False, ""
         try:
             while True:
                 try:
@@ -167,6 +168,9 @@ class _Async:
                 except StopAsyncIteration:
                     url = ctx.endpoint.url
                     raise ProviderError("the stream ended without a turn", url=url) from None
+                item, held = whole_delta(item, held)
+                if item is None:
+                    continue
                 yield item
                 if item["type"] == TURN:
                     return

@@ -27,6 +27,7 @@ from ..core.errors import ProviderError, RunCancelledError
 from ..core.secrets import scrub_value
 from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
+from ..core.wire.sse import hold_half
 from .guard import Guard
 from .transport import TURN, send, send_stream
 
@@ -109,6 +110,17 @@ def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
     return result, time.perf_counter() - t0
 
 
+def whole_delta(item: Mapping, held: str) -> tuple[Mapping | None, str]:
+    """Return a stream item to hand on (None: nothing yet) and the half character held
+    back: a text delta never ends in the first half of an emoji split across deltas."""
+    if item.get("type") != "text" or not isinstance(item.get("delta"), str):
+        return item, held
+    text, held = hold_half(held, item["delta"])
+    if text == item["delta"]:
+        return item, held
+    return (pmap({**item, "delta": text}) if text else None), held
+
+
 def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     """Return the [(result, seconds)] of a turn's calls with the client's secrets scrubbed
     from each result (a tool's error may quote the API key: the model, the RunResult, the
@@ -184,11 +196,14 @@ class _Sync:
             except ProviderError:
                 self.guard.after_failure()  # a timeout the deadline caused is an abort
                 raise
-        streamed = False
+        streamed, held = False, ""
         try:
             for item in self._items(request["content"], timeout):
                 if item["type"] == TURN:
                     return item["turn"]
+                item, held = whole_delta(item, held)
+                if item is None:
+                    continue
                 streamed = True
                 yield item
         except ProviderError as e:

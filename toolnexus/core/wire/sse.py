@@ -37,6 +37,7 @@ __all__ = [
     "stream_error",
     "load_json",
     "whole_characters",
+    "hold_half",
 ]
 
 # Line terminators are ASCII, so they never occur inside a multi-byte UTF-8 sequence:
@@ -233,3 +234,21 @@ def _rebuilt(original: Mapping, changed: dict) -> Mapping:
     if isinstance(original, MappingProxyType):
         return MappingProxyType(changed)
     return type(original)(changed) if isinstance(original, dict) else changed
+
+
+def hold_half(held: str, delta: str) -> tuple[str, str]:
+    """Return (the text to show now, the half character to hold) for a streamed text
+    delta after `held`: a delta ending in the first half of a surrogate pair keeps it
+    back until its other half arrives, so no consumer is handed half a character.
+
+    >>> hold_half("", "smile \\ud83d")
+    ('smile ', '\\ud83d')
+    >>> hold_half("\\ud83d", "\\ude00!") == ("\\U0001f600!", "")
+    True
+    """
+    text, held = held + delta, ""
+    if text and "\ud800" <= text[-1] <= "\udbff":
+        text, held = text[:-1], text[-1]
+    if not text.isascii() and _SURROGATE.search(text) is not None:  # a pair: joined
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text, held
