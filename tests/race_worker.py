@@ -37,9 +37,13 @@ def make_store(spec: tuple) -> dict:
     if kind == "redis":
         from toolnexus.store.redis import redis_store
 
-        return redis_store(args[0], prefix=args[1])
+        return redis_store(args[0], prefix=args[1], **(args[2] if len(args) > 2 else {}))
     from toolnexus.store.postgres import postgres_store
 
+    if kind == "capped_postgres":
+        from toolnexus.store import capped_store
+
+        return capped_store(1000, postgres_store(args[0], args[1]))
     return postgres_store(args[0], args[1])
 
 
@@ -72,3 +76,21 @@ def ask_many(store_spec, lock_spec, conv_id, worker, n, delay, barrier) -> None:
     barrier.wait(timeout=60)  # all processes start asking together
     for i in range(n):
         ask(client, f"w{worker}-{i}", id=conv_id)
+
+
+def ask_paused(store_spec, conv_id, ready, go, out) -> None:
+    """Ask once on `conv_id`, the model waiting (lock held) until `go` is set; put the
+    outcome in `out` (the test pauses this process meanwhile, past its lock's ttl)."""
+    from toolnexus import ask, create_in_process_client
+
+    def generate(request):
+        ready.set()
+        go.wait(timeout=60)
+        return {"content": "late answer"}
+
+    client = create_in_process_client(model="m", generate=generate, store=make_store(store_spec))
+    try:
+        ask(client, "late question", id=conv_id)
+        out.put(("ok", ""))
+    except Exception as e:
+        out.put(("error", f"{type(e).__name__}: {e}"))

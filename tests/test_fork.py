@@ -199,3 +199,37 @@ def test_the_cli_shows_turns_forks_and_rewinds(tmp_path, capsys):
     assert run_cli(capsys, "rewind", "work", "--store", spec)[:2] == (
         0, "rewound work by 1 turn(s): 5 messages kept\n")  # fmt: skip
     assert list(sqlite_store(tmp_path / "cli.db")["get"]("alt")) == T[:5]
+
+
+def test_a_fork_into_an_id_whose_exchange_is_in_flight_waits_for_it(make_store):
+    """The fork takes dst's lock: it lands after the exchange's save, never under it."""
+    import threading
+
+    from pyrsistent import thaw
+
+    from toolnexus import ask, create_in_process_client
+
+    store = make_store()
+    store["save"]("src", T)
+    store["save"]("dst", [Q, A])
+    inside, go = threading.Event(), threading.Event()
+
+    def generate(request):
+        inside.set()
+        go.wait(timeout=30)
+        return {"content": "late"}
+
+    client = create_in_process_client(model="m", generate=generate, store=store)
+    asking = threading.Thread(target=ask, args=(client, "more"), kwargs={"id": "dst"})
+    asking.start()
+    try:
+        assert inside.wait(timeout=30)
+        forking = threading.Thread(target=fork, args=(store, "src", "dst"))
+        forking.start()
+        forking.join(timeout=0.3)
+        assert forking.is_alive(), "the fork went on while dst's exchange held its lock"
+    finally:
+        go.set()
+        asking.join(timeout=30)
+    forking.join(timeout=30)
+    assert thaw(make_store()["get"]("dst")) == T  # the fork came last and stands whole

@@ -230,9 +230,12 @@ def test_postgres_lock_refuses_a_bad_max_held():
         L.postgres_lock("postgresql://x@127.0.0.1:1/none", max_held=0)
 
 
-def test_in_memory_store_has_no_lock():
-    """One process holds it: the client's in-process default lock is enough."""
-    assert "lock" not in in_memory_store()
+def test_an_in_memory_store_carries_its_own_lock():
+    """Clients sharing one in-memory store take the same lock (not one each)."""
+    store = in_memory_store()
+    with store["lock"]("x"):
+        assert _held_elsewhere(store["lock"], "x")
+    assert not _held_elsewhere(store["lock"], "x")
 
 
 # ---- decorators pass the right lock through -----------------------------------------------
@@ -277,3 +280,44 @@ def test_a_lock_directory_that_cannot_be_made_is_a_clear_error(tmp_path):
     (tmp_path / "s-locks").write_text("a file where the lock directory goes")
     with pytest.raises(StoreUnavailableError, match="s-locks.*lock="), s["lock"]("x"):
         pass
+
+
+def test_two_clients_sharing_one_in_memory_store_lose_no_turn():
+    """The in-memory store carries its own lock: clients sharing it exclude each other."""
+    import threading
+    import time
+
+    from toolnexus import ask, create_in_process_client
+
+    def echo(request):
+        time.sleep(0.001)  # widens the window between get and save
+        return {"content": "echo: " + request["messages"][-1]["content"]}
+
+    store = in_memory_store()
+    clients = [create_in_process_client(model="m", generate=echo, store=store) for _ in range(2)]
+
+    def asks(w: int) -> None:
+        for i in range(50):
+            ask(clients[w], f"w{w}-{i}", id="shared")
+
+    threads = [threading.Thread(target=asks, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    _all_turns_kept(thaw(store["get"]("shared")), procs=2, asks=50)
+
+
+def test_rewind_on_an_in_memory_store_takes_its_lock():
+    from toolnexus.store import rewind
+
+    store = in_memory_store()
+    store["save"]("a", [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])
+    with store["lock"]("a"):
+        done = []
+        t = __import__("threading").Thread(target=lambda: done.append(rewind(store, "a")))
+        t.start()
+        t.join(timeout=0.3)
+        assert not done, "rewind went on while the conversation's lock was held"
+    t.join(timeout=10)
+    assert done == [()] or list(done[0]) == []

@@ -93,7 +93,22 @@ def test_scrub_error_scrubs_message_body_url_and_headers():
     out = scrub_error(e, [secret])
     assert secret not in str(out) + out.body + out.url + json.dumps(out.headers)
     assert (out.status, out.retry_after) == (500, 3)
-    assert secret in str(e)  # the given error is not modified
+    # The given error is scrubbed too: raised `from None` while handling it, the copy
+    # still carries it as __context__, where code walking the chain would read it.
+    assert secret not in str(e) + e.body + e.url
+
+
+def test_a_masked_error_carries_only_scrubbed_copies_in_its_chain():
+    secret = "sk-abcdefghijklmnopqrst"
+    try:
+        try:
+            raise ProviderError(f"error event echoing {secret}", body=secret)
+        except ProviderError as e:
+            raise scrub_error(e, [secret]) from None
+    except ProviderError as masked:
+        chain = [masked, masked.__context__]
+    assert chain[1] is not None
+    assert all(secret not in f"{c} {c.args} {c.body}" for c in chain)
 
 
 def test_status_error_is_bounded_and_scrubbed():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .secrets import scrubber
+from .secrets import scrub_value, scrubber
 
 __all__ = [
     "ProviderError",
@@ -13,6 +13,7 @@ __all__ = [
     "RunCancelledError",
     "excerpt",
     "scrub_error",
+    "scrub_chain",
     "status_error",
 ]
 
@@ -91,7 +92,39 @@ def scrub_error(error: ProviderError, secrets: Iterable[str | None] | Scrub) -> 
     )
     out.streamed = getattr(error, "streamed", False)
     out.__traceback__ = error.__traceback__
+    scrub_chain(error, scrub)  # raised `from None` while handling it: its __context__
     return out
+
+
+def scrub_chain(error: BaseException, secrets: Iterable[str | None] | Scrub) -> BaseException:
+    """Scrub, in place, the text of `error` and of every exception in its chain
+    (`__cause__`, `__context__`); return `error`.
+
+    An error raised while handling `error` (`raise masked from None`) still carries it as
+    `__context__`: tracebacks hide it, code walking the chain reads it. Scrubbing it where
+    it is caught leaves only scrubbed copies there.
+
+    >>> e = ValueError("dsn postgresql://u:s3cret-pw@h/db")
+    >>> str(scrub_chain(e, ["s3cret-pw"]))
+    'dsn postgresql://u:***@h/db'
+    """
+    scrub = _as_scrub(secrets)
+    seen: list[BaseException] = []  # a chain is short: compared by identity
+    todo: list[BaseException | None] = [error]
+    while todo:
+        e = todo.pop()
+        if e is None or any(e is x for x in seen):
+            continue
+        seen.append(e)
+        try:
+            e.args = tuple(scrub_value(a, scrub) for a in e.args)
+            for name in ("body", "url"):  # a ProviderError's own texts
+                if isinstance(getattr(e, name, None), str):
+                    setattr(e, name, scrub(getattr(e, name)))
+        except (AttributeError, TypeError):  # an exception whose args cannot be set
+            pass
+        todo += [e.__cause__, e.__context__]
+    return error
 
 
 def status_error(

@@ -44,10 +44,11 @@ from .errors import ProviderError
 from .output import read_output
 from .retry import decide, error_info, plan
 from .tool import as_result, tool_result
-from .transcript import freeze_transcript, repair
+from .transcript import freeze_transcript, readable, repair
 from .wire import DIALECTS
 from .wire.common import message_text
 from .wire.parts import prompt_text
+from .wire.sse import whole_characters
 from .wire.translate import translate
 
 __all__ = ["Op", "exchange_flow", "run_flow", "rebase"]
@@ -117,7 +118,9 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
         t1 = yield ("clock",)
         yield ("metric", {"event": "llm", "model": cfg["model"], "status": "ok",
                           "duration_s": t1 - t0, "usage": turn["usage"]})  # fmt: skip
-        return turn
+        # An emoji split across two stream deltas arrives as two surrogate halves: joined
+        # here, and a half with no partner is a clear error before anything is saved.
+        return whole_characters(turn)
 
 
 def _as_result(value: Any) -> PMap:
@@ -358,6 +361,9 @@ def _start(cfg: Mapping, cid: str | None, prompt: Any, loaded: Any):
     state = steps.start(cfg["dialect"], history, prompt, texts,
                         on_unsupported_part=cfg["on_unsupported_part"],
                         max_part_bytes=cfg["max_part_bytes"])  # fmt: skip
+    if cid is not None:  # a prompt no store could read back: refused before the model is paid
+        texts = state["texts"]  # the prompt's JSON text, when the state keeps texts
+        readable(texts[-1] if texts else message_text(state["messages"][-1]), "the prompt")
     return state, lifted
 
 

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote
+
+from pyrsistent import PMap, PVector, pmap, pvector
 
 __all__ = [
     "FRAGMENT",
@@ -25,6 +28,7 @@ __all__ = [
     "MASK",
     "scrubber",
     "scrub_text",
+    "scrub_value",
     "dsn_passwords",
     "redact_dsn",
 ]
@@ -201,11 +205,46 @@ def _same(text: str) -> str:
     return text
 
 
+def scrub_value(value: Any, scrub: Scrub) -> Any:
+    """Return `value` (maps, sequences, strings: a tool result, say) with `scrub` applied
+    to every string in it, keys included; the same object when nothing changed.
+
+    >>> from pyrsistent import pmap
+    >>> scrub = scrubber(["sk-abcdefghijkl"])
+    >>> out = scrub_value(pmap({"output": "boom sk-abcdefghijkl", "n": 1}), scrub)
+    >>> out == pmap({"output": "boom ***", "n": 1})
+    True
+    """
+    if scrub is _same:
+        return value
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        items = [(scrub_value(k, scrub), scrub_value(v, scrub)) for k, v in value.items()]
+        if all(a is k and b is v for (a, b), (k, v) in zip(items, value.items(), strict=True)):
+            return value
+        return pmap(items) if isinstance(value, PMap) else dict(items)
+    if isinstance(value, (list, tuple, PVector)):
+        seq = [scrub_value(v, scrub) for v in value]
+        if all(a is b for a, b in zip(seq, value, strict=True)):
+            return value
+        return pvector(seq) if isinstance(value, PVector) else type(value)(seq)
+    return value
+
+
 # ---- DSNs: lenient, so an address psycopg cannot parse is still scrubbed -------
 
-_QUERY_PASSWORD = re.compile(r"([?&;]password=)([^&#]*)", re.IGNORECASE)
-# key=value conninfo: password='it''s' / 'it\'s' or password=secret
-_CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.|'')*'|\S+)", re.IGNORECASE)
+# Every password-like parameter: password, sslpassword, passwd, pwd, *secret*, *token*.
+_SECRET_KEY = r"[A-Za-z_]*(?:password|passwd|pwd|secret|token)[A-Za-z_]*"
+_QUERY_PASSWORD = re.compile(rf"([?&;]{_SECRET_KEY}=)([^&#]*)", re.IGNORECASE)
+# key=value conninfo: password='it''s' / 'it\'s' or password=secret; a quote never closed
+# runs to the end (libpq refuses it, and all of it may be the password).
+_CONNINFO_PASSWORD = re.compile(
+    # Unquoted, the bare words after it (no "=": not the next key) count too: libpq
+    # refuses such a DSN, and they may be the rest of a password with a space in it.
+    rf"((?<![A-Za-z_]){_SECRET_KEY}\s*=\s*)('(?:[^'\\]|\\.|'')*'?|\S+(?:\s+(?![\w.-]*\s*=)\S+)*)",
+    re.IGNORECASE,
+)
 
 
 def _userinfo(dsn: str) -> tuple[int, int] | None:
@@ -244,7 +283,9 @@ def dsn_passwords(dsn: str) -> tuple[str, ...]:
         for m in _CONNINFO_PASSWORD.finditer(dsn):
             value = m.group(2)
             if value[:1] == "'":
-                value = value[1:-1].replace("''", "'").replace("\\'", "'")
+                closed = len(value) > 1 and value.endswith("'")
+                value = (value[1:-1] if closed else value[1:]).replace("''", "'")
+                value = value.replace("\\'", "'")
             found.append(value)
     out: list[str] = []
     for value in found:

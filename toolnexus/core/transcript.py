@@ -14,7 +14,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, freeze, pmap, pvector, thaw
 
-from .wire.jsonload import load
+from .wire.jsonload import MAX_BYTES, load
 
 __all__ = [
     "is_turn_start",
@@ -24,6 +24,7 @@ __all__ = [
     "dangling",
     "dumps",
     "freeze_transcript",
+    "readable",
     "is_system",
     "is_tool_result",
     "loads",
@@ -456,3 +457,34 @@ def dangling(transcript: Sequence[Mapping]) -> PMap:
         open_calls = list(calls)
     unanswered += open_calls
     return pmap({"unanswered": tuple(unanswered), "orphaned": tuple(orphaned)})
+
+
+def readable(text: str, what: str = "a message", bound: int = MAX_BYTES) -> str:
+    """Return `text` (JSON about to be stored) if a store's reader takes it back, else raise
+    TranscriptFormatError: a save that no later get could read is refused before it is
+    written (UTF-8 with no lone surrogate, at most `bound` bytes, as `load` reads).
+
+    >>> readable('{"a":1}')
+    '{"a":1}'
+    >>> readable("\\ud83d")
+    Traceback (most recent call last):
+    ...
+    toolnexus.core.transcript.TranscriptFormatError: a message holds a lone surrogate ...
+    """
+    if len(text) * 4 <= bound and text.isascii():
+        return text  # the usual case: no encode needed
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise TranscriptFormatError(
+            f"{what} holds a lone surrogate ({text[e.start : e.end]!r} at {e.start}), which is "
+            "not UTF-8: no store can keep it (half of a character split apart: repair the "
+            "text before saving)"
+        ) from None
+    if size > bound:
+        raise TranscriptFormatError(
+            f"{what} is {size:,} bytes as JSON, over the {bound:,} bytes a store reads back "
+            "per message: it would be saved but never read again (send a large file by "
+            "URL, or bound parts with max_part_bytes)"
+        )
+    return text

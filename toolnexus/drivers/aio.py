@@ -22,7 +22,16 @@ from ..core.errors import ProviderError, RunTimeoutError
 from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
 from .guard import Guard
-from .sync import Context, StreamClosed, _run_tool, overlap, plain_handlers, run_ops
+from .sync import (
+    Context,
+    StreamClosed,
+    _run_tool,
+    finish_tools,
+    overlap,
+    plain_handlers,
+    run_ops,
+    whole_delta,
+)
 from .transport import TURN, asend, asend_stream, send, send_stream
 
 __all__ = ["adrive", "ahandlers"]
@@ -170,7 +179,7 @@ class _Async:
         else:
             blocking = send_stream(http, ctx.endpoint, content, timeout)
             items = threaded(ctx.runtime.io_pool(), blocking)
-        streamed = False
+        streamed, held = False, ""
         try:
             while True:
                 try:
@@ -178,6 +187,9 @@ class _Async:
                 except StopAsyncIteration:
                     url = ctx.endpoint.url
                     raise ProviderError("the stream ended without a turn", url=url) from None
+                item, held = whole_delta(item, held)
+                if item is None:
+                    continue
                 yield item
                 if item["type"] == TURN:
                     return
@@ -205,7 +217,7 @@ class _Async:
         return await _settle(await asyncio.to_thread(fn, req))
 
     async def tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
-        return await self.guarded(self._tools(tk, calls))
+        return finish_tools(self.ctx, calls, await self.guarded(self._tools(tk, calls)))
 
     async def _tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
         if self.ctx.inline_tools:

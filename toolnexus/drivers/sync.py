@@ -24,8 +24,10 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, pmap, thaw
 
 from ..core.errors import ProviderError, RunCancelledError
+from ..core.secrets import scrub_value
 from ..core.toolkit import execute as execute_tool
 from ..core.wire import openai as openai_wire
+from ..core.wire.sse import hold_half
 from .guard import Guard
 from .transport import TURN, send, send_stream
 
@@ -116,10 +118,35 @@ def run_ops(ops: Sequence) -> tuple:
 def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
     t0 = time.perf_counter()
     result = resolve(execute_tool(tk, call["name"], call["args"]))
-    tb = (result.get("metadata") or {}).get("traceback") if isinstance(result, Mapping) else None
-    if tb:
-        logger.debug("tool %r raised:\n%s", call["name"], tb)
     return result, time.perf_counter() - t0
+
+
+def whole_delta(item: Mapping, held: str) -> tuple[Mapping | None, str]:
+    """Return a stream item to hand on (None: nothing yet) and the half character held
+    back: a text delta never ends in the first half of an emoji split across deltas."""
+    if item.get("type") != "text" or not isinstance(item.get("delta"), str):
+        return item, held
+    text, held = hold_half(held, item["delta"])
+    if text == item["delta"]:
+        return item, held
+    return (pmap({**item, "delta": text}) if text else None), held
+
+
+def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
+    """Return the [(result, seconds)] of a turn's calls with the client's secrets scrubbed
+    from each result (a tool's error may quote the API key: the model, the RunResult, the
+    stored transcript and the log below all see only the scrubbed copy); log tracebacks."""
+    scrub = ctx.endpoint.scrub if ctx.endpoint is not None else None
+    out = []
+    for call, (result, seconds) in zip(calls, ran, strict=True):
+        if scrub is not None:
+            result = scrub_value(result, scrub)
+        meta = result.get("metadata") if isinstance(result, Mapping) else None
+        tb = meta.get("traceback") if isinstance(meta, Mapping) else None
+        if tb:
+            logger.debug("tool %r raised:\n%s", call["name"], tb)
+        out.append((result, seconds))
+    return out
 
 
 def overlap(pool: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap, float]]:
@@ -177,11 +204,14 @@ class _Sync:
             except ProviderError:
                 self.guard.after_failure()  # a timeout the deadline caused is an abort
                 raise
-        streamed = False
+        streamed, held = False, ""
         try:
             for item in self._items(http, request["content"], timeout):
                 if item["type"] == TURN:
                     return item["turn"]
+                item, held = whole_delta(item, held)
+                if item is None:
+                    continue
                 streamed = True
                 yield item
         except ProviderError as e:
@@ -226,6 +256,9 @@ class _Sync:
             yield item
 
     def tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
+        return finish_tools(self.ctx, calls, self._tools(tk, calls))
+
+    def _tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
         self.guard.check()
         if self.ctx.inline_tools:
             return [_run_tool(tk, c) for c in calls]

@@ -171,6 +171,19 @@ def _where(q: Mapping, kind: str) -> tuple[list[str], list]:
     return conds, params
 
 
+def _open_error(path: str, e: sqlite3.OperationalError) -> Exception:
+    """Return the clear error for a message log file that cannot be opened for writing."""
+    from ..store._connect import read_only
+    from ..store.errors import StoreReadOnlyError, StoreUnavailableError
+
+    what = f"message log sqlite_log({path!r})"
+    if read_only(e):
+        return StoreReadOnlyError(f"{what} is read-only ({e}): make it writable, or use --log")
+    return StoreUnavailableError(
+        f"{what} cannot be opened: {e} (is its directory writable? or pick another with --log)"
+    )
+
+
 def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) -> dict:
     """Return a message log in the SQLite file `path`, safe across threads and processes.
 
@@ -184,8 +197,11 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
     if fts == "auto":
         fts = "trigram" if trigram_supported() else "unicode61"
     path = str(path)
-    con = _connect(path, timeout)
-    kind = _setup(con, fts)
+    try:
+        con = _connect(path, timeout)
+        kind = _setup(con, fts)
+    except sqlite3.OperationalError as e:  # a read-only file or directory, not a crash
+        raise _open_error(path, e) from None
     # One connection, used under a lock: sqlite3 objects must not be shared concurrently.
     lock = threading.Lock()
 

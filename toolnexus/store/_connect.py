@@ -7,12 +7,14 @@ a password never leaves this module.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from .._extras import needs_extra
+from ..core.errors import scrub_chain
 from ..core.secrets import dsn_passwords, redact_dsn, scrubber
 from .errors import StoreUnavailableError
 
@@ -68,8 +70,8 @@ def redis_password(client: Any) -> str | None:
 
 def redis_unavailable(client: Any, e: BaseException, what: str) -> StoreUnavailableError:
     """Return the error for a Redis server that is down or refused (`what` names it)."""
-    detail = scrub(f"{type(e).__name__}: {e}", (redis_password(client),))
-    return StoreUnavailableError(f"{what} is unavailable: {detail}")
+    scrub_chain(e, (redis_password(client),))  # it stays as the new error's __context__
+    return StoreUnavailableError(f"{what} is unavailable: {type(e).__name__}: {e}")
 
 
 # ---- PostgreSQL ------------------------------------------------------------
@@ -94,6 +96,9 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
             # stays in one mode costs no driver call per statement to switch it (a
             # transaction is always opened explicitly with conn.transaction()).
             kwargs={"connect_timeout": max(1, int(timeout)), "autocommit": True},
+            # A session the server dropped while idle (a restart, idle_session_timeout, a
+            # proxy) is found as it is taken and replaced, never handed out to fail.
+            check=ConnectionPool.check_connection,
         )
         return pool, redact(pool_or_dsn), True
     if not callable(getattr(pool_or_dsn, "connection", None)):
@@ -112,8 +117,21 @@ def pg_passwords(pool: Any) -> tuple[str, ...]:
 
 def pg_unavailable(pool: Any, e: BaseException, what: str) -> StoreUnavailableError:
     """Return the error for a PostgreSQL server that is down or refused (`what` names it)."""
-    detail = scrub(f"{type(e).__name__}: {e}", pg_passwords(pool))
-    return StoreUnavailableError(f"{what} is unavailable: {detail}")
+    scrub_chain(e, pg_passwords(pool))  # it stays as the new error's __context__
+    return StoreUnavailableError(f"{what} is unavailable: {type(e).__name__}: {e}")
+
+
+def pg_bad_dsn(pool: Any, e: BaseException, what: str) -> StoreUnavailableError:
+    """Return the error for a DSN libpq cannot parse, without the fragments libpq quotes
+    from it (a piece of the password, cut at a space or a raw '%')."""
+    scrub_chain(e, lambda text: _QUOTED.sub('"..."', text))
+    scrub_chain(e, pg_passwords(pool))
+    return StoreUnavailableError(
+        f"{what} is unavailable: the DSN is not valid ({' '.join(str(e).split())}): fix it"
+    )
+
+
+_QUOTED = re.compile(r'"[^"]*"')
 
 
 def pg_open(pool: Any, timeout: float, what: str) -> None:
@@ -128,6 +146,8 @@ def pg_open(pool: Any, timeout: float, what: str) -> None:
         # stays unopened (a psycopg pool cannot be reopened once closed), so a later call
         # tries again.
         psycopg.connect(pool.conninfo, connect_timeout=max(1, int(timeout))).close()
+    except psycopg.ProgrammingError as e:  # libpq could not parse the DSN
+        raise pg_bad_dsn(pool, e, what) from None
     except Exception as e:
         raise pg_unavailable(pool, e, what) from None
     pool.open(wait=False)
@@ -159,6 +179,14 @@ def pg_autocommit(conn: Any) -> Iterator[Any]:
 
 
 # ---- SQLite ----------------------------------------------------------------
+
+
+def read_only(e: BaseException) -> bool:
+    """Whether a sqlite3 error says the database (or its directory) cannot be written."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF == 8:  # SQLITE_READONLY and its extended codes
+        return True
+    return "readonly database" in str(e) or "read-only" in str(e)
 
 
 def sqlite_wal(conn: Any, timeout: float) -> None:

@@ -26,6 +26,7 @@ from ..core.transcript import (
     check_message,
     freeze_transcript,
     json_text,
+    readable,
 )
 from ..core.wire.jsonload import load
 from .errors import StoreCorruptError
@@ -52,6 +53,14 @@ class Plan(NamedTuple):
     # Every stored row after the save, when known (None for a row that would not read
     # back as its message: see encode_rows).
     texts: tuple[str | None, ...] | None = None
+
+
+def check_id(id: Any) -> str:
+    """Return `id` if it is a conversation id (a non-empty string), else raise ValueError:
+    every store refuses a bad id the same way."""
+    if not isinstance(id, str) or not id:
+        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
+    return id
 
 
 def frozen(transcript: Sequence[Mapping]) -> PVector:
@@ -90,7 +99,7 @@ def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str
     texts, kept = [], []
     for message in messages:
         plain = _plain(message)
-        text = json_text(plain, sort_keys=True)
+        text = readable(json_text(plain, sort_keys=True))
         texts.append(text)
         kept.append(text if json.loads(text) == plain else None)
     return tuple(texts), tuple(kept)

@@ -111,11 +111,14 @@ def parse_document(raw: bytes) -> tuple[PVector, str | None]:
 
 
 def _document(id: str | None, transcript: PVector) -> str:
+    """Return the file's text; refused (TranscriptFormatError) if `parse_document` could
+    not read it back (over its size bound, or not UTF-8)."""
     if id is None:
-        return tx.dumps(transcript)
+        return tx.readable(tx.dumps(transcript), "the conversation's file")
     messages = tx.json_text(thaw(transcript))
     # The id ASCII-escaped: any str (a lone surrogate too) stays valid UTF-8 on disk.
-    return f'{{"version":{tx.FORMAT_VERSION},"id":{json.dumps(id)},"messages":{messages}}}'
+    doc = f'{{"version":{tx.FORMAT_VERSION},"id":{json.dumps(id)},"messages":{messages}}}'
+    return tx.readable(doc, "the conversation's file")
 
 
 # ---- atomic writes -----------------------------------------------------------------

@@ -97,15 +97,17 @@ def fork(store: Mapping, src: str, dst: str, *, at: int | None = None) -> int | 
     """Copy conversation `src` (or its first `at` messages) to `dst`; return the count copied.
 
     `at` must be a turn boundary (else ValueError); `src` is never changed and `dst` is
-    replaced. KeyError if `src` is absent. The count is None when the store copied
-    without reading it (a whole file copy).
+    replaced, under dst's lock (an exchange in flight on dst is never undone by it).
+    KeyError if `src` is absent. The count is None when the store copied without reading
+    it (a whole file copy).
     """
     _check_at(at)
     if src == dst:
         raise ValueError("fork: src and dst are the same conversation")
     fast = own_fork(store)
     if fast is not None:
-        return fast(src, dst, at, lambda m: check_boundary(at, m))
+        with _lock(store, dst):  # an exchange in flight on dst saves first, then the fork
+            return fast(src, dst, at, lambda m: check_boundary(at, m))
     transcript = store["get"](src)
     if transcript is None:
         raise KeyError(f"no conversation {src!r} to fork")

@@ -24,6 +24,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from .._extras import needs_extra
+from ._held import Held, Taken
 
 __all__ = [
     "local_lock",
@@ -32,11 +33,18 @@ __all__ = [
     "postgres_lock",
     "paired_lock",
     "LockTimeoutError",
+    "LockLostError",
 ]
 
 
 class LockTimeoutError(TimeoutError):
     """A conversation lock could not be taken in time (the run never goes on without it)."""
+
+
+class LockLostError(RuntimeError):
+    """A conversation lock was lost while held (it expired, or its session ended), so the
+    save was refused: whatever another writer saved since is kept, and this exchange is
+    not acknowledged (ask again)."""
 
 
 class _Local:
@@ -114,8 +122,13 @@ def paired_lock(make: Callable[[], Callable]) -> Callable[[str], AbstractContext
         if callable(getattr(inner, "close", None)):
             inner.close()
 
+    def peek() -> Callable[[str], AbstractContextManager] | None:
+        """Return the made lock, or None if it was never used (a save then holds nothing)."""
+        return made[0] if made else None
+
     lock.close = close  # type: ignore[attr-defined]
     lock.inner = inner  # type: ignore[attr-defined]  # what a store's fused calls use
+    lock.peek = peek  # type: ignore[attr-defined]  # what a store's fenced saves ask
     return lock
 
 
@@ -228,83 +241,6 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-class Taken:
-    """A lock taken by `redis_lock(...).take_with`: already entered; `__exit__` releases it.
-
-    `release_with(via)` lets a store release it inside its own script (one round trip
-    for a save and the unlock): see `redis_lock`.
-    """
-
-    __slots__ = ("_release", "_queued", "_open")
-
-    def __init__(self, release: Callable, queued: AbstractContextManager) -> None:
-        self._release, self._queued, self._open = release, queued, True
-
-    def __enter__(self) -> Taken:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        """Release the lock (once: a second exit does nothing)."""
-        self._finish(None)
-
-    def release_with(self, via: Callable[[str, str], bool | None]) -> bool:
-        """Release through `via(key, token)`: True (it unlocked our token), False (it found
-        the lock not ours: lost, warned) or None (it did not unlock: still held).
-
-        Return whether the lock is released now. If `via` raises, the lock is still held.
-        """
-        if not self._open:
-            return True
-        return self._finish(via)
-
-    def _finish(self, via: Callable | None) -> bool:
-        if not self._open:
-            return True
-        try:
-            if not self._release(via):
-                return False  # `via` left it held: the caller exits it later
-        except BaseException:
-            if via is not None:
-                raise  # still held: the caller's exit releases it the usual way
-            self._open = False  # a failed unlock: this process lets go all the same
-            self._queued.__exit__(None, None, None)
-            raise
-        self._open = False
-        self._queued.__exit__(None, None, None)
-        return True
-
-
-class Held:
-    """A PostgreSQL lock taken by `postgres_lock(...).take_on`: entered; `.conn` is the
-    connection whose session holds it, and `__exit__` (or `release`) lets it go."""
-
-    __slots__ = ("_release", "_queued", "conn", "_open")
-
-    def __init__(self, release: Callable[[], None], queued: AbstractContextManager, conn: Any):
-        self._release, self._queued, self.conn, self._open = release, queued, conn, True
-
-    def __enter__(self) -> Held:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        """Release the lock (once: a second exit does nothing); raise a failed unlock."""
-        if not self._open:
-            return
-        self._open = False
-        try:
-            self._release()
-        finally:
-            self._queued.__exit__(None, None, None)
-
-    def release(self) -> BaseException | None:
-        """Release the lock; return the error of a failed unlock instead of raising it."""
-        try:
-            self.__exit__(None, None, None)
-        except Exception as e:
-            return e
-        return None
 
 
 def _warn_lost(what: str) -> None:
@@ -434,8 +370,16 @@ def redis_lock(
         queued, (value, lost) = _queued(queue, id, timeout, take_now)
         return Taken(releaser(id, key, token, lost), queued), value
 
+    def token_of(id: str) -> str | None:
+        """Return the token of `id`'s lock while this value holds it, else None: a store
+        writes only if the lock key still holds it (its save is fenced by the lock)."""
+        with guard:
+            entry = held.get(prefix + id)
+        return entry[0] if entry is not None else None
+
     hold = _per_id(take, timeout, queue)
     hold.take_with = take_with  # type: ignore[attr-defined]
+    hold.token_of = token_of  # type: ignore[attr-defined]
     return hold
 
 
@@ -487,6 +431,11 @@ def postgres_lock(
             if is_pg_unavailable(e):
                 raise pg_unavailable(pool, e, what) from None
             raise
+
+    # id -> the connection whose session holds its lock (at most one per id: the queue).
+    # A store saves on it while it is held, so a save after the session died fails
+    # instead of writing over what the next holder saved.
+    holding: dict[str, Any] = {}
 
     # At most max_held locks held at once: a token each (a queue in C, no Condition).
     slots: SimpleQueue | None = None
@@ -551,8 +500,10 @@ def postgres_lock(
             if isinstance(e, Exception) and is_pg_unavailable(e):
                 raise pg_unavailable(pool, e, what) from None
             raise
+        holding[id] = conn
 
         def release() -> None:
+            holding.pop(id, None)
             try:
                 if (
                     _pq.execute(conn, "SELECT pg_advisory_unlock(%s)", (key,)).get_value(0, 0)
@@ -580,8 +531,13 @@ def postgres_lock(
         queued, (release, conn) = _queued(queue, id, timeout, take_now)
         return Held(release, queued, conn)
 
+    def conn_of(id: str) -> Any:
+        """Return the connection holding `id`'s lock while this value holds it, else None."""
+        return holding.get(id)
+
     hold = _per_id(take, timeout, queue)
     hold.take_on = take_on  # type: ignore[attr-defined]
+    hold.conn_of = conn_of  # type: ignore[attr-defined]
     # A pool made from a DSN is ours: `lock.close()` closes it (a caller's pool is theirs).
     hold.close = pool.close if owned else (lambda: None)
     return hold

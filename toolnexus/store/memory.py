@@ -6,6 +6,8 @@ import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 
 from ..core.transcript import freeze_transcript
+from ._rows import check_id
+from .locks import local_lock
 
 __all__ = ["in_memory_store"]
 
@@ -13,7 +15,8 @@ __all__ = ["in_memory_store"]
 def in_memory_store(state: MutableMapping | None = None) -> dict:
     """Return a store backed by `state` (a dict you may keep for REPL inspection).
 
-    It has no "lock": one process holds it, and the client's in-process lock suffices.
+    It carries its own "lock" (an in-process `local_lock`), so clients sharing one
+    in-memory store exclude each other per id, as they do on a durable store.
 
     >>> s = in_memory_store()
     >>> s["get"]("nobody") is None
@@ -25,10 +28,11 @@ def in_memory_store(state: MutableMapping | None = None) -> dict:
     lock = threading.Lock()
 
     def get(id: str):
-        return backing.get(id)
+        return backing.get(check_id(id))
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         # Transcripts are values: keeping the frozen object is safe, no copy needed.
+        check_id(id)
         frozen = freeze_transcript(transcript)
         with lock:
             backing[id] = frozen
@@ -43,4 +47,11 @@ def in_memory_store(state: MutableMapping | None = None) -> dict:
         with lock:
             return tuple(backing)
 
-    return {"get": get, "save": save, "delete": delete, "ids": ids, "desc": "in_memory()"}
+    return {
+        "get": get,
+        "save": save,
+        "delete": delete,
+        "ids": ids,
+        "lock": local_lock(),
+        "desc": "in_memory()",
+    }

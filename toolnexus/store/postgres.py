@@ -14,7 +14,7 @@ from .._extras import needs_extra
 from ..core.transcript import freeze_transcript
 from . import _connect, _pq, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
-from .locks import paired_lock, postgres_lock
+from .locks import LockLostError, paired_lock, postgres_lock
 
 __all__ = ["postgres_store"]
 
@@ -191,6 +191,13 @@ def open_store(
             yield
         except StoreUnavailableError:
             raise
+        except psycopg.errors.ProgramLimitExceeded as e:  # an id over the index's row size
+            size = len(id.encode("utf-8", "surrogatepass")) if isinstance(id, str) else 0
+            raise ValueError(
+                f"{desc}: conversation id {id!r:.60} is too long for PostgreSQL's index "
+                f"({size:,} bytes; keep ids under about 2,000): use a shorter id, or hash "
+                f"long ones (sanitize_ids): {' '.join(str(e).split()):.200}"
+            ) from None
         except (psycopg.IntegrityError, psycopg.DataError) as e:
             what = f"conversation {id!r:.120} in " if id is not None else ""
             raise StoreCorruptError(f"{what}{desc} is corrupt: {e}") from None
@@ -241,7 +248,9 @@ def open_store(
         _check_id(id)
         frozen = _rows.frozen(transcript)
         extend = _rows.plan_extend(id, frozen, memo)
-        with errors(id), connection(held) as conn:
+        if held is None:
+            held = lock_conn(id)
+        with fenced(id, held), errors(id), connection(held) as conn:
             if extend is not None:
                 expected, plan = extend
                 rows = (plan.start, _array(plan.encoded))
@@ -270,6 +279,27 @@ def open_store(
                         query, values = log("saved")
                         conn.execute("WITH saved AS (SELECT 1) " + query, values)
         memo.saved(id, frozen, plan)
+
+    def lock_conn(id: str) -> Any:
+        """Return the connection whose session holds `id`'s lock in this process, or None:
+        a save while the lock is held runs on it, so it fails if that session died (and
+        with it the lock, which another writer may have taken since)."""
+        made = lock.peek()
+        return made.conn_of(id) if made is not None else None
+
+    @contextmanager
+    def fenced(id: str, held: Any):
+        try:
+            yield
+        except StoreUnavailableError:
+            if held is None or not held.closed:
+                raise
+            raise LockLostError(
+                f"{desc}: the session holding the lock on conversation {id!r:.120} ended "
+                "while its exchange ran (terminated, or the server restarted): the save was "
+                "refused, so nothing another writer saved since is overwritten; this exchange "
+                "was not saved, ask again"
+            ) from None
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         write(id, transcript)

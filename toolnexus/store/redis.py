@@ -12,16 +12,19 @@ from .._extras import needs_extra
 from ..core.transcript import freeze_transcript
 from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
-from .locks import paired_lock, redis_lock
+from .locks import LockLostError, paired_lock, redis_lock
 
 __all__ = ["redis_store"]
 
-# KEYS: head, list, ids set. ARGV: mode, expected version/count/digest, new
-# version/count/digest, id, then the messages to push. An append only happens if the
-# head is still the one the plan was made against (compare-and-set; no head at all is
-# the empty transcript, so a new conversation's first save is an append too), so the
-# whole save is one atomic step. Key types are checked before any write, because Redis does
-# not roll a script back when a command in it fails. RPUSH goes in chunks because
+# KEYS: head, list, ids set, lock. ARGV: mode, expected version/count/digest, new
+# version/count/digest, id, the lock token (or ""), then the messages to push. An append
+# only happens if the head is still the one the plan was made against (compare-and-set;
+# no head at all is the empty transcript, so a new conversation's first save is an
+# append too), so the whole save is one atomic step that never writes over another's.
+# A replace with a token happens only while the lock key still holds it (-3: the lock
+# was lost, expired while its holder paused, and the next holder may have saved: a
+# replace would wipe that turn). Key types are checked before any write, because Redis
+# does not roll a script back when a command in it fails. RPUSH goes in chunks because
 # Lua's unpack has a small limit.
 _SAVE = (
     """
@@ -36,9 +39,10 @@ if ARGV[1] == 'append' then
   if h[1] ~= ARGV[2] or h[2] ~= ARGV[3] or h[3] ~= ARGV[4] then return 0 end
   if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return -1 end
 else
+  if ARGV[9] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[9] then return -3 end
   redis.call('DEL', KEYS[2])
 end
-for i = 9, #ARGV, 1000 do
+for i = 10, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('HSET', KEYS[1], 'version', ARGV[5], 'count', ARGV[6], 'digest', ARGV[7])
@@ -47,15 +51,14 @@ return 1
 """
 ).replace("GENESIS", _rows.GENESIS)  # an absent conversation is the empty transcript
 
-# The save and the unlock in one script (see redis_store's "save_release"): the last
-# ARGV is the lock token, KEYS[4] the lock key. The unlock (compare-and-delete on the
-# token) only follows a save that went through: any other result leaves the lock held,
-# for the general save and the usual release. 1: saved and released; 2: saved, but the
-# lock was no longer ours (lost).
+# The save (an append) and the unlock in one script (see redis_store's "save_release").
+# The unlock (compare-and-delete on the token) only follows a save that went through:
+# any other result leaves the lock held, for the general save and the usual release.
+# 1: saved and released; 2: saved (the head had not moved: nothing of another's was
+# touched), but the lock was no longer ours (lost).
 _SAVE_RELEASE = (
-    "local token = table.remove(ARGV)\n"
-    + _SAVE.rstrip().removesuffix("return 1")
-    + """if redis.call('GET', KEYS[4]) == token then
+    _SAVE.rstrip().removesuffix("return 1")
+    + """if redis.call('GET', KEYS[4]) == ARGV[9] then
   redis.call('DEL', KEYS[4])
   return 1
 end
@@ -93,7 +96,11 @@ def _int(value: Any) -> Any:
 
 
 def redis_store(
-    client_or_url: Any, prefix: str = "toolnexus:", *, lock_timeout: float = 60.0
+    client_or_url: Any,
+    prefix: str = "toolnexus:",
+    *,
+    lock_timeout: float = 60.0,
+    lock_ttl: float = 10.0,
 ) -> dict:
     """Return a durable store in Redis (a redis-py client or a redis:// URL).
 
@@ -101,9 +108,13 @@ def redis_store(
     `{prefix}c:{id}` and the id in the set `{prefix}ids`. Each save is one Lua script:
     it appends only the new messages when the stored transcript is a prefix of the new
     one, else replaces the list. Its "lock" is a `redis_lock` on the same client (keys
-    `{prefix}lock:{id}`), which the client takes by default around get -> run -> save:
-    processes and hosts asking on one id lose no turn (a lock not taken within
-    `lock_timeout` seconds raises LockTimeoutError).
+    `{prefix}lock:{id}`, renewed while held, freed `lock_ttl` seconds after a crash),
+    which the client takes by default around get -> run -> save: processes and hosts
+    asking on one id lose no turn (a lock not taken within `lock_timeout` seconds raises
+    LockTimeoutError). A save while this process holds the lock never replaces the list
+    unless the lock is still its own: a holder that paused past the ttl appends if
+    nothing was saved meanwhile, else gets LockLostError, and the turn another writer
+    saved is kept.
 
     Its "lock_load" and "save_release" make the usual exchange two round trips: one
     script takes the lock and reads the transcript, another appends the exchange and
@@ -155,36 +166,50 @@ def redis_store(
         rows = list(enumerate(bodies))
         return memo.read(desc, id, _int(version), _int(count), _text(digest), rows)
 
-    def script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> list:
+    def script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> list:
         exp = expected or _rows.Head("", "", "")
         args = ["append" if plan.append else "replace", str(exp.version), str(exp.count)]
         args += [exp.digest, str(plan.head.version), str(plan.head.count), plan.head.digest, id]
-        return args + list(plan.encoded)
+        return [*args, token, *plan.encoded]
 
-    def run(id: str, plan: _rows.Plan, expected: _rows.Head | None) -> int:
+    def lock_key(id: str) -> str:
+        return prefix + "lock:" + id
+
+    def run(id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> int:
         head_key, list_key = keys(id)
-        return script(keys=[head_key, list_key, ids_key], args=script_args(id, plan, expected))
+        args = script_args(id, plan, expected, token)
+        done = script(keys=[head_key, list_key, ids_key, lock_key(id)], args=args)
+        if done == -3:
+            raise _lost(desc, id)
+        return done
+
+    def fence(id: str) -> str:
+        """Return the token of `id`'s lock if this process holds it (its saves are then
+        written only while the lock is still theirs), else ""."""
+        made = lock.peek()
+        return (made.token_of(id) or "") if made is not None else ""
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         frozen = _rows.frozen(transcript)
         head_key, _ = keys(id)
+        token = fence(id)
         with errors(id):
             # The usual save (what this process last saw stored, plus new messages) is
             # one round trip: the script appends only if the head is still that one.
             extend = _rows.plan_extend(id, frozen, memo)
-            done = run(id, extend[1], extend[0]) if extend is not None else 0
+            done = run(id, extend[1], extend[0], token) if extend is not None else 0
             if done == 0:
                 version, count, digest = client.hmget(head_key, "version", "count", "digest")
                 stored = None
                 if count is not None:
                     stored = _rows.Head(_int(version), _int(count), _text(digest))
                 plan = _rows.plan_save(id, stored, frozen, memo)
-                done = run(id, plan, stored)
+                done = run(id, plan, stored, token)
             else:
                 plan = extend[1]
             if done == 0:  # someone saved in between: a full replace is always correct
                 plan = _rows.plan_save(id, None, frozen, memo)
-                done = run(id, plan, None)
+                done = run(id, plan, None, token)
             if done < 0:
                 why = "its list length does not match its head" if done == -1 else "wrong key types"
                 raise StoreCorruptError(f"{desc}: conversation {id!r:.120} is corrupt: {why}")
@@ -214,7 +239,9 @@ def redis_store(
 
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    lock = paired_lock(lambda: redis_lock(client, prefix=prefix + "lock:", timeout=lock_timeout))
+    lock = paired_lock(
+        lambda: redis_lock(client, ttl=lock_ttl, prefix=prefix + "lock:", timeout=lock_timeout)
+    )
     load_script = client.register_script(_LOAD)
     release_script = client.register_script(_SAVE_RELEASE)
 
@@ -239,17 +266,20 @@ def redis_store(
     def save_release(held: Any, id: str, transcript: Sequence[Mapping]) -> BaseException | None:
         """Save `transcript`, then release `held`: one round trip when this process saw the
         stored head last (the usual exchange); return a release's error, raise a save's."""
-        frozen = _rows.frozen(transcript)
-        extend = _rows.plan_extend(id, frozen, memo) if callable(_release_with(held)) else None
+        try:  # a transcript refused before any write: released all the same
+            frozen = _rows.frozen(transcript)
+            extend = _rows.plan_extend(id, frozen, memo) if callable(_release_with(held)) else None
+        except BaseException:
+            _exit_quietly(held)
+            raise
         if extend is not None:
             head_key, list_key = keys(id)
             expected, plan = extend
-            args = script_args(id, plan, expected)
 
             def via(key: str, token: str) -> bool | None:
+                args = script_args(id, plan, expected, token)
                 with errors(id):
-                    done = release_script(keys=[head_key, list_key, ids_key, key],
-                                          args=[*args, token])  # fmt: skip
+                    done = release_script(keys=[head_key, list_key, ids_key, key], args=args)
                 return {1: True, 2: False}.get(done)  # else not saved: still held
 
             try:
@@ -285,6 +315,14 @@ def redis_store(
         "save_release": save_release,
         "desc": desc,
     }
+
+
+def _lost(desc: str, id: str) -> LockLostError:
+    return LockLostError(
+        f"{desc}: the lock on conversation {id!r:.120} expired while its exchange ran "
+        "(the process paused longer than the lock's ttl): the save was refused, so nothing "
+        "another writer saved since is overwritten; this exchange was not saved, ask again"
+    )
 
 
 def _release_with(held: Any) -> Any:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ..core.transcript import freeze_transcript
 from . import _rows
-from ._connect import sqlite_wal
-from .errors import StoreCorruptError, StoreUnavailableError
+from ._connect import read_only, sqlite_wal
+from .errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
 from .file import file_lock_beside
 from .locks import paired_lock
 
@@ -97,6 +97,11 @@ def sqlite_store(
         try:
             yield
         except sqlite3.OperationalError as e:  # locked past the timeout, unopenable file
+            if read_only(e):
+                raise StoreReadOnlyError(
+                    f"{desc} is read-only ({e}): nothing can be saved there; make the file "
+                    "and its directory writable, or use another path"
+                ) from None
             raise StoreUnavailableError(f"{desc} is unavailable: {e}") from None
         except sqlite3.DatabaseError as e:  # not a database, malformed, constraint broken
             what = f"conversation {id!r:.120} in " if id is not None else ""
@@ -115,11 +120,13 @@ def sqlite_store(
             raise
 
     def get(id: str):
+        _rows.check_id(id)
         with errors(id):
             rows = conn().execute(_GET, (id,)).fetchall()
         return _rows.decode_joined(desc, id, *_rows.split_joined(rows), memo)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
+        _rows.check_id(id)
         frozen = _rows.frozen(transcript)
         with errors(id), transaction() as c:
             stored = c.execute(_HEAD, (id,)).fetchone()

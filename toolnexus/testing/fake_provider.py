@@ -340,6 +340,7 @@ class FakeProvider:
         self._next = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
+        self._server.socket.listen(128)  # a backlog fit for concurrency tests (default: 5)
         # A short poll interval: stop() returns at once instead of after up to 0.5 s.
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True

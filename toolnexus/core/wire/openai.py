@@ -326,19 +326,30 @@ def parse_generated(out: Mapping, turn_no: int) -> PMap:
     optional "usage"; missing call ids become call_<turn>_<index>.
     """
     if not isinstance(out, Mapping):
-        raise TypeError(f"generate must return a mapping, got {type(out).__name__}")
-    taken: set = set()
-    calls = [
-        {
-            "id": unique_id(c.get("id") or f"call_{turn_no}_{i}", taken),
-            "name": c["name"],
-            "arguments": _args_text(c.get("arguments") or {}),
-        }
-        for i, c in enumerate(out.get("tool_calls") or [])
-    ]
+        raise ValueError(f"generate must return a mapping, got {type(out).__name__}: {out!r:.100}")
+    raw = out.get("tool_calls") or []
+    if not isinstance(raw, (list, tuple)):
+        raise ValueError(f"generate's 'tool_calls' must be a list, got {raw!r:.100}")
+    calls, taken = [_generated_call(c, turn_no, i) for i, c in enumerate(raw)], set()
+    for call in calls:  # distinct within the turn: two calls sharing an id get `id_2`, ...
+        call["id"] = unique_id(call["id"], taken)
     text = out.get("content") or ""
+    if not isinstance(text, str):
+        raise ValueError(f"generate's 'content' must be a string, got {text!r:.100}")
     finish = "tool_calls" if calls else "stop"
     return _turn(text, calls, out.get("usage"), finish, out.get("model"))
+
+
+def _generated_call(c: Any, turn_no: int, i: int) -> dict:
+    """Return one tool call of a `generate` result, or a ValueError that says what is wrong."""
+    if not isinstance(c, Mapping) or not isinstance(c.get("name"), str) or not c["name"]:
+        raise ValueError(f"generate's tool call {i} needs a string 'name': {c!r:.100}")
+    id, args = c.get("id"), c.get("arguments") or {}
+    if id is not None and not isinstance(id, str):
+        raise ValueError(f"generate's tool call {i} has a non-string 'id': {id!r:.60}")
+    if not isinstance(args, (str, Mapping)):
+        raise ValueError(f"generate's tool call {i} 'arguments' must be a map or JSON text")
+    return {"id": id or f"call_{turn_no}_{i}", "name": c["name"], "arguments": _args_text(args)}
 
 
 def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:

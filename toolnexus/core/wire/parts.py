@@ -245,6 +245,7 @@ def to_openai(part: Mapping, policy: str = "error") -> Mapping:
     >>> to_openai({"type": "image", "url": "https://x/a.png"})["image_url"]["url"]
     'https://x/a.png'
     """
+    _check_part(part)
     kind, mime = part["type"], part.get("mimeType")
     if kind == "text":
         return pmap({"type": "text", "text": part["text"]})
@@ -261,6 +262,25 @@ def to_openai(part: Mapping, policy: str = "error") -> Mapping:
     return unsupported(part, "openai", policy, why)
 
 
+def _check_part(part: Any) -> None:
+    """Raise ValueError, saying what is wrong, unless `part` is a content part (a stored
+    transcript may hold a damaged one: never a KeyError from deep inside)."""
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if not isinstance(kind, str):
+        raise ValueError(f"not a content part (a map with a string 'type'): {part!r:.120}")
+    if kind == "text":
+        if not isinstance(part.get("text"), str):
+            raise ValueError(f"a text part needs a string 'text': {part!r:.120}")
+        return
+    url, data = part.get("url"), part.get("data")
+    if not isinstance(url, str) and not isinstance(data, str):
+        raise ValueError(
+            f"a {kind} part needs 'data' (base64 text) or 'url', it has neither: {part!r:.120}"
+        )
+    if url is None and not isinstance(part.get("mimeType"), str):
+        raise ValueError(f"a {kind} part with 'data' needs a string 'mimeType': {part!r:.120}")
+
+
 def _source(part: Mapping) -> PMap:
     if part.get("url") is not None:
         return pmap({"type": "url", "url": part["url"]})
@@ -275,6 +295,7 @@ def to_anthropic(part: Mapping, policy: str = "error") -> Mapping:
     ...       "source": {"type": "base64", "media_type": "application/pdf", "data": "aGk="}}
     True
     """
+    _check_part(part)
     kind, mime = part["type"], (part.get("mimeType") or "").lower()
     if kind == "text":
         return pmap({"type": "text", "text": part["text"]})

@@ -23,12 +23,23 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from pyrsistent import PMap, PVector, pvector
+
 from ..errors import ProviderError, excerpt
 from .jsonload import MAX_BYTES, load
 
 __all__ = [
-    "SSEState", "start", "feed", "end", "decode", "stream_error", "load_json", "MAX_LINE",
-]  # fmt: skip
+    "SSEState",
+    "start",
+    "feed",
+    "end",
+    "decode",
+    "stream_error",
+    "load_json",
+    "whole_characters",
+    "hold_half",
+    "MAX_LINE",
+]
 
 # The longest line a stream may send: an event's data the JSON decoder could still take.
 MAX_LINE = MAX_BYTES + 1024
@@ -36,6 +47,7 @@ MAX_LINE = MAX_BYTES + 1024
 # Line terminators are ASCII, so they never occur inside a multi-byte UTF-8 sequence:
 # splitting bytes on them is safe before decoding.
 _EOL = re.compile(r"\r\n|\r|\n")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class SSEState(NamedTuple):
@@ -185,3 +197,69 @@ def load_json(data: str) -> dict:
             f"unreadable stream event: {excerpt(data, limit=200)}", body=excerpt(data)
         )
     return obj
+
+
+def _whole(text: str, where: str) -> str:
+    """Return `text` with UTF-16 surrogate pairs joined (halves that arrived in two JSON
+    escapes, e.g. two stream deltas); a half with no partner is a ProviderError."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    lone = _SURROGATE.search(joined)
+    if lone is not None:
+        raise ProviderError(
+            f"the provider sent half of a character in {where} (a lone UTF-16 surrogate "
+            f"{lone.group()!r} at {lone.start()}): not text any store could keep",
+            body=excerpt(joined.encode("utf-8", "backslashreplace").decode(), limit=200),
+        )
+    return joined
+
+
+def whole_characters(value: Any, where: str = "its answer") -> Any:
+    """Return `value` (a decoded turn: maps, sequences, strings) with every string's split
+    surrogate pairs joined (the same value when there are none); a lone surrogate is a
+    ProviderError. Streams split an emoji into two escapes "\\ud83d" + "\\ude00".
+
+    >>> whole_characters({"text": ["\\ud83d" + "\\ude00"]})["text"][0] == "\\U0001f600"
+    True
+    """
+    if isinstance(value, str):
+        return _whole(value, where)
+    if isinstance(value, Mapping):
+        changed = {k: whole_characters(v, where) for k, v in value.items()}
+        if all(changed[k] is v for k, v in value.items()):
+            return value
+        return _rebuilt(value, changed)
+    if isinstance(value, (list, tuple, PVector)):
+        items = [whole_characters(v, where) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return pvector(items) if isinstance(value, PVector) else type(value)(items)
+    return value
+
+
+def _rebuilt(original: Mapping, changed: dict) -> Mapping:
+    """Return a map of `changed` items of the same kind as `original` (pmap, dict, proxy)."""
+    if isinstance(original, PMap):
+        return original.update(changed)
+    if isinstance(original, MappingProxyType):
+        return MappingProxyType(changed)
+    return type(original)(changed) if isinstance(original, dict) else changed
+
+
+def hold_half(held: str, delta: str) -> tuple[str, str]:
+    """Return (the text to show now, the half character to hold) for a streamed text
+    delta after `held`: a delta ending in the first half of a surrogate pair keeps it
+    back until its other half arrives, so no consumer is handed half a character.
+
+    >>> hold_half("", "smile \\ud83d")
+    ('smile ', '\\ud83d')
+    >>> hold_half("\\ud83d", "\\ude00!") == ("\\U0001f600!", "")
+    True
+    """
+    text, held = held + delta, ""
+    if text and "\ud800" <= text[-1] <= "\udbff":
+        text, held = text[:-1], text[-1]
+    if not text.isascii() and _SURROGATE.search(text) is not None:  # a pair: joined
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text, held

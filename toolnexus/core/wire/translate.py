@@ -191,15 +191,17 @@ def _result_ids(message: Mapping) -> list:
 
 def _fresh(id: Any, n: int, taken: set) -> str:
     # Deterministic (a hash of the id and its occurrence) and valid in both dialects:
-    # at most 40 characters of [A-Za-z0-9_-]; lengthened on the (unlikely) collision.
+    # at most 31 characters of [A-Za-z0-9_-]. A taken name (the same id remapped on an
+    # earlier save: its occurrence count restarts once that remap is stored) tries the
+    # next hash of the same length, so ids never grow from one save to the next.
     text = id if isinstance(id, str) else ""
     base = re.sub(r"[^A-Za-z0-9_-]", "_", text)[:20] or "call"
-    digest = hashlib.blake2b(f"{text}\x00{n}".encode(), digest_size=16).hexdigest()
-    for size in range(10, len(digest) + 1):
-        new = f"{base}_{digest[:size]}"[-OPENAI_ID_MAX:]
+    for attempt in range(len(taken) + 1):  # at most len(taken) names can be taken
+        salt = f"{text}\x00{n}" + (f"\x00{attempt}" if attempt else "")
+        new = f"{base}_{hashlib.blake2b(salt.encode(), digest_size=16).hexdigest()[:10]}"
         if new not in taken:
             return new
-    raise ValueError(f"no free tool id for {id!r}")  # 2**128 collisions: never
+    raise ValueError(f"no free tool id for {id!r}")  # unreachable: see the range
 
 
 class _InOrder:
