@@ -25,7 +25,8 @@ fragments, pings, message_delta, message_stop). Stream-only reply keys:
   write per event), "chunk_delay": seconds between writes,
   "stream_error": {"type", "message"}   an SSE error event halfway through,
   "stream_stall": seconds               send the first event, then stall,
-  "stream_drop": True                   cut the connection halfway through.
+  "stream_drop": True                   cut the connection halfway through,
+  "sse": bytes | str                    a recorded stream, sent as it is.
 `openai_stream` and `anthropic_stream` return the SSE bytes of a reply (pure).
 
 Every request is checked first against its provider's published request schema and
@@ -253,6 +254,9 @@ def anthropic_stream(
 
 
 def _stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq: int) -> list:
+    if reply.get("sse") is not None:  # a real provider's stream, byte for byte
+        raw = reply["sse"]
+        return [raw.encode() if isinstance(raw, str) else bytes(raw)]
     if dialect == "openai":
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = openai_stream(reply, model, seq, include_usage=usage)

@@ -132,7 +132,7 @@ def _block(b: Any, i: int) -> Mapping | None:
     if kind == "text":
         if not isinstance(b.get("text"), str):
             raise MalformedResponse(f"content[{i}].text is not a string")
-        return b if b["text"] else None
+        return _cited(b) if b["text"] else None
     if kind != "tool_use":
         return b
     # A tool_use block must replay: a string id the API accepts, a name, an object input.
@@ -145,6 +145,22 @@ def _block(b: Any, i: int) -> Mapping | None:
     if all(b.get(k) is v for k, v in fixed.items()):
         return b
     return {**b, **fixed}
+
+
+def _cited(b: Mapping) -> Mapping:
+    # A response's citations carry `file_id`, which the request schema refuses: the
+    # stored block drops it, so the answer replays (the same object when there is none).
+    cites = b.get("citations")
+    if not isinstance(cites, (list, tuple, PVector)):
+        return b
+    if not any(isinstance(c, Mapping) and "file_id" in c for c in cites):
+        return b
+    kept = [_without(c, "file_id") if isinstance(c, Mapping) else c for c in cites]
+    return {**b, "citations": kept}
+
+
+def _without(m: Mapping, key: str) -> dict:
+    return {k: v for k, v in m.items() if k != key}
 
 
 def _call_id(given: Any, i: int) -> str:
