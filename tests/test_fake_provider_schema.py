@@ -249,3 +249,23 @@ def test_a_recorded_stream_is_read_and_what_it_said_is_accepted_on_the_next_requ
         again = run(c, "next", history=events[-1]["result"]["messages"])
     assert again["status"] == "done"
     assert all(schema_problems(r["body"], dialect) == [] for r in fp.requests)
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image", "mimeType": "image/PNG", "data": "aGk="},
+        {"type": "file", "mimeType": "Application/PDF", "data": "aGk="},
+        {"type": "file", "mimeType": "application/pdf", "data": "aGk=", "name": "n" * 600},
+    ],
+    ids=["image-mime-in-capitals", "pdf-mime-in-capitals", "pdf-named-600-chars"],
+)
+def test_an_anthropic_media_part_goes_out_in_the_shape_the_request_schema_takes(part):
+    """Failed before: the mime type went out as given (the schema's enum is lower case) and
+    a document's title was the whole name (the schema takes at most 500 characters)."""
+    with fake_provider([text_reply("a picture")]) as fp:
+        c = create_client(base_url=fp.url, style="anthropic", model="m")
+        assert run(c, [{"type": "text", "text": "what is it?"}, part])["text"] == "a picture"
+    block = fp.requests[0]["body"]["messages"][0]["content"][1]
+    assert block["source"]["media_type"] == part["mimeType"].lower()
+    assert len(block.get("title", "")) <= 500

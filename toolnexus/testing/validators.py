@@ -354,7 +354,15 @@ def _explain(error: Any) -> str:
         known = set(error.schema.get("properties", ()))
         extra = [k for k in error.instance if k not in known] or ["?"]
         return f"{_path([*error.absolute_path, extra[0]])}: unknown field ({error.message})"
-    return f"{where}: {_short(error.message, 300)}"
+    return f"{where}: {_message(error)}"
+
+
+def _message(error: Any) -> str:
+    # jsonschema's messages start with the whole value: keep its head only.
+    text, value = error.message, repr(error.instance)
+    if text.startswith(value) and len(value) > 80:
+        text = _short(error.instance) + text[len(value) :]
+    return _short(text, 300)
 
 
 def _explain_union(error: Any) -> str:
@@ -373,13 +381,15 @@ def _explain_union(error: Any) -> str:
     types = sorted({json.dumps(e.validator_value) for e in error.context if e.validator == "type"})
     if types:
         return f"{where}: {_short(error.instance)} is not of type {', '.join(types)}"
-    return f"{where}: {_short(error.message, 300)}"
+    return f"{where}: {_message(error)}"
 
 
 def _best(errors: list) -> Any:
-    from jsonschema.exceptions import best_match
+    # The most relevant error itself (best_match would descend into a union's branches
+    # by its own heuristic; _explain_union picks the branch meant instead).
+    from jsonschema.exceptions import relevance
 
-    return best_match(errors)
+    return max(errors, key=relevance)
 
 
 def _allowed(error: Any) -> list:
