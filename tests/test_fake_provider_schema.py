@@ -269,3 +269,26 @@ def test_an_anthropic_media_part_goes_out_in_the_shape_the_request_schema_takes(
     block = fp.requests[0]["body"]["messages"][0]["content"][1]
     assert block["source"]["media_type"] == part["mimeType"].lower()
     assert len(block.get("title", "")) <= 500
+
+
+def test_a_thinking_block_cut_before_its_signature_is_not_replayed():
+    """Failed before: a stream stopped by max_tokens mid-thinking left a thinking block
+    without `signature`, which the request schema requires (400 on the next turn)."""
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+             "stop_reason": None, "usage": {"input_tokens": 5, "output_tokens": 1}}  # fmt: skip
+    thinking = {"type": "thinking", "thinking": ""}
+    recorded = "".join([
+        _sse("message_start", {"type": "message_start", "message": start}),
+        _sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": thinking}),
+        _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "thinking_delta", "thinking": "Let me"}}),
+        _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"},
+                               "usage": {"output_tokens": 3}}),
+        _sse("message_stop", {"type": "message_stop"}),
+    ])  # fmt: skip
+    with fake_provider([{"sse": recorded}, text_reply("yes")]) as fp:
+        c = create_client(base_url=fp.url, style="anthropic", model="m")
+        first = list(stream(c, "Think hard."))[-1]["result"]
+        assert run(c, "Go on.", history=first["messages"])["text"] == "yes"
+    assert [m["role"] for m in fp.requests[1]["body"]["messages"]] == ["user", "user"]
