@@ -292,3 +292,8 @@ def test_a_thinking_block_cut_before_its_signature_is_not_replayed():
         first = list(stream(c, "Think hard."))[-1]["result"]
         assert run(c, "Go on.", history=first["messages"])["text"] == "yes"
     assert [m["role"] for m in fp.requests[1]["body"]["messages"]] == ["user", "user"]
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_a_body_that_is_not_an_object_is_refused_in_the_providers_shape(dialect):
+    assert "a request body is a JSON object" in refusal(post(dialect, [1, 2]), dialect)

@@ -230,6 +230,8 @@ def validate_request(body: Mapping, dialect: str, *, schema: bool = True) -> lis
     """
     if dialect not in SPECS:
         raise ValueError(f"unknown dialect {dialect!r}: expected 'openai' or 'anthropic'")
+    if not isinstance(body, Mapping):
+        return [f"(body): a request body is a JSON object, not {type(body).__name__}"]
     ours = (
         validate_openai_request(body) if dialect == "openai" else validate_anthropic_request(body)
     )
@@ -345,16 +347,15 @@ def _explain(error: Any) -> str:
     """Say one schema error as "path: why", through oneOf/anyOf to the branch meant."""
     if error.validator in ("oneOf", "anyOf") and error.context:
         return _explain_union(error)
-    where = _path(error.absolute_path) or "(body)"
+    at = list(error.absolute_path)
     if error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]
-        return f"{_path([*error.absolute_path, missing[0]])}: a required field is missing" \
-            f" ({error.message})"  # fmt: skip
+        return f"{_path([*at, missing[0]])}: a required field is missing ({error.message})"
     if error.validator in ("additionalProperties", "unevaluatedProperties"):
         known = set(error.schema.get("properties", ()))
         extra = [k for k in error.instance if k not in known] or ["?"]
-        return f"{_path([*error.absolute_path, extra[0]])}: unknown field ({error.message})"
-    return f"{where}: {_message(error)}"
+        return f"{_path([*at, extra[0]])}: unknown field ({error.message})"
+    return f"{_path(at) or '(body)'}: {_message(error)}"
 
 
 def _message(error: Any) -> str:
