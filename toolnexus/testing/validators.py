@@ -223,18 +223,20 @@ def _openai_top(body: Mapping) -> list[str]:
     return problems
 
 
+# dialect -> our rules (what no schema says)
+RULES = {"openai": validate_openai_request, "anthropic": validate_anthropic_request}
+
+
 def validate_request(body: Mapping, dialect: str, *, schema: bool = True) -> list[str]:
     """Return the problems of a request body in `dialect` ("openai" | "anthropic").
 
     The published request schema's problems come first (`schema=False`: only ours).
     """
-    if dialect not in SPECS:
-        raise ValueError(f"unknown dialect {dialect!r}: expected 'openai' or 'anthropic'")
+    if dialect not in RULES:
+        raise ValueError(f"unknown dialect {dialect!r}: expected one of {sorted(RULES)}")
     if not isinstance(body, Mapping):
         return [f"(body): a request body is a JSON object, not {type(body).__name__}"]
-    ours = (
-        validate_openai_request(body) if dialect == "openai" else validate_anthropic_request(body)
-    )
+    ours = RULES[dialect](body)
     return [*(schema_problems(body, dialect) if schema else []), *ours]
 
 
@@ -254,9 +256,12 @@ def _request_schema(dialect: str) -> dict:
 
 
 @functools.cache
-def _request_fields(dialect: str) -> frozenset:
-    # The top-level fields the request schema names, through its allOf / $ref chain.
+def _request_fields(dialect: str) -> frozenset | None:
+    # The top-level fields the request schema names, through its allOf / $ref chain
+    # (OpenAI's); None when the schema itself refuses others (Anthropic's).
     schemas = _document(dialect)["components"]["schemas"]
+    if _request_schema(dialect).get("additionalProperties") is False:
+        return None
 
     def fields(node: Mapping) -> set:
         if "$ref" in node:
@@ -312,8 +317,8 @@ def schema_problems(body: Mapping, dialect: str, limit: int = 3) -> list[str]:
     ["max_tokens: a required field is missing ('max_tokens' is a required property)"]
     """
     out: list[str] = []
-    if dialect == "openai":  # the live API refuses them; the schema's allOf cannot say it
-        fields = _request_fields(dialect)
+    fields = _request_fields(dialect)
+    if fields is not None:  # the live API refuses them; a schema made with allOf cannot say it
         out += [f"{k}: unrecognized request argument (not in the published request schema)"
                 for k in body if k not in fields][:limit]  # fmt: skip
     for error in schema_validator(dialect).iter_errors(body):
