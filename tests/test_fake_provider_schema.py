@@ -297,3 +297,10 @@ def test_a_thinking_block_cut_before_its_signature_is_not_replayed():
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
 def test_a_body_that_is_not_an_object_is_refused_in_the_providers_shape(dialect):
     assert "a request body is a JSON object" in refusal(post(dialect, [1, 2]), dialect)
+
+
+def test_each_missing_required_field_is_named_by_its_own_path():
+    assert schema_problems({"messages": [U]}, "anthropic") == [
+        "model: a required field is missing ('model' is a required property)",
+        "max_tokens: a required field is missing ('max_tokens' is a required property)",
+    ]

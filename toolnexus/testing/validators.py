@@ -354,8 +354,10 @@ def _explain(error: Any) -> str:
         return _explain_union(error)
     at = list(error.absolute_path)
     if error.validator == "required":
+        # One error per missing field; its message is the only place that names it.
         missing = [k for k in error.validator_value if k not in error.instance]
-        return f"{_path([*at, missing[0]])}: a required field is missing ({error.message})"
+        name = next((k for k in missing if error.message.startswith(repr(k))), missing[0])
+        return f"{_path([*at, name])}: a required field is missing ({error.message})"
     if error.validator in ("additionalProperties", "unevaluatedProperties"):
         known = set(error.schema.get("properties", ()))
         extra = [k for k in error.instance if k not in known] or ["?"]
