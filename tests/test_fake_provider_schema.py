@@ -304,3 +304,15 @@ def test_each_missing_required_field_is_named_by_its_own_path():
         "model: a required field is missing ('model' is a required property)",
         "max_tokens: a required field is missing ('max_tokens' is a required property)",
     ]
+
+
+@pytest.mark.parametrize("block", [{"text": "no type"}, {"type": ["text"], "text": "x"}])
+def test_an_anthropic_block_without_a_string_type_is_a_malformed_answer_not_a_later_400(block):
+    """Failed before: the block was stored as it came and sent back on the next turn, which
+    the request schema refuses (every content block has a string `type`)."""
+    answer = {"content": [{"type": "text", "text": "hi"}, block], "stop_reason": "end_turn",
+              "usage": {"input_tokens": 5, "output_tokens": 3}}  # fmt: skip
+    with fake_provider([{"status": 200, "body": answer}, text_reply("yes")]) as fp:
+        c = create_client(base_url=fp.url, style="anthropic", model="m", retries=0)
+        with pytest.raises(ProviderError, match=r"content\[1\]\.type is not a string"):
+            run(c, "Say hi.")

@@ -130,6 +130,8 @@ def _block(b: Any, i: int) -> Mapping | None:
     if not isinstance(b, Mapping):
         raise MalformedResponse(f"content[{i}] is a JSON {type(b).__name__}, not an object")
     kind = b.get("type")
+    if not isinstance(kind, str):  # stored, it would be sent back: every request block has one
+        raise MalformedResponse(f"content[{i}].type is not a string")
     if kind == "text":
         if not isinstance(b.get("text"), str):
             raise MalformedResponse(f"content[{i}].text is not a string")
