@@ -316,3 +316,18 @@ def test_an_anthropic_block_without_a_string_type_is_a_malformed_answer_not_a_la
         c = create_client(base_url=fp.url, style="anthropic", model="m", retries=0)
         with pytest.raises(ProviderError, match=r"content\[1\]\.type is not a string"):
             run(c, "Say hi.")
+
+
+def test_without_jsonschema_the_fake_provider_says_what_to_install():
+    code = (
+        "import sys; sys.modules['jsonschema'] = None\n"
+        "from toolnexus.testing import fake_provider\n"
+        "with fake_provider([], schema=False):  # our rules alone need nothing\n"
+        "    pass\n"
+        "try:\n"
+        "    fake_provider([])\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'toolnexus[testing]'" in out.stdout
