@@ -286,8 +286,8 @@ class FakeProvider:
         self.script = script
         self.validate = validate  # answer 400 to a request the real API would refuse
         self.schema = schema  # ... by the published request schema too
-        if validate and schema:
-            schema_validator("openai"), schema_validator("anthropic")  # fail early: no jsonschema
+        for dialect in RESPONSES if validate and schema else ():
+            schema_validator(dialect)  # fail here, not in a request, without jsonschema
         self.delay = delay
         self.model = model
         self.chunk = chunk  # bytes per write of a streamed answer (None: one per event)
