@@ -14,14 +14,16 @@ from toolnexus.core.wire import DIALECTS, sse
 from toolnexus.testing.fake_provider import RESPONSES, fake_provider, text_reply, tool_calls_reply
 
 PATHS = {"openai": "/chat/completions", "anthropic": "/messages"}
-# The least a request needs: the fake provider answers 400 to one its API would refuse.
+# The least a request needs: the fake provider answers 400 to one its API would refuse
+# (Anthropic's published schema requires max_tokens; OpenAI's takes it too).
 HI = [{"role": "user", "content": "hi"}]
+BODY = {"model": "m", "max_tokens": 64, "messages": HI}
 
 
 def post_stream(http: httpx.Client, url: str, dialect: str, body: dict | None = None):
     """POST a streaming request; return (turn, deltas, raw chunk count)."""
     codec = DIALECTS[dialect]
-    body = codec.stream_body(body or {"model": "m", "messages": HI})
+    body = codec.stream_body(body or BODY)
     state, acc, deltas, chunks = sse.start(), codec.stream_start(), [], 0
     with http.stream("POST", url + PATHS[dialect], json=body) as resp:
         assert resp.status_code == 200, resp.read()
@@ -102,7 +104,7 @@ def test_small_chunks_with_pauses_arrive_as_many_reads(served, dialect):
 def test_openai_without_include_usage_sends_no_usage_chunk(served):
     fp, http, cell = served
     cell[0] = text_reply("hi", usage={"prompt_tokens": 3, "completion_tokens": 4})
-    body = {"model": "m", "messages": HI, "stream": True}
+    body = {**BODY, "stream": True}
     with http.stream("POST", fp.url + "/chat/completions", json=body) as resp:
         raw = resp.read()
     assert b'"usage"' not in raw and raw.endswith(b"data: [DONE]\n\n")
@@ -130,13 +132,13 @@ def test_drop_closes_without_a_response(served):
     fp, http, cell = served
     cell[0] = {"drop": True}
     with pytest.raises(httpx.RemoteProtocolError):
-        http.post(fp.url + "/chat/completions", json={"model": "m", "messages": HI, "stream": True})
+        http.post(fp.url + "/chat/completions", json={**BODY, "stream": True})
 
 
 def test_failure_on_cue_keeps_headers_for_streams_too(served):
     fp, http, cell = served
     cell[0] = {"status": 429, "body": {"error": "slow down"}, "headers": {"Retry-After": "1"}}
-    resp = http.post(fp.url + "/messages", json={"model": "m", "messages": HI, "stream": True})
+    resp = http.post(fp.url + "/messages", json={**BODY, "stream": True})
     assert resp.status_code == 429 and resp.headers["retry-after"] == "1"
 
 
@@ -144,17 +146,15 @@ def test_stall_then_answer_and_client_timeout(served):
     fp, http, cell = served
     cell[0] = text_reply("late", stall=0.3)
     with pytest.raises(httpx.ReadTimeout):
-        http.post(fp.url + "/chat/completions", json={"model": "m", "messages": HI}, timeout=0.05)
+        http.post(fp.url + "/chat/completions", json=BODY, timeout=0.05)
     cell[0] = text_reply("late", stall=0.05)
-    assert http.post(fp.url + "/chat/completions", json={"model": "m", "messages": HI}).json()[
-        "choices"
-    ]
+    assert http.post(fp.url + "/chat/completions", json=BODY).json()["choices"]
 
 
 def test_stream_stall_times_out_mid_stream(served):
     fp, http, cell = served
     cell[0] = text_reply("late", stream_stall=0.5)
-    body = {"model": "m", "messages": HI, "stream": True}
+    body = {**BODY, "stream": True}
     with http.stream("POST", fp.url + "/messages", json=body, timeout=0.1) as resp:
         assert resp.status_code == 200
         with pytest.raises(httpx.ReadTimeout):
@@ -165,9 +165,7 @@ def test_stopping_wakes_a_stalled_handler():
     before = set(threading.enumerate())
     with fake_provider([text_reply("never", stall=30)]) as fp:
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(
-                fp.url + "/chat/completions", json={"model": "m", "messages": HI}, timeout=0.1
-            )
+            httpx.post(fp.url + "/chat/completions", json=BODY, timeout=0.1)
         new = set(threading.enumerate()) - before
         handlers = [t for t in new if "process_request" in t.name]
         assert handlers and all(t.is_alive() for t in handlers)  # asleep in the stall

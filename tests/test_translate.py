@@ -76,7 +76,7 @@ def test_anthropic_to_openai_and_back():
     assert all(len(i) <= 40 for i in ids) and [m["tool_call_id"] for m in msgs[2:4]] == ids
     assert json.loads(msgs[1]["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
     assert msgs[1]["content"] is None and msgs[4]["content"] == "sunny, 4"
-    assert validate_request({"messages": msgs}, "openai") == []
+    assert validate_request({"model": "m", "messages": msgs}, "openai") == []
 
 
 def test_the_identity_on_a_transcript_already_right_and_the_input_is_never_changed():

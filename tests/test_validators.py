@@ -26,7 +26,9 @@ def result(id="toolu_1"):
 
 
 def a(*messages, **body):
-    return validate_anthropic_request({"model": "m", "messages": list(messages), **body})
+    return validate_anthropic_request(
+        {"model": "m", "max_tokens": 64, "messages": list(messages), **body}
+    )
 
 
 def o(*messages):
@@ -95,7 +97,7 @@ def test_each_openai_rule_refuses_what_breaks_it(messages, problem):
 @pytest.mark.parametrize("dialect, path", [("openai", "/chat/completions"),
                                            ("anthropic", "/messages")])  # fmt: skip
 def test_the_fake_provider_answers_400_in_the_providers_shape(dialect, path):
-    bad = {"model": "m", "messages": [{"role": "assistant", "content": ""}]}
+    bad = {"model": "m", "max_tokens": 64, "messages": [{"role": "assistant", "content": ""}]}
     with fake_provider([text_reply("never used"), text_reply("ok")]) as fp:
         resp = httpx.post(fp.url + path, json=bad)
         assert resp.status_code == 400

@@ -1,4 +1,5 @@
-"""The public test kit: a loopback fake provider (and, with the stores, the contract kit)."""
+"""The public test kit: a loopback fake provider that refuses what the real APIs refuse
+(the providers' published request schemas, with jsonschema), and the store contract kit."""
 
 from .fake_provider import (
     FakeProvider,
@@ -8,7 +9,12 @@ from .fake_provider import (
     text_reply,
     tool_calls_reply,
 )
-from .validators import validate_anthropic_request, validate_openai_request, validate_request
+from .validators import (
+    schema_problems,
+    validate_anthropic_request,
+    validate_openai_request,
+    validate_request,
+)
 
 __all__ = [
     "FakeProvider",
@@ -24,6 +30,7 @@ __all__ = [
     "validate_openai_request",
     "validate_anthropic_request",
     "validate_request",
+    "schema_problems",
 ]
 
 # The contract kit needs hypothesis (a test dependency): loaded on first use, so the

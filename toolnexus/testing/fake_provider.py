@@ -41,24 +41,28 @@ fragments, pings, message_delta, message_stop). Stream-only reply keys:
   write per event), "chunk_delay": seconds between writes,
   "stream_error": {"type", "message"}   an SSE error event halfway through,
   "stream_stall": seconds               send the first event, then stall,
-  "stream_drop": True                   cut the connection halfway through.
+  "stream_drop": True                   cut the connection halfway through,
+  "sse": bytes | str                    a recorded stream, sent as it is.
 `openai_stream` and `anthropic_stream` return the SSE bytes of a reply (pure).
 
-Every request is checked first against its dialect's documented rules
-(`toolnexus.testing.validators`); one that breaks them gets a 400 in the provider's
-own error shape (`invalid_request_error`) and consumes no script entry, as the real
-API would refuse it. `fake_provider(script, validate=False)` turns the check off.
+Every request is checked first against its provider's published request schema and
+its documented rules (`toolnexus.testing.validators`); one that breaks them gets a 400
+in the provider's own error shape (`invalid_request_error`, naming the failing field's
+path) and consumes no script entry, as the real API would refuse it.
+`fake_provider(script, schema=False)` keeps only our rules (for a test that sends a
+compatible provider's extra fields on purpose); `validate=False` turns all checks off.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .validators import validate_request
+from .validators import schema_validator, validate_request
 
 __all__ = [
     "fake_provider",
@@ -303,6 +307,9 @@ def anthropic_stream(
 
 
 def _stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq: int) -> list:
+    if reply.get("sse") is not None:  # a real provider's stream, byte for byte
+        raw = reply["sse"]
+        return [raw.encode() if isinstance(raw, str) else bytes(raw)]
     if dialect == "openai":
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = openai_stream(reply, model, seq, include_usage=usage)
@@ -327,9 +334,13 @@ class FakeProvider:
         chunk: int | None = None,
         chunk_delay: float = 0.0,
         validate: bool = True,
+        schema: bool = True,
     ):
         self.script = script
         self.validate = validate  # answer 400 to a request the real API would refuse
+        self.schema = schema  # ... by the published request schema too
+        for dialect in RESPONSES if validate and schema else ():
+            schema_validator(dialect)  # fail here, not in a request, without jsonschema
         self.delay = delay
         self.model = model
         self.chunk = chunk  # bytes per write of a streamed answer (None: one per event)
@@ -381,11 +392,18 @@ class FakeProvider:
             return reply
 
 
+PARAM = re.compile(r"([A-Za-z_][\w-]*(?:\[\d+\]|\.[\w-]+)*): ")
+
+
 def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
-    """Return the 400 body a provider sends for an invalid request, in its own shape."""
+    """Return the 400 body a provider sends for an invalid request, in its own shape.
+
+    Problems are "path: why" strings; OpenAI's `param` is the first one's path.
+    """
     message = "; ".join(problems)
     if dialect == "openai":
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        param = next((m[1] for p in problems if (m := PARAM.match(p))), None)
+        error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
         return json.dumps({"error": error}).encode()
     error = {"type": "invalid_request_error", "message": message}
     return json.dumps({"type": "error", "error": error}).encode()
@@ -452,7 +470,7 @@ def _handler(fp: FakeProvider) -> type:
             with fp._lock:
                 fp.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 seq = len(fp.requests)
-            problems = validate_request(body, dialect) if fp.validate else []
+            problems = validate_request(body, dialect, schema=fp.schema) if fp.validate else []
             if problems:
                 return self._send(400, invalid_request(dialect, problems))
             reply = fp.reply_for(body, dialect)

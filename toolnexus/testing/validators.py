@@ -12,19 +12,43 @@ a user one; tool ids match `^[a-zA-Z0-9_-]+$`; no empty text block, no empty con
 `system`, when present, is not empty.
 OpenAI (/chat/completions): every `tool_calls` entry is answered by a `tool` message
 before the next other message; tool call ids are at most 40 characters; `arguments`
-is a string; no assistant message without content or tool calls.
+is a string; no assistant message without content or tool calls; a function tool's
+name matches `^[a-zA-Z0-9_-]{1,64}$` (documented, not in the schema).
+
+On top of those rules, `validate_request` checks the body against the provider's
+published request schema (`schema_problems`: OpenAI's `CreateChatCompletionRequest`,
+Anthropic's `CreateMessageParams`, shipped in `toolnexus/testing/specs/`), with
+`jsonschema` (the `testing` extra), imported on first use. For OpenAI that includes no
+top-level field the schema does not name (the live API answers "Unrecognized request
+argument supplied"; the schema's composed objects cannot say it).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from typing import Any
 
-__all__ = ["validate_openai_request", "validate_anthropic_request", "validate_request"]
+__all__ = [
+    "validate_openai_request",
+    "validate_anthropic_request",
+    "validate_request",
+    "schema_problems",
+    "schema_validator",
+]
 
 ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
 OPENAI_ID_MAX = 40
+OPENAI_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+# dialect -> (shipped document, the request body's schema)
+SPECS = {
+    "openai": ("openai-chat.json", "CreateChatCompletionRequest"),
+    "anthropic": ("anthropic-messages.json", "CreateMessageParams"),
+}
+SPEC_URI = "urn:spec"
 
 
 def _list(value: Any) -> list:
@@ -156,10 +180,10 @@ def validate_openai_request(body: Mapping) -> list[str]:
     >>> validate_openai_request({"messages": [{"role": "assistant", "content": None}]})
     ['messages[0]: an assistant message needs content or tool_calls']
     """
+    problems = _openai_top(body)
     messages = _list(body.get("messages"))
     if not messages:
-        return ["messages: must be a non-empty list"]
-    problems: list = []
+        return [*problems, "messages: must be a non-empty list"]
     open_ids: list = []  # calls still waiting for their tool messages
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
@@ -188,10 +212,198 @@ def validate_openai_request(body: Mapping) -> list[str]:
     return problems
 
 
-def validate_request(body: Mapping, dialect: str) -> list[str]:
-    """Return the problems of a request body in `dialect` ("openai" | "anthropic")."""
-    if dialect == "openai":
-        return validate_openai_request(body)
-    if dialect == "anthropic":
-        return validate_anthropic_request(body)
-    raise ValueError(f"unknown dialect {dialect!r}")
+def _openai_top(body: Mapping) -> list[str]:
+    problems = []
+    for i, t in enumerate(_list(body.get("tools"))):
+        if isinstance(t, Mapping) and t.get("type", "function") == "function":
+            name = (t.get("function") or {}).get("name")
+            if not isinstance(name, str) or not OPENAI_TOOL_NAME.fullmatch(name):
+                problems.append(f"tools[{i}].function.name: {name!r} does not match"
+                                " ^[a-zA-Z0-9_-]{1,64}$")  # fmt: skip
+    return problems
+
+
+# dialect -> our rules (what no schema says)
+RULES = {"openai": validate_openai_request, "anthropic": validate_anthropic_request}
+
+
+def validate_request(body: Mapping, dialect: str, *, schema: bool = True) -> list[str]:
+    """Return the problems of a request body in `dialect` ("openai" | "anthropic").
+
+    The published request schema's problems come first (`schema=False`: only ours).
+    """
+    if dialect not in RULES:
+        raise ValueError(f"unknown dialect {dialect!r}: expected one of {sorted(RULES)}")
+    if not isinstance(body, Mapping):
+        return [f"(body): a request body is a JSON object, not {type(body).__name__}"]
+    ours = RULES[dialect](body)
+    return [*(schema_problems(body, dialect) if schema else []), *ours]
+
+
+# ---- the published request schemas ---------------------------------------------
+
+
+@functools.cache
+def _document(dialect: str) -> dict:
+    # The shipped cut-down OpenAPI document, as published (see specs/README.md).
+    name = SPECS[dialect][0]
+    text = resources.files(__package__).joinpath("specs", name).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _request_schema(dialect: str) -> dict:
+    return _document(dialect)["components"]["schemas"][SPECS[dialect][1]]
+
+
+@functools.cache
+def _request_fields(dialect: str) -> frozenset | None:
+    # The top-level fields the request schema names, through its allOf / $ref chain
+    # (OpenAI's); None when the schema itself refuses others (Anthropic's).
+    schemas = _document(dialect)["components"]["schemas"]
+    if _request_schema(dialect).get("additionalProperties") is False:
+        return None
+
+    def fields(node: Mapping) -> set:
+        if "$ref" in node:
+            return fields(schemas[node["$ref"].rsplit("/", 1)[-1]])
+        return set(node.get("properties", ())).union(*(fields(n) for n in node.get("allOf", ())))
+
+    return frozenset(fields(_request_schema(dialect)))
+
+
+def _as_json_schema(node: Any) -> Any:
+    # OpenAPI 3.0's `nullable: true` beside a type is `"type": [..., "null"]` (and null in
+    # an enum) to JSON Schema; internal references point into the registered document.
+    if isinstance(node, list):
+        return [_as_json_schema(v) for v in node]
+    if not isinstance(node, Mapping):
+        return node
+    out = {k: _as_json_schema(v) for k, v in node.items() if k != "nullable"}
+    if node.get("nullable") is True and "type" in node:
+        kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        out["type"] = [*kinds, "null"]
+        if "enum" in node and None not in node["enum"]:
+            out["enum"] = [*node["enum"], None]
+    if isinstance(node.get("$ref"), str) and node["$ref"].startswith("#"):
+        out["$ref"] = SPEC_URI + node["$ref"]
+    return out
+
+
+@functools.cache
+def schema_validator(dialect: str) -> Any:
+    """Return the (cached) jsonschema validator of `dialect`'s published request schema."""
+    try:
+        import referencing
+        import referencing.jsonschema
+        from jsonschema import Draft202012Validator
+    except ImportError as e:  # pragma: no cover - the test extra installs it
+        raise ImportError(
+            "checking requests against the published schemas needs jsonschema: "
+            "pip install 'toolnexus[testing]' (or fake_provider(..., schema=False))"
+        ) from e
+    document = referencing.jsonschema.DRAFT202012.create_resource(
+        _as_json_schema(_document(dialect))
+    )
+    registry = referencing.Registry().with_resource(SPEC_URI, document)
+    root = {"$ref": f"{SPEC_URI}#/components/schemas/{SPECS[dialect][1]}"}
+    return Draft202012Validator(root, registry=registry)
+
+
+def schema_problems(body: Mapping, dialect: str, limit: int = 3) -> list[str]:
+    """Return the published request schema's problems with `body`, "path: why" each.
+
+    >>> schema_problems({"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    ...                 "anthropic")
+    ["max_tokens: a required field is missing ('max_tokens' is a required property)"]
+    """
+    out: list[str] = []
+    fields = _request_fields(dialect)
+    if fields is not None:  # the live API refuses them; a schema made with allOf cannot say it
+        out += [f"{k}: unrecognized request argument (not in the published request schema)"
+                for k in body if k not in fields][:limit]  # fmt: skip
+    for error in schema_validator(dialect).iter_errors(body):
+        out.append(_explain(error))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _path(parts: Sequence) -> str:
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+    return text.lstrip(".")
+
+
+KINDS = ("role", "type")  # the fields that tell a union's branches apart
+
+
+def _kind_error(e: Any) -> bool:
+    # The branch is for another kind of value: the wrong JSON type, or the wrong `role` /
+    # `type` (a wrong or missing discriminating field).
+    if e.validator == "type" and not e.relative_path:
+        return True
+    if e.validator in ("enum", "const"):
+        return len(e.relative_path) == 1 and e.relative_path[0] in KINDS
+    if e.validator == "required" and not e.relative_path and isinstance(e.instance, Mapping):
+        return any(k in KINDS and k not in e.instance for k in e.validator_value)
+    return False
+
+
+def _explain(error: Any) -> str:
+    """Say one schema error as "path: why", through oneOf/anyOf to the branch meant."""
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        return _explain_union(error)
+    at = list(error.absolute_path)
+    if error.validator == "required":
+        # One error per missing field; its message is the only place that names it.
+        missing = [k for k in error.validator_value if k not in error.instance]
+        name = next((k for k in missing if error.message.startswith(repr(k))), missing[0])
+        return f"{_path([*at, name])}: a required field is missing ({error.message})"
+    if error.validator in ("additionalProperties", "unevaluatedProperties"):
+        known = set(error.schema.get("properties", ()))
+        extra = [k for k in error.instance if k not in known] or ["?"]
+        return f"{_path([*at, extra[0]])}: unknown field ({error.message})"
+    return f"{_path(at) or '(body)'}: {_message(error)}"
+
+
+def _message(error: Any) -> str:
+    # jsonschema's messages start with the whole value: keep its head only.
+    text, value = error.message, repr(error.instance)
+    if text.startswith(value) and len(value) > 80:
+        text = _short(error.instance) + text[len(value) :]
+    return _short(text, 300)
+
+
+def _explain_union(error: Any) -> str:
+    branches: dict[int, list] = {}
+    for e in error.context:
+        branches.setdefault(e.relative_schema_path[0], []).append(e)
+    meant = [errs for errs in branches.values() if not any(map(_kind_error, errs))]
+    if meant:  # the branch(es) of the value's own kind: their nearest problem
+        return _explain(_best([e for errs in meant for e in errs]))
+    where = _path(error.absolute_path) or "(body)"
+    kinds = [e for e in error.context if e.validator in ("enum", "const") and e.relative_path]
+    if kinds:
+        allowed = sorted({json.dumps(v) for e in kinds for v in _allowed(e)})
+        field = _path([*error.absolute_path, kinds[0].relative_path[0]])
+        return f"{field}: {_short(kinds[0].instance)} is not one of {', '.join(allowed)}"
+    types = sorted({json.dumps(e.validator_value) for e in error.context if e.validator == "type"})
+    if types:
+        return f"{where}: {_short(error.instance)} is not of type {', '.join(types)}"
+    return f"{where}: {_message(error)}"
+
+
+def _best(errors: list) -> Any:
+    # The most relevant error itself (best_match would descend into a union's branches
+    # by its own heuristic; _explain_union picks the branch meant instead).
+    from jsonschema.exceptions import relevance
+
+    return max(errors, key=relevance)
+
+
+def _allowed(error: Any) -> list:
+    return list(error.validator_value) if error.validator == "enum" else [error.validator_value]
+
+
+def _short(value: Any, size: int = 80) -> str:
+    text = value if isinstance(value, str) and size > 80 else repr(value)
+    return text if len(text) <= size else text[: size - 3] + "..."

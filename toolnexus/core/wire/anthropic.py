@@ -190,14 +190,19 @@ _ID_OK = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def _block(b: Any, i: int) -> Mapping | None:
-    """Return a response block as it may be replayed (None: an empty text block, dropped)."""
+    """Return a response block as it may be replayed (None: dropped, an empty text block or
+    an unsigned thinking block)."""
     if not isinstance(b, Mapping):
         raise MalformedResponse(f"content[{i}] is a JSON {type(b).__name__}, not an object")
     kind = b.get("type")
+    if not isinstance(kind, str):  # stored, it would be sent back: every request block has one
+        raise MalformedResponse(f"content[{i}].type is not a string")
     if kind == "text":
         if not isinstance(b.get("text"), str):
             raise MalformedResponse(f"content[{i}].text is not a string")
         return request_text(b) if b["text"].strip() else None
+    if kind == "thinking" and not isinstance(b.get("signature"), str):
+        return None  # cut before its signature (max_tokens): the API takes it back signed only
     if kind != "tool_use":
         return b
     # A tool_use block must replay: a string id the API accepts, a name, an object input.

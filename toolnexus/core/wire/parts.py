@@ -284,7 +284,17 @@ def _check_part(part: Any) -> None:
 def _source(part: Mapping) -> PMap:
     if part.get("url") is not None:
         return pmap({"type": "url", "url": part["url"]})
-    return pmap({"type": "base64", "media_type": part["mimeType"], "data": part["data"]})
+    # The request schema's media types are lower case (a mime type is case-insensitive).
+    return pmap({"type": "base64", "media_type": part["mimeType"].lower(), "data": part["data"]})
+
+
+_TITLE_MAX = 500  # the request schema's longest document title
+
+
+def _document(part: Mapping, source: Mapping) -> PMap:
+    block = {"type": "document", "source": source}
+    name = part.get("name")
+    return pmap({**block, "title": name[:_TITLE_MAX]} if name else block)
 
 
 def to_anthropic(part: Mapping, policy: str = "error") -> Mapping:
@@ -302,16 +312,14 @@ def to_anthropic(part: Mapping, policy: str = "error") -> Mapping:
     if kind == "image" and (part.get("url") is not None or mime in _ANTHROPIC_IMAGES):
         return pmap({"type": "image", "source": _source(part)})
     if kind == "file" and (mime == "application/pdf" or (not mime and part.get("url"))):
-        block = {"type": "document", "source": _source(part)}
-        return pmap({**block, "title": part["name"]} if part.get("name") else block)
+        return _document(part, _source(part))
     if kind == "file" and mime == "text/plain" and part.get("data") is not None:
         try:
             text = base64.b64decode(part["data"], validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
             return unsupported(part, "anthropic", policy, "its text is not base64 UTF-8")
         source = pmap({"type": "text", "media_type": "text/plain", "data": text})
-        block = {"type": "document", "source": source}
-        return pmap({**block, "title": part["name"]} if part.get("name") else block)
+        return _document(part, source)
     why = {"audio": "no audio input", "image": f"image type {mime!r}"}.get(kind, f"file {mime!r}")
     return unsupported(part, "anthropic", policy, why)
 

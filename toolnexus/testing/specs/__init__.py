@@ -1,0 +1,1 @@
+"""The providers' published request schemas, cut down (see README.md beside this file)."""
