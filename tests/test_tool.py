@@ -154,3 +154,18 @@ def test_registering_in_steps_gives_the_toolkit_registering_at_once(names, cut, 
     in_steps = register(register(toolkit(*tools[:a]), *tools[a:b]), *tools[b:])
     assert in_steps["wire"] == at_once["wire"] and tool_names(in_steps) == tuple(names)
     assert to_openai(in_steps) == to_openai(at_once)
+
+
+def test_an_input_schema_without_a_type_goes_out_as_an_object_schema():
+    """Anthropic's published schema requires input_schema.type "object": a schema that
+    leaves it out (read as an object schema) must say so on the wire, in both dialects."""
+    from toolnexus import create_client, run, tool, toolkit
+    from toolnexus.testing import fake_provider, text_reply
+
+    t = tool(name="lookup", description="Look up.", execute=lambda args: "ok",
+             input_schema={"properties": {"q": {"type": "string"}}})  # fmt: skip
+    assert t["input_schema"]["type"] == "object"
+    for style in ("openai", "anthropic"):
+        with fake_provider([text_reply("fine")]) as fp:
+            c = create_client(base_url=fp.url, style=style, model="m", api_key="k")
+            assert run(c, "hi", toolkit=toolkit(t))["text"] == "fine"

@@ -225,7 +225,9 @@ def tool(
     schema = input_schema if input_schema is not None else {"type": "object", "properties": {}}
     if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
         raise ValueError(f"tool {name!r}: input_schema must be a JSON schema of type object")
-    frozen = freeze(dict(schema))
+    # Read as an object schema when its type is left out; the APIs want it said (Anthropic's
+    # published schema requires input_schema.type "object").
+    frozen = freeze({"type": "object", **schema})
     run = execute if hasattr(execute, "__wrapped__") else _guarded(execute)
     return pmap(
         {
