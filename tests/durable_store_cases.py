@@ -306,3 +306,40 @@ def property_against_a_dict(make_store, max_examples: int = 25):
         assert {i for i in fresh["ids"]() if i.startswith(tag)} == set(model)
 
     return test
+
+
+def store_maker(kind: str, request, tmp_path, unique: str, tag: str):
+    """Yield make_store() for a shipped store kind (memory, file, sqlite, redis, postgres):
+    a new store object on the same backing each call; what it made is removed after."""
+    from toolnexus.store import file_store, in_memory_store, sqlite_store
+
+    if kind == "memory":
+        backing: dict = {}
+        yield lambda: in_memory_store(backing)
+    elif kind == "file":
+        yield lambda: file_store(tmp_path / "files")
+    elif kind == "sqlite":
+        yield lambda: sqlite_store(tmp_path / "chat.db")
+    elif kind == "redis":
+        import redis
+
+        from toolnexus.store import redis_store
+
+        url = request.getfixturevalue("redis_url")
+        prefix = f"tnx-{tag}:{unique}:"
+        yield lambda: redis_store(url, prefix=prefix)
+        r = redis.Redis.from_url(url)
+        keys = list(r.scan_iter(match=prefix + "*"))
+        if keys:
+            r.delete(*keys)
+        r.close()
+    else:
+        from psycopg_pool import ConnectionPool
+
+        from toolnexus.store import postgres_store
+
+        with ConnectionPool(request.getfixturevalue("postgres_dsn"), min_size=1) as pool:
+            table = f"tnx_{unique}"
+            yield lambda: postgres_store(pool, table)
+            with pool.connection() as c:
+                c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pytest
 from cryptography.fernet import Fernet
+from durable_store_cases import store_maker
 
 from toolnexus.cli import main
 from toolnexus.store import (
     _rows,
     capped_store,
     encrypted,
-    file_store,
     fork,
-    in_memory_store,
     namespaced,
     rewind,
     sqlite_store,
@@ -34,37 +33,7 @@ T = [{"role": "system", "content": "s"}, Q, CALL, RESULT, A, THANKS,
 @pytest.fixture(params=["memory", "file", "sqlite", "redis", "postgres"])
 def make_store(request, tmp_path, unique):
     """Return make_store() for each shipped store: a new object on the same backing."""
-    kind = request.param
-    if kind == "memory":
-        backing: dict = {}
-        yield lambda: in_memory_store(backing)
-    elif kind == "file":
-        yield lambda: file_store(tmp_path / "files")
-    elif kind == "sqlite":
-        yield lambda: sqlite_store(tmp_path / "chat.db")
-    elif kind == "redis":
-        import redis
-
-        from toolnexus.store import redis_store
-
-        url = request.getfixturevalue("redis_url")
-        prefix = f"tnx-fork:{unique}:"
-        yield lambda: redis_store(url, prefix=prefix)
-        r = redis.Redis.from_url(url)
-        keys = list(r.scan_iter(match=prefix + "*"))
-        if keys:
-            r.delete(*keys)
-        r.close()
-    else:
-        from psycopg_pool import ConnectionPool
-
-        from toolnexus.store import postgres_store
-
-        with ConnectionPool(request.getfixturevalue("postgres_dsn"), min_size=1) as pool:
-            table = f"tnx_{unique}"
-            yield lambda: postgres_store(pool, table)
-            with pool.connection() as c:
-                c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")
+    yield from store_maker(request.param, request, tmp_path, unique, "fork")
 
 
 def test_fork_copies_whole_or_at_a_boundary_and_never_changes_src(make_store):

@@ -6,45 +6,18 @@ from __future__ import annotations
 import base64
 
 import pytest
+from durable_store_cases import store_maker
 from pyrsistent import thaw
 
 from toolnexus import ask, create_in_process_client
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.core.wire.jsonload import MAX_BYTES
-from toolnexus.store import file_store, sqlite_store
 
 
 @pytest.fixture(params=["file", "sqlite", "redis", "postgres"])
 def make_store(request, tmp_path, unique):
     """Return make_store() for each durable store: a new object on the same backing."""
-    kind = request.param
-    if kind == "file":
-        yield lambda: file_store(tmp_path / "files")
-    elif kind == "sqlite":
-        yield lambda: sqlite_store(tmp_path / "chat.db")
-    elif kind == "redis":
-        import redis
-
-        from toolnexus.store import redis_store
-
-        url = request.getfixturevalue("redis_url")
-        prefix = f"tnx-limits:{unique}:"
-        yield lambda: redis_store(url, prefix=prefix)
-        r = redis.Redis.from_url(url)
-        keys = list(r.scan_iter(match=prefix + "*"))
-        if keys:
-            r.delete(*keys)
-        r.close()
-    else:
-        from psycopg_pool import ConnectionPool
-
-        from toolnexus.store import postgres_store
-
-        with ConnectionPool(request.getfixturevalue("postgres_dsn"), min_size=1) as pool:
-            table = f"tnx_{unique}"
-            yield lambda: postgres_store(pool, table)
-            with pool.connection() as c:
-                c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")
+    yield from store_maker(request.param, request, tmp_path, unique, "limits")
 
 
 CALLS: list = []

@@ -5,13 +5,13 @@ across saves. 30 exchanges of an in-process client whose ids repeat every run
 from __future__ import annotations
 
 import pytest
+from durable_store_cases import store_maker
 from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import thaw
 
 from toolnexus import ask, create_in_process_client, define_tool, toolkit
 from toolnexus.core.wire.translate import _id_plan
-from toolnexus.store import file_store, sqlite_store
 
 
 @define_tool
@@ -29,34 +29,7 @@ def _generate(request):
 
 @pytest.fixture(params=["file", "sqlite", "redis", "postgres"])
 def make_store(request, tmp_path, unique):
-    kind = request.param
-    if kind == "file":
-        yield lambda: file_store(tmp_path / "files")
-    elif kind == "sqlite":
-        yield lambda: sqlite_store(tmp_path / "chat.db")
-    elif kind == "redis":
-        import redis
-
-        from toolnexus.store import redis_store
-
-        url = request.getfixturevalue("redis_url")
-        prefix = f"tnx-ids:{unique}:"
-        yield lambda: redis_store(url, prefix=prefix)
-        r = redis.Redis.from_url(url)
-        keys = list(r.scan_iter(match=prefix + "*"))
-        if keys:
-            r.delete(*keys)
-        r.close()
-    else:
-        from psycopg_pool import ConnectionPool
-
-        from toolnexus.store import postgres_store
-
-        with ConnectionPool(request.getfixturevalue("postgres_dsn"), min_size=1) as pool:
-            table = f"tnx_{unique}"
-            yield lambda: postgres_store(pool, table)
-            with pool.connection() as c:
-                c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")
+    yield from store_maker(request.param, request, tmp_path, unique, "ids")
 
 
 def test_30_exchanges_read_fresh_each_time_keep_working(make_store):
