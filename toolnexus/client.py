@@ -36,7 +36,6 @@ __all__ = [
     "Secret",
 ]
 
-_KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENROUTER_API_KEY"), "anthropic": ("ANTHROPIC_API_KEY",)}
 _HOOKS = {"before_llm", "after_llm", "before_tool", "after_tool"}
 _RESERVED_PARAMS = {"messages", "tools", "stream"}
 _EXECUTORS = ("threads", "inline")
@@ -246,10 +245,10 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
         raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
     key = o["api_key"]
     key = key.reveal() if isinstance(key, Secret) else key
-    if not key:
-        key = next((os.environ[v] for v in _KEY_ENV[o["style"]] if os.environ.get(v)), None)
-    o["api_key"] = key
     codec = DIALECTS[o["style"]]
+    if not key:  # each codec names the environment variables of its providers' keys
+        key = next((os.environ[v] for v in codec.KEY_ENV if os.environ.get(v)), None)
+    o["api_key"] = key
     headers = {
         "content-type": "application/json",
         "accept": "application/json",
@@ -293,7 +292,7 @@ def create_client(
     *,
     base_url: str,
     model: str,
-    style: Literal["openai", "anthropic"] = "openai",
+    style: Literal["openai", "anthropic", "responses"] = "openai",
     api_key: str | None = None,
     headers: Mapping[str, str] | None = None,
     system_prompt: str | None = None,
@@ -323,11 +322,12 @@ def create_client(
     max_part_bytes: int | None = None,
     prompt_cache: bool = False,
 ) -> Client:
-    """Return a client value for an OpenAI-style or Anthropic-style endpoint.
+    """Return a client value for a chat completions, Anthropic messages or Responses endpoint.
 
-    base_url, model: where and what to ask. style: "openai" (POST /chat/completions) or
-    "anthropic" (POST /v1/messages). api_key: else OPENAI_API_KEY / OPENROUTER_API_KEY /
-    ANTHROPIC_API_KEY; it reaches request headers only. headers: extra request headers.
+    base_url, model: where and what to ask. style: "openai" (POST /chat/completions),
+    "anthropic" (POST /v1/messages) or "responses" (POST /responses). api_key: else
+    OPENAI_API_KEY / OPENROUTER_API_KEY (openai, responses) / ANTHROPIC_API_KEY; it
+    reaches request headers only. headers: extra request headers.
     system_prompt: leads every request. max_turns: model turns per run (10). store: a
     {get, save} map (default: a fresh in-memory store); lock: fn(id) -> context manager
     held over an exchange (default: the store's own "lock", else an in-process lock).

@@ -14,6 +14,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, freeze, pmap, pvector, thaw
 
+from .wire import responses as _items_dialect
 from .wire.jsonload import load
 
 __all__ = [
@@ -181,6 +182,8 @@ def tool_call_ids(message: Mapping) -> tuple[str, ...]:
     """
     if message.get("role") != "assistant":
         return ()
+    if _items_dialect.owns(message):  # a Responses turn: its function_call items
+        return _items_dialect.call_ids(message)
     calls = message.get("tool_calls") or ()
     if not _is_list(calls):
         calls = ()  # not a list of calls (check_message refuses it where messages come in)
@@ -200,6 +203,8 @@ def tool_result_ids(message: Mapping) -> tuple[str, ...]:
     >>> tool_result_ids({"role": "user", "content": "hi"})
     ()
     """
+    if _items_dialect.owns(message):  # Responses: function_call_output items
+        return _items_dialect.result_ids(message)
     role = message.get("role")
     if role == "tool":
         return (message.get("tool_call_id"),)
@@ -337,6 +342,9 @@ def _synthesized(caller: Mapping, ids: Sequence[str]) -> list[PMap]:
     """Return error results for unanswered calls, in the caller's dialect."""
     if caller.get("tool_calls"):
         return [pmap({"role": "tool", "tool_call_id": i, "content": INTERRUPTED}) for i in ids]
+    if _items_dialect.owns(caller):
+        outputs = [_items_dialect.output_item(i, INTERRUPTED) for i in ids]
+        return [_items_dialect.results_message(outputs)]
     return [pmap({"role": "user", "content": pvector(_synthesized_block(i) for i in ids)})]
 
 
@@ -350,7 +358,11 @@ def _close(out: list, caller: Mapping | None, open_calls: list, merge_at: int | 
     """Append (or merge) synthesized results for the calls still open; mutates `out` only."""
     if not open_calls:
         return
-    if merge_at is not None and not caller.get("tool_calls"):
+    if merge_at is not None and _items_dialect.owns(out[merge_at]):
+        items = [*out[merge_at]["items"], *(_items_dialect.output_item(i, INTERRUPTED)
+                                             for i in open_calls)]  # fmt: skip
+        out[merge_at] = _items_dialect.results_message(items)
+    elif merge_at is not None and not caller.get("tool_calls"):
         # Anthropic wants all results of a turn in ONE user message, results before text.
         blocks = _blocks(out[merge_at])
         results = [b for b in blocks if _is_block(b, "tool_result")]
@@ -371,6 +383,15 @@ def _answered_part(message: PMap, open_calls: list) -> PMap | None:
 
     Removes the answered ids from `open_calls` (a local list of the repair pass).
     """
+    if _items_dialect.owns(message):
+
+        def wanted(i: Any) -> bool:
+            if i in open_calls:
+                open_calls.remove(i)
+                return True
+            return False
+
+        return _items_dialect.keep_results(message, wanted)
     if message.get("role") == "tool":
         i = message.get("tool_call_id")
         if i in open_calls:
@@ -417,7 +438,8 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
             changed = changed or kept is not m
             if kept is not None and is_tool_result(kept):
                 out.append(kept)
-                merge_at = len(out) - 1 if kept.get("role") == "user" else merge_at
+                grouped = kept.get("role") == "user" or _items_dialect.owns(kept)
+                merge_at = len(out) - 1 if grouped else merge_at
                 continue
             if kept is None:
                 continue

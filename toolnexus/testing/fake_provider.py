@@ -30,7 +30,8 @@ streamed):
   "raw_usage": {...}         the usage object in the dialect's own shape, verbatim
                              (prompt_tokens_details, cache_read_input_tokens, ...)
 or a function(request_body, dialect) -> reply for dynamic scripts.
-The dialect of a request is read from its path: /chat/completions or /messages.
+The dialect of a request is read from its path: /chat/completions, /messages or
+/responses (the Responses dialect: see `toolnexus.testing.fake_responses`).
 
 A request whose body has `"stream": true` gets real SSE in its dialect: openai
 chunks (text and tool-call arguments in fragments, a usage chunk when
@@ -58,6 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .fake_responses import responses_response, responses_stream
 from .validators import validate_request
 
 __all__ = [
@@ -183,7 +185,8 @@ def anthropic_response(reply: Mapping, model: str = "fake-model", seq: int = 0) 
     }
 
 
-RESPONSES = {"openai": openai_response, "anthropic": anthropic_response}
+RESPONSES = {"openai": openai_response, "anthropic": anthropic_response,
+             "responses": responses_response}  # fmt: skip
 
 # ---- SSE bodies (pure) ---------------------------------------------------------
 
@@ -303,6 +306,8 @@ def anthropic_stream(
 
 
 def _stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq: int) -> list:
+    if dialect == "responses":  # its own error events (see fake_responses)
+        return responses_stream(reply, model, seq)
     if dialect == "openai":
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = openai_stream(reply, model, seq, include_usage=usage)
@@ -383,11 +388,19 @@ class FakeProvider:
 def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
     """Return the 400 body a provider sends for an invalid request, in its own shape."""
     message = "; ".join(problems)
-    if dialect == "openai":
+    if dialect in ("openai", "responses"):
         error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
         return json.dumps({"error": error}).encode()
     error = {"type": "invalid_request_error", "message": message}
     return json.dumps({"type": "error", "error": error}).encode()
+
+
+# The path each dialect posts to (the last segment of its URL).
+PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses"}
+
+
+def _dialect_of_path(path: str) -> str | None:
+    return next((d for end, d in PATHS.items() if path.endswith(end)), None)
 
 
 def _handler(fp: FakeProvider) -> type:
@@ -441,8 +454,8 @@ def _handler(fp: FakeProvider) -> type:
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-            dialect = "openai" if self.path.endswith("/chat/completions") else "anthropic"
-            if not self.path.endswith(("/chat/completions", "/messages")):
+            dialect = _dialect_of_path(self.path)
+            if dialect is None:
                 return self._send(404, b'{"error": "unknown path"}')
             try:
                 body = json.loads(raw)

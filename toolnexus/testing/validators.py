@@ -21,7 +21,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["validate_openai_request", "validate_anthropic_request", "validate_request"]
+__all__ = [
+    "validate_openai_request",
+    "validate_anthropic_request",
+    "validate_responses_request",
+    "validate_request",
+]
 
 ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
 OPENAI_ID_MAX = 40
@@ -188,8 +193,72 @@ def validate_openai_request(body: Mapping) -> list[str]:
     return problems
 
 
+def _responses_item(i: int, item: Any, open_ids: list, called: set, store: Any) -> list[str]:
+    """Return the problems of one input item; updates the open and seen call ids."""
+    if not isinstance(item, Mapping):
+        return [f"input[{i}]: not an object"]
+    kind = item.get("type", "message")
+    if kind == "function_call":
+        cid = item.get("call_id")
+        if cid in called:
+            return [f"input[{i}]: duplicate function_call call_id {cid!r}"]
+        called.add(cid)
+        open_ids.append(cid)
+        return []
+    if kind == "function_call_output":
+        cid = item.get("call_id")
+        if cid not in open_ids:
+            return [f"input[{i}]: function_call_output for {cid!r} answers no function_call"
+                    " before it"]  # fmt: skip
+        open_ids.remove(cid)
+        return []
+    if kind == "reasoning" and store is False and not item.get("encrypted_content"):
+        return [f"input[{i}]: a reasoning item without encrypted_content cannot be replayed"
+                " with store false (the server kept nothing)"]  # fmt: skip
+    if kind == "message" and not item.get("content"):
+        return [f"input[{i}]: a message needs content"]
+    return []
+
+
+def validate_responses_request(body: Mapping) -> list[str]:
+    """Return the problems of a Responses request body (empty when valid): every
+    function_call_output answers a function_call before it (each once), every
+    function_call is answered, a reasoning item is followed by the item it led to, and
+    with `store: false` it carries its encrypted_content; no message without content.
+
+    >>> validate_responses_request({"input": [{"type": "function_call_output",
+    ...                                        "call_id": "c", "output": "4"}]})
+    ["input[0]: function_call_output for 'c' answers no function_call before it"]
+    """
+    given = body.get("input")
+    if isinstance(given, str):
+        return [] if given else ["input: empty"]
+    items = _list(given)
+    if not items and body.get("previous_response_id") is None:
+        return ["input: must be a non-empty list (or text)"]
+    problems: list = []
+    open_ids: list = []
+    called: set = set()
+    store = body.get("store", True)
+    for i, item in enumerate(items):
+        problems += _responses_item(i, item, open_ids, called, store)
+        following = items[i + 1] if i + 1 < len(items) else None
+        if isinstance(item, Mapping) and item.get("type") == "reasoning" and (
+            not isinstance(following, Mapping) or following.get("type") in (None, "reasoning")
+            or following.get("role") == "user"
+        ):  # fmt: skip
+            problems.append(f"input[{i}]: a reasoning item was provided without its"
+                            " following item")  # fmt: skip
+    if open_ids:
+        problems.append(f"function_calls {open_ids!r} have no function_call_output")
+    return problems
+
+
 def validate_request(body: Mapping, dialect: str) -> list[str]:
-    """Return the problems of a request body in `dialect` ("openai" | "anthropic")."""
+    """Return the problems of a request body in `dialect` ("openai" | "anthropic" |
+    "responses")."""
+    if dialect == "responses":
+        return validate_responses_request(body)
     if dialect == "openai":
         return validate_openai_request(body)
     if dialect == "anthropic":

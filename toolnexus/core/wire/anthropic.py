@@ -54,6 +54,10 @@ VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
 
+# The environment variables a client reads its API key from, in order.
+KEY_ENV = ("ANTHROPIC_API_KEY",)
+
+
 def tool_entry(t: Mapping) -> PMap:
     """Return one tool map's declaration in a request body's `tools`."""
     return pmap(
@@ -589,3 +593,15 @@ def user_message_parts(
 
 
 __all__.append("user_message_parts")
+
+
+def valid_call_id(id: str) -> bool:
+    """Return whether a tool use id meets the messages API's rule (`^[a-zA-Z0-9_-]+$`)."""
+    return _ID_OK.fullmatch(id) is not None
+
+
+def to_part(part: Mapping, policy: str = "error") -> Mapping:
+    """Return the messages content block of a neutral part (see parts.to_anthropic)."""
+    from .parts import to_anthropic
+
+    return to_anthropic(part, policy)

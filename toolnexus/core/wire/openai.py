@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 
+# The environment variables a client reads its API key from, in order.
+KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")
+
+
 def tool_entry(t: Mapping) -> PMap:
     """Return one tool map's declaration in a request body's `tools`."""
     function = pmap(
@@ -586,3 +590,15 @@ def user_message_parts(
 
 
 __all__.append("user_message_parts")
+
+
+def valid_call_id(id: str) -> bool:
+    """Return whether a tool call id meets chat completions' rule (at most 40 characters)."""
+    return 0 < len(id) <= 40
+
+
+def to_part(part: Mapping, policy: str = "error") -> Mapping:
+    """Return the chat completions content part of a neutral part (see parts.to_openai)."""
+    from .parts import to_openai
+
+    return to_openai(part, policy)

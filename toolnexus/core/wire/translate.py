@@ -31,18 +31,23 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..transcript import freeze_transcript
+from . import DIALECTS as CODECS
 from . import parts as P
+from . import responses as R
 from .common import to_json
 
 __all__ = ["Translated", "dialect_of", "to_dialect", "translate", "valid_tool_id"]
 
-DIALECTS = ("openai", "anthropic")
-ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
+DIALECTS = tuple(CODECS)  # the registry's rows (core.wire.DIALECTS)
 OPENAI_ID_MAX = 40
 # Content part types only one dialect has ("text" is both's).
 _OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool"})
-_DROPPED_ON_OPENAI = frozenset({"thinking", "redacted_thinking"})
+_DROPPED_ON_OPENAI = frozenset({"thinking", "redacted_thinking", "reasoning"})
+_REASONING_OF = {"anthropic": frozenset({"thinking", "redacted_thinking"}),
+                 "responses": frozenset({"reasoning"})}  # fmt: skip
+# Content part types only the Responses dialect has.
+_RESPONSES_BLOCKS = frozenset({"input_text", "input_image", "input_file", "output_text"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
@@ -62,9 +67,7 @@ def valid_tool_id(id: Any, dialect: str) -> bool:
     """
     if not isinstance(id, str) or not id:
         return False
-    if dialect == "anthropic":
-        return ANTHROPIC_ID.fullmatch(id) is not None
-    return len(id) <= OPENAI_ID_MAX
+    return CODECS[dialect].valid_call_id(id)  # each dialect's own rule
 
 
 # ---- reading the dialect off the shapes -----------------------------------------------
@@ -78,13 +81,17 @@ def _blocks(message: Mapping) -> Sequence:
 
 
 def _evidence(message: Mapping) -> str | None:
-    """Return the dialect a message can only belong to, or None if valid in both."""
+    """Return the dialect a message can only belong to, or None if valid in several."""
+    if R.owns(message):
+        return "responses"
     role = message.get("role")
     if role in _OPENAI_ROLES or message.get("tool_calls"):
         return "openai"
     if role == "assistant" and message.get("content") is None:
         return "openai"
     kinds = {b.get("type") for b in _blocks(message)}
+    if kinds & _RESPONSES_BLOCKS:
+        return "responses"
     if kinds & _OPENAI_BLOCKS:
         return "openai"
     if kinds - {"text"}:
@@ -93,7 +100,8 @@ def _evidence(message: Mapping) -> str | None:
 
 
 def dialect_of(transcript: Sequence[Mapping]) -> str | None:
-    """Return "openai" or "anthropic" as the shapes of a transcript tell, or None.
+    """Return the dialect the shapes of a transcript tell ("openai", "anthropic",
+    "responses"), or None.
 
     None when nothing tells (empty, or plain text valid in both). A mixed transcript
     gets the dialect of its latest telling message: the one it was last continued in.
@@ -118,6 +126,10 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
     """
     if keep_system and message.get("role") in _SYSTEM_ROLES:
         return True
+    if dialect == "responses":
+        return _native_responses(message)
+    if _evidence(message) == "responses":
+        return False
     if dialect == "openai":
         if _evidence(message) == "anthropic":
             return False
@@ -137,6 +149,23 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
         and len(blocks) == len(content)
         and all(b.get("type") not in _OPENAI_BLOCKS for b in blocks)
         and all(b.get("text") for b in blocks if b.get("type") == "text")
+    )
+
+
+def _native_responses(message: Mapping) -> bool:
+    if R.owns(message):
+        return True
+    role, content = message.get("role"), message.get("content")
+    if set(message) - {"role", "content"} or role not in ("user", "assistant", *_SYSTEM_ROLES):
+        return False
+    if isinstance(content, str):
+        return bool(content)
+    blocks = _blocks(message)
+    return (
+        role == "user"
+        and bool(blocks)
+        and len(blocks) == len(content)
+        and all(b.get("type") in _RESPONSES_BLOCKS - {"output_text"} for b in blocks)
     )
 
 
@@ -179,11 +208,15 @@ def _unchanged(messages: Sequence[Mapping], dialect: str, keep_system: bool) -> 
 
 
 def _call_ids(message: Mapping) -> list:
+    if R.owns(message):
+        return list(R.call_ids(message))
     ids = [c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
     return ids + [b.get("id") for b in _blocks(message) if b.get("type") == "tool_use"]
 
 
 def _result_ids(message: Mapping) -> list:
+    if R.owns(message):
+        return list(R.result_ids(message))
     if message.get("role") == "tool":
         return [message.get("tool_call_id")]
     return [b.get("tool_use_id") for b in _blocks(message) if b.get("type") == "tool_result"]
@@ -291,7 +324,7 @@ def _args_text(raw: Any) -> str:
 def _part_of(block: Mapping, source: str) -> Mapping:
     """Return the neutral part of a content block; an unknown block becomes a bare part."""
     reader = P.from_openai if source == "openai" else P.from_anthropic
-    part = reader(block) or P.from_openai(block) or P.from_anthropic(block)
+    part = reader(block) or P.from_openai(block) or P.from_anthropic(block) or R.from_part(block)
     return part if part is not None else pmap({"type": block.get("type") or "unknown"})
 
 
@@ -304,6 +337,8 @@ def _content_parts(content: Any) -> list:
 
 def _items(m: Mapping, ids: Mapping) -> list[tuple]:
     """Return the neutral items of a message: system, user parts, assistant, results."""
+    if R.owns(m):
+        return _responses_items(m, ids)
     role = m.get("role")
     if role in ("system", "developer"):
         content = m.get("content")
@@ -324,6 +359,29 @@ def _items(m: Mapping, ids: Mapping) -> list[tuple]:
         else:
             rest.append(b)
     return out + ([("user", _content_parts(rest))] if rest else [])
+
+
+def _responses_items(m: Mapping, ids: Mapping) -> list[tuple]:
+    """Return the neutral items of a Responses turn or results message."""
+    items = [i for i in m.get("items") or () if isinstance(i, Mapping)]
+    if m.get("role") != "assistant":
+        return [("result", ids.get(i.get("call_id"), i.get("call_id")), i.get("output"), False)
+                for i in items if i.get("type") == "function_call_output"]  # fmt: skip
+    parts, calls, extras = [], [], []
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            i = item.get("call_id")
+            calls.append((ids.get(i, i), item.get("name", ""), item.get("arguments"), {}))
+        elif kind == "reasoning":
+            extras.append(item)
+        elif kind == "message" or (kind is None and item.get("role") == "assistant"):
+            content = item.get("content")
+            if isinstance(content, str):
+                parts.append(pmap({"type": "text", "text": content}))
+            else:
+                parts += [R.from_part(b) for b in _blocks(item) if R.from_part(b) is not None]
+    return [("assistant", parts, calls, extras, {})]
 
 
 def _joined(content: Any) -> str:
@@ -366,12 +424,12 @@ def _unsupported_block(block: Mapping, dialect: str, policy: str) -> Mapping:
 
 
 def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
-    encode = P.to_openai if dialect == "openai" else P.to_anthropic
+    encode = CODECS[dialect].to_part
     out = []
     for p in parts:
         if p.get("type") == "text":
             if p.get("text"):  # an empty text block is rejected, and says nothing
-                out.append(pmap({"type": "text", "text": p["text"]}))
+                out.append(encode(pmap({"type": "text", "text": p["text"]}), policy))
         elif p.get("type") in P.MEDIA:
             out.append(encode(p, policy))
         else:
@@ -493,12 +551,80 @@ def _anthropic_assistant(
     refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
     if isinstance(refusal, str) and refusal:
         parts = [*parts, pmap({"type": "text", "text": refusal})]
+    extras = [b for b in extras if b.get("type") not in _REASONING_OF["responses"]]
     blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
     blocks += [
         pmap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
         for i, name, raw, _ in calls
     ]
     return [pmap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
+
+
+def _responses_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
+    out: list = []
+    results: list = []  # the function_call_output items waiting to go as one message
+
+    def flush() -> None:
+        if results:
+            out.append(R.results_message(results))
+            results.clear()
+
+    for item in items:
+        kind = item[0]
+        if kind == "result":
+            _, i, content, _error = item
+            results.append(R.output_item(i, _responses_output(content, policy)))
+            continue
+        flush()
+        if kind == "system":
+            if item[1]:
+                out.append(pmap({"role": "system", "content": item[1]}))
+        elif kind == "user":
+            content = item[1]
+            if not isinstance(content, str):
+                content = pvector(_wire_parts(content, "responses", policy))
+            if content:
+                out.append(pmap({"role": "user", "content": content}))
+        else:
+            out.extend(_responses_assistant(*item[1:], policy))
+    flush()
+    return out, []
+
+
+def _responses_output(content: Any, policy: str) -> Any:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
+    made = _wire_parts(parts, "responses", policy)
+    return pvector(made) if made else ""
+
+
+def _responses_assistant(
+    parts: list, calls: list, extras: list, own: Mapping, policy: str
+) -> list[PMap]:
+    refusal = own.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        parts = [*parts, pmap({"type": "text", "text": refusal})]
+    for b in extras:
+        if b.get("type") not in (*_REASONING_OF["anthropic"], *_REASONING_OF["responses"]):
+            parts = [*parts, _unsupported_block(b, "responses", policy)]
+    text = "".join(p.get("text") or "" for p in parts if p.get("type") == "text")
+    reasoning = [b for b in extras if b.get("type") in _REASONING_OF["responses"]]
+    made = [pmap({"type": "function_call", "call_id": i, "name": name,
+                  "arguments": _args_text(raw)}) for i, name, raw, _ in calls]  # fmt: skip
+    if not reasoning and not made:
+        return [pmap({"role": "assistant", "content": text})] if text else []
+    said = [pmap({"role": "assistant", "content": text})] if text else []
+    return [pmap({"role": "assistant", "items": pvector([*reasoning, *said, *made])})]
+
+
+def _openai_written(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
+    return _openai_messages(items, policy), []
+
+
+# Each dialect's writer of neutral items: (messages, system texts lifted out).
+_WRITERS = {"openai": _openai_written, "anthropic": lambda items, policy:
+            _anthropic_messages(items, policy), "responses": _responses_messages}  # fmt: skip
 
 
 # ---- the face ------------------------------------------------------------------------
@@ -541,12 +667,9 @@ def translate(
     pending: list = []  # items of messages being rewritten, written out together
 
     def write() -> None:
-        if dialect == "openai":
-            out.extend(_openai_messages(pending, on_unsupported_part))
-        else:
-            msgs, texts = _anthropic_messages(pending, on_unsupported_part)
-            out.extend(msgs)
-            system.extend(texts)
+        msgs, texts = _WRITERS[dialect](pending, on_unsupported_part)
+        out.extend(msgs)
+        system.extend(texts)
         pending.clear()
 
     for m, ids, remapped in zip(frozen, plan, moved, strict=True):
