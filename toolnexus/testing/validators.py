@@ -220,11 +220,27 @@ def _responses_item(i: int, item: Any, open_ids: list, called: set, store: Any) 
     return []
 
 
+def _led(items: list, i: int) -> bool:
+    """Return whether the reasoning at `i` leads to an output of the model's own: a
+    message of the assistant or a call, after any further reasoning."""
+    for following in items[i + 1 :]:
+        if not isinstance(following, Mapping):
+            return False
+        kind = following.get("type")
+        if kind == "reasoning":
+            continue
+        if kind in (None, "message"):
+            return following.get("role") == "assistant"
+        return kind != "function_call_output"
+    return False
+
+
 def validate_responses_request(body: Mapping) -> list[str]:
     """Return the problems of a Responses request body (empty when valid): every
     function_call_output answers a function_call before it (each once), every
     function_call is answered, a reasoning item is followed by the item it led to, and
-    with `store: false` it carries its encrypted_content; no message without content.
+    with `store: false` it carries its encrypted_content; no message without content;
+    no item id given twice.
 
     >>> validate_responses_request({"input": [{"type": "function_call_output",
     ...                                        "call_id": "c", "output": "4"}]})
@@ -240,13 +256,15 @@ def validate_responses_request(body: Mapping) -> list[str]:
     open_ids: list = []
     called: set = set()
     store = body.get("store", True)
+    seen: set = set()  # item ids: the API refuses one given twice
     for i, item in enumerate(items):
         problems += _responses_item(i, item, open_ids, called, store)
-        following = items[i + 1] if i + 1 < len(items) else None
-        if isinstance(item, Mapping) and item.get("type") == "reasoning" and (
-            not isinstance(following, Mapping) or following.get("type") in (None, "reasoning")
-            or following.get("role") == "user"
-        ):  # fmt: skip
+        iid = item.get("id") if isinstance(item, Mapping) else None
+        if isinstance(iid, str):
+            if iid in seen:
+                problems.append(f"input[{i}]: duplicate item id {iid!r}")
+            seen.add(iid)
+        if isinstance(item, Mapping) and item.get("type") == "reasoning" and not _led(items, i):
             problems.append(f"input[{i}]: a reasoning item was provided without its"
                             " following item")  # fmt: skip
     if open_ids:

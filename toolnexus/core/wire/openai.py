@@ -26,7 +26,7 @@ from .common import (
     unique_id,
     usage,
 )
-from .parts import is_parts, tool_attachments, tool_text
+from .parts import from_openai, is_parts, to_openai, tool_attachments, tool_text
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -47,8 +47,7 @@ __all__ = [
 ]
 
 
-# The environment variables a client reads its API key from, in order.
-KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")
+KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its key, in order
 
 
 def tool_entry(t: Mapping) -> PMap:
@@ -597,8 +596,5 @@ def valid_call_id(id: str) -> bool:
     return 0 < len(id) <= 40
 
 
-def to_part(part: Mapping, policy: str = "error") -> Mapping:
-    """Return the chat completions content part of a neutral part (see parts.to_openai)."""
-    from .parts import to_openai
-
-    return to_openai(part, policy)
+# The neutral content part <-> this dialect's block (see parts.py).
+to_part, from_part = to_openai, from_openai

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
@@ -28,7 +28,6 @@ from .common import (
     malformed,
     name_text,
     response_object,
-    stream_cut,
     to_json,
     turn,
     unique_id,
@@ -42,7 +41,14 @@ from .parts import (
     split_data_url,
     unsupported,
 )
-from .sse import load_json, stream_error
+from .responses_stream import (
+    ResponsesStream,
+    stream_body,
+    stream_event,
+    stream_start,
+    stream_turn,
+)
+from .sse import stream_error
 
 __all__ = [
     "url",
@@ -69,8 +75,7 @@ __all__ = [
 STATELESS = MappingProxyType({"store": False, "include": ("reasoning.encrypted_content",)})
 
 
-# The environment variables a client reads its API key from, in order.
-KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")
+KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its key, in order
 
 
 def tool_entry(t: Mapping) -> PMap:
@@ -468,146 +473,6 @@ def parse_response(data: Mapping | bytes | str) -> PMap:
         return _parse_response(response_object(data))
     except MALFORMED as e:
         raise malformed(e) from None
-
-
-# ---- streaming -------------------------------------------------------------------------
-
-
-def stream_body(body: Mapping) -> dict:
-    """Return a copy of a request body that asks for a stream.
-
-    >>> stream_body({"model": "m"})
-    {'model': 'm', 'stream': True}
-    """
-    return {**body, "stream": True}
-
-
-class ResponsesStream(NamedTuple):
-    """The accumulator of a Responses stream: an immutable value (see stream_event).
-
-    `items` holds the output items by output_index (as added, then as done); `args`
-    the argument fragments of function calls not done yet; `final` the response of the
-    closing event (response.completed or response.incomplete): without it the stream was
-    cut short (`stream_turn` raises).
-    """
-
-    items: PMap = pmap()
-    args: PMap = pmap()  # output_index -> pvector of argument fragments
-    text: PMap = pmap()  # output_index -> pvector of text fragments
-    final: Mapping | None = None
-    model: str | None = None
-
-
-def stream_start() -> ResponsesStream:
-    """Return the accumulator of a stream that has delivered nothing yet."""
-    return ResponsesStream()
-
-
-def _delta(**fields: Any) -> Mapping:
-    return MappingProxyType(fields)
-
-
-def _index(data: Mapping) -> int:
-    index = data.get("output_index", 0)
-    return index if isinstance(index, int) and not isinstance(index, bool) else 0
-
-
-def _append(table: PMap, index: int, piece: str) -> PMap:
-    return table.set(index, table.get(index, pvector()).append(piece))
-
-
-def stream_event(
-    acc: ResponsesStream, event: Mapping
-) -> tuple[ResponsesStream, tuple[Mapping, ...]]:
-    """Return the accumulator after one SSE event and the deltas it carries.
-
-    Deltas: {"type": "text"|"refusal"|"thinking", "delta"} and {"type":
-    "tool_call_start", "index", "id", "name"}. `error` and `response.failed` raise a
-    ProviderError with the provider's message; anything malformed is one too.
-    """
-    try:
-        return _stream_event(acc, event)
-    except MALFORMED as e:
-        raise malformed(e, "stream event") from None
-
-
-_THINKING = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
-
-
-def _stream_event(acc: ResponsesStream, event: Mapping) -> tuple[ResponsesStream, tuple]:
-    raw = event["data"]
-    if raw == "[DONE]" or raw.strip() == "[DONE]":
-        return acc, ()
-    data = load_json(raw)
-    kind = data.get("type") or event.get("event")
-    if kind == "error" or event.get("event") == "error":
-        raise stream_error(data)
-    if kind == "response.failed":
-        raise stream_error(data.get("response") or data)
-    if kind in ("response.completed", "response.incomplete"):
-        response = data.get("response")
-        if not isinstance(response, Mapping):
-            raise MalformedResponse(f"{kind} holds no response object")
-        return acc._replace(final=response), ()
-    if kind in ("response.created", "response.in_progress"):
-        response = data.get("response") or {}
-        model = response.get("model") if isinstance(response, Mapping) else None
-        return acc._replace(model=model if isinstance(model, str) else acc.model), ()
-    if kind == "response.output_text.delta":
-        piece = data.get("delta")
-        if not isinstance(piece, str) or not piece:
-            return acc, ()
-        return acc._replace(text=_append(acc.text, _index(data), piece)), (
-            _delta(type="text", delta=piece),
-        )
-    if kind == "response.refusal.delta" and isinstance(data.get("delta"), str):
-        return acc, (_delta(type="refusal", delta=data["delta"]),)
-    if kind in _THINKING and isinstance(data.get("delta"), str):
-        return acc, (_delta(type="thinking", delta=data["delta"]),)
-    if kind == "response.function_call_arguments.delta" and isinstance(data.get("delta"), str):
-        return acc._replace(args=_append(acc.args, _index(data), data["delta"])), ()
-    if kind in ("response.output_item.added", "response.output_item.done"):
-        item = data.get("item")
-        if not isinstance(item, Mapping):
-            raise MalformedResponse(f"{kind} holds no item")
-        index = _index(data)
-        deltas: tuple = ()
-        if kind.endswith("added") and item.get("type") == "function_call":
-            deltas = (_delta(type="tool_call_start", index=index, id=item.get("call_id"),
-                             name=name_text(item.get("name"))),)  # fmt: skip
-        return acc._replace(items=acc.items.set(index, item)), deltas
-    return acc, ()  # content_part.added, output_text.done, ...: the items say it all
-
-
-def _assembled(acc: ResponsesStream) -> list:
-    """Return the output items the events gave (an item not done: its fragments joined)."""
-    out = []
-    for index in sorted(acc.items):
-        item = acc.items[index]
-        if item.get("type") == "function_call" and index in acc.args and not item.get("arguments"):
-            item = {**item, "arguments": "".join(acc.args[index])}
-        if item.get("type") == "message" and index in acc.text and not item.get("content"):
-            text = "".join(acc.text[index])
-            item = {**item, "content": [{"type": "output_text", "text": text, "annotations": []}]}
-        out.append(item)
-    return out
-
-
-def stream_turn(acc: ResponsesStream) -> PMap:
-    """Return the normalized turn of a finished stream: what parse_response gives of the
-    closing event's response (its output, else the items the events assembled).
-
-    A stream that ended without response.completed or response.incomplete (cut short,
-    or a 200 with no event) is a ProviderError marked `network` (see common.stream_cut).
-    """
-    if acc.final is None:
-        raise stream_cut("no response.completed or response.incomplete")
-    response = dict(acc.final)
-    if not response.get("output"):
-        response["output"] = _assembled(acc)
-    if not response.get("model") and acc.model:
-        response["model"] = acc.model
-    return parse_response(response)
 
 
 def valid_call_id(id: str) -> bool:

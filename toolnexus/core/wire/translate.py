@@ -23,7 +23,6 @@ is the identity. Returns new values; never modifies the input.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -34,7 +33,7 @@ from ..transcript import freeze_transcript
 from . import DIALECTS as CODECS
 from . import parts as P
 from . import responses as R
-from .common import to_json
+from .writers import WRITERS, part_of
 
 __all__ = ["Translated", "dialect_of", "to_dialect", "translate", "valid_tool_id"]
 
@@ -43,9 +42,6 @@ OPENAI_ID_MAX = 40
 # Content part types only one dialect has ("text" is both's).
 _OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool"})
-_DROPPED_ON_OPENAI = frozenset({"thinking", "redacted_thinking", "reasoning"})
-_REASONING_OF = {"anthropic": frozenset({"thinking", "redacted_thinking"}),
-                 "responses": frozenset({"reasoning"})}  # fmt: skip
 # Content part types only the Responses dialect has.
 _RESPONSES_BLOCKS = frozenset({"input_text", "input_image", "input_file", "output_text"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -302,37 +298,11 @@ def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[_InOrder]:
 
 
 # ---- reading a message into neutral items ----------------------------------------------
-
-
-def _args_input(raw: Any) -> Mapping:
-    """Return tool arguments as the object Anthropic needs (raw JSON text kept if broken)."""
-    if isinstance(raw, Mapping):
-        return raw
-    if not isinstance(raw, str) or not raw.strip():
-        return pmap()
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    return value if isinstance(value, Mapping) else pmap({"INVALID_JSON": raw})
-
-
-def _args_text(raw: Any) -> str:
-    return raw if isinstance(raw, str) else to_json(raw).decode("utf-8")
-
-
-def _part_of(block: Mapping, source: str) -> Mapping:
-    """Return the neutral part of a content block; an unknown block becomes a bare part."""
-    reader = P.from_openai if source == "openai" else P.from_anthropic
-    part = reader(block) or P.from_openai(block) or P.from_anthropic(block) or R.from_part(block)
-    return part if part is not None else pmap({"type": block.get("type") or "unknown"})
-
-
 def _content_parts(content: Any) -> list:
     if isinstance(content, str):
         return [pmap({"type": "text", "text": content})]
     source = "openai" if any(b.get("type") in _OPENAI_BLOCKS for b in content) else "anthropic"
-    return [_part_of(b, source) for b in content if isinstance(b, Mapping)]
+    return [part_of(b, source) for b in content if isinstance(b, Mapping)]
 
 
 def _items(m: Mapping, ids: Mapping) -> list[tuple]:
@@ -404,7 +374,7 @@ def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
         if kind == "tool_use":
             calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input"), {}))
         elif kind in ("text", "refusal") or kind in _OPENAI_BLOCKS:
-            parts.append(_part_of(b, "openai" if kind != "text" else "anthropic"))
+            parts.append(part_of(b, "openai" if kind != "text" else "anthropic"))
         else:
             extras.append(b)
     return parts, calls, extras, own
@@ -414,217 +384,6 @@ def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
 # own (reasoning_content, extra_content, ...), kept in openai, dropped elsewhere.
 _READ_MESSAGE = frozenset({"role", "content", "tool_calls"})
 _READ_CALL = frozenset({"id", "type", "function"})
-
-
-# ---- writing neutral items in a dialect ------------------------------------------------
-
-
-def _unsupported_block(block: Mapping, dialect: str, policy: str) -> Mapping:
-    return P.unsupported(pmap({"type": block.get("type") or "unknown"}), dialect, policy)
-
-
-def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
-    encode = CODECS[dialect].to_part
-    out = []
-    for p in parts:
-        if p.get("type") == "text":
-            if p.get("text"):  # an empty text block is rejected, and says nothing
-                out.append(encode(pmap({"type": "text", "text": p["text"]}), policy))
-        elif p.get("type") in P.MEDIA:
-            out.append(encode(p, policy))
-        else:
-            out.append(P.unsupported(p, dialect, policy, "no such content there"))
-    return out
-
-
-def _result_content(content: Any, dialect: str, policy: str) -> Any:
-    if content is None or isinstance(content, str):
-        return content or ""
-    parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
-    if dialect == "openai":  # a tool message carries text parts only
-        parts = [
-            p if p.get("type") == "text" else P.unsupported(p, "openai", policy, "in a tool result")
-            for p in parts
-        ]
-    return pvector(_wire_parts(parts, dialect, policy))
-
-
-def _openai_result(i: Any, content: Any, policy: str, media: list) -> PMap:
-    """Return the tool message of a result; its media parts (Anthropic tool_result image
-    or document blocks) join `media`, for the user message after the turn's results."""
-    if isinstance(content, (list, tuple, PVector)):
-        parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
-        if any(p.get("type") in P.MEDIA and p.get("type") != "audio" for p in parts):
-            shown = [p for p in parts if p.get("type") in ("text", *P.MEDIA)]
-            media.extend(p for p in shown if p.get("type") != "text")
-            return pmap({"role": "tool", "tool_call_id": i, "content": P.tool_text(shown)})
-    body = _result_content(content, "openai", policy)
-    return pmap({"role": "tool", "tool_call_id": i, "content": body})
-
-
-def _media_message(media: list) -> list[PMap]:
-    if not media:
-        return []
-    note = pmap({"type": "text", "text": "Attached by the tools above:"})
-    content = pvector([note, *(P.to_openai(p, "text") for p in media)])
-    media.clear()
-    return [pmap({"role": "user", "content": content})]
-
-
-def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
-    out: list = []
-    media: list = []  # tool results' media, sent after the turn's results
-    for item in items:
-        kind = item[0]
-        if kind != "result":
-            out.extend(_media_message(media))
-        if kind == "system":
-            out.append(pmap({"role": "system", "content": item[1]}))
-        elif kind == "user":
-            content = item[1]
-            if not isinstance(content, str):
-                content = pvector(_wire_parts(content, "openai", policy))
-            if content:
-                out.append(pmap({"role": "user", "content": content}))
-        elif kind == "result":
-            _, i, content, _error = item
-            out.append(_openai_result(i, content, policy, media))
-        else:
-            out.extend(_openai_assistant(*item[1:], policy))
-    return out + _media_message(media)
-
-
-def _openai_assistant(
-    parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
-    for b in extras:
-        if b.get("type") not in _DROPPED_ON_OPENAI:
-            parts = [*parts, _unsupported_block(b, "openai", policy)]
-    text = "".join(p.get("text") or "" for p in _wire_parts(parts, "openai", policy))
-    msg: dict = {**own, "role": "assistant", "content": text or None}
-    if calls:
-        msg["tool_calls"] = pvector(
-            pmap({**mine, "id": i, "type": "function",
-                  "function": pmap({"name": name, "arguments": _args_text(raw)})})
-            for i, name, raw, mine in calls
-        )  # fmt: skip
-    return [pmap(msg)] if (text or calls or own.get("refusal")) else []
-
-
-def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
-    out: list = []
-    system: list = []
-    results: list = []  # the tool_result blocks waiting to go as one user message
-
-    def flush() -> None:
-        if results:
-            out.append(pmap({"role": "user", "content": pvector(results)}))
-            results.clear()
-
-    for item in items:
-        kind = item[0]
-        if kind == "result":
-            _, i, content, error = item
-            block = {"type": "tool_result", "tool_use_id": i,
-                     "content": _result_content(content, "anthropic", policy)}  # fmt: skip
-            results.append(pmap({**block, "is_error": True} if error else block))
-            continue
-        flush()
-        if kind == "system":
-            if item[1]:
-                system.append(item[1])
-        elif kind == "user":
-            content = item[1]
-            if not isinstance(content, str):
-                content = pvector(_wire_parts(content, "anthropic", policy))
-            if content:
-                out.append(pmap({"role": "user", "content": content}))
-        else:
-            out.extend(_anthropic_assistant(*item[1:], policy))
-    flush()
-    return out, system
-
-
-def _anthropic_assistant(
-    parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
-    refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
-    if isinstance(refusal, str) and refusal:
-        parts = [*parts, pmap({"type": "text", "text": refusal})]
-    extras = [b for b in extras if b.get("type") not in _REASONING_OF["responses"]]
-    blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
-    blocks += [
-        pmap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
-        for i, name, raw, _ in calls
-    ]
-    return [pmap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
-
-
-def _responses_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
-    out: list = []
-    results: list = []  # the function_call_output items waiting to go as one message
-
-    def flush() -> None:
-        if results:
-            out.append(R.results_message(results))
-            results.clear()
-
-    for item in items:
-        kind = item[0]
-        if kind == "result":
-            _, i, content, _error = item
-            results.append(R.output_item(i, _responses_output(content, policy)))
-            continue
-        flush()
-        if kind == "system":
-            if item[1]:
-                out.append(pmap({"role": "system", "content": item[1]}))
-        elif kind == "user":
-            content = item[1]
-            if not isinstance(content, str):
-                content = pvector(_wire_parts(content, "responses", policy))
-            if content:
-                out.append(pmap({"role": "user", "content": content}))
-        else:
-            out.extend(_responses_assistant(*item[1:], policy))
-    flush()
-    return out, []
-
-
-def _responses_output(content: Any, policy: str) -> Any:
-    if content is None or isinstance(content, str):
-        return content or ""
-    parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
-    made = _wire_parts(parts, "responses", policy)
-    return pvector(made) if made else ""
-
-
-def _responses_assistant(
-    parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
-    refusal = own.get("refusal")
-    if isinstance(refusal, str) and refusal:
-        parts = [*parts, pmap({"type": "text", "text": refusal})]
-    for b in extras:
-        if b.get("type") not in (*_REASONING_OF["anthropic"], *_REASONING_OF["responses"]):
-            parts = [*parts, _unsupported_block(b, "responses", policy)]
-    text = "".join(p.get("text") or "" for p in parts if p.get("type") == "text")
-    reasoning = [b for b in extras if b.get("type") in _REASONING_OF["responses"]]
-    made = [pmap({"type": "function_call", "call_id": i, "name": name,
-                  "arguments": _args_text(raw)}) for i, name, raw, _ in calls]  # fmt: skip
-    if not reasoning and not made:
-        return [pmap({"role": "assistant", "content": text})] if text else []
-    said = [pmap({"role": "assistant", "content": text})] if text else []
-    return [pmap({"role": "assistant", "items": pvector([*reasoning, *said, *made])})]
-
-
-def _openai_written(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
-    return _openai_messages(items, policy), []
-
-
-# Each dialect's writer of neutral items: (messages, system texts lifted out).
-_WRITERS = {"openai": _openai_written, "anthropic": lambda items, policy:
-            _anthropic_messages(items, policy), "responses": _responses_messages}  # fmt: skip
 
 
 # ---- the face ------------------------------------------------------------------------
@@ -667,7 +426,7 @@ def translate(
     pending: list = []  # items of messages being rewritten, written out together
 
     def write() -> None:
-        msgs, texts = _WRITERS[dialect](pending, on_unsupported_part)
+        msgs, texts = WRITERS[dialect](pending, on_unsupported_part)
         out.extend(msgs)
         system.extend(texts)
         pending.clear()
