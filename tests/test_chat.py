@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 import toolnexus
 from toolnexus.cli import main
 from toolnexus.commands.chat import render_transcript, show_events
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
 KEY = "sk-chat-test-secret-0042"
 
@@ -124,7 +127,7 @@ def test_ctrl_c_exits_cleanly(tmp_path):
     assert p.returncode == 0 and "Traceback" not in err and err == ""
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 def test_unknown_model_is_one_line(monkeypatch, capsys, style):
     script = [{"status": 404, "body": {"error": {"message": "model 'nope' does not exist"}}}]
     with fake_provider(script) as fp:

@@ -29,14 +29,9 @@ def _args_json(arguments: Any) -> str:
 def _usage(reply: Mapping) -> dict:
     if reply.get("raw_usage"):
         return dict(reply["raw_usage"])
-    u = reply.get("usage") or DEFAULT_USAGE
-    return {
-        "input_tokens": u["prompt_tokens"],
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": u["completion_tokens"],
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
-    }
+    u = reply.get("usage") or DEFAULT_USAGE  # details only as "raw_usage" gives them
+    return {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"],
+            "total_tokens": u["prompt_tokens"] + u["completion_tokens"]}  # fmt: skip
 
 
 def _items(reply: Mapping, seq: int) -> list[dict]:

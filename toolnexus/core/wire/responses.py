@@ -20,6 +20,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
+from ..errors import ProviderError
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
@@ -48,7 +49,6 @@ from .responses_stream import (
     stream_start,
     stream_turn,
 )
-from .sse import stream_error
 
 __all__ = [
     "url",
@@ -403,10 +403,16 @@ def _list(value: Any, where: str) -> Sequence:
     return value
 
 
+class FailedResponse(ProviderError, ValueError):
+    """A response whose status is "failed" (or that holds an `error`): its message is the
+    provider's. A ValueError too, as every decoding error (see common.MalformedResponse)."""
+
+
 def _failed(data: Mapping) -> None:
     err = data.get("error")
     if data.get("status") == "failed" or isinstance(err, Mapping):
-        raise stream_error({"error": err if isinstance(err, Mapping) else {"message": "failed"}})
+        said = err.get("message") if isinstance(err, Mapping) else None
+        raise FailedResponse(said if isinstance(said, str) and said else "the response failed")
 
 
 def _read_output(output: Sequence) -> tuple[list, str, str, list]:
@@ -427,9 +433,12 @@ def _read_output(output: Sequence) -> tuple[list, str, str, list]:
             cid = unique_id(given if isinstance(given, str) and given else f"call_{n}", taken)
             if cid != given:
                 item = {**item, "call_id": cid}
+            name = name_text(item.get("name"))
+            if name != item.get("name"):  # replayed as the API takes it: a string
+                item = {**item, "name": name}
             args = item.get("arguments")
             args = args if isinstance(args, str) else to_json(args or {}).decode("utf-8")
-            calls.append({"id": cid, "name": name_text(item.get("name")), "arguments": args})
+            calls.append({"id": cid, "name": name, "arguments": args})
         items.append(item)
     return items, "".join(texts), "".join(refusals), calls
 
