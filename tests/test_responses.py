@@ -307,3 +307,30 @@ def test_the_fake_provider_answers_400_to_an_invalid_request():
                                         "output": "?"}]}  # fmt: skip
         r = httpx.post(fp.url + "/responses", json=bad)
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+# ---- one conversation across the three dialects ------------------------------------------
+
+
+def test_one_conversation_moves_across_chat_responses_and_anthropic_with_tool_calls(tmp_path):
+    from toolnexus.core.wire.translate import dialect_of
+    from toolnexus.store import sqlite_store
+
+    store = sqlite_store(tmp_path / "chat.db")
+    turn = [tool_calls_reply(("add", {"a": 1, "b": 2})), text_reply("3.")]
+    order = ["openai", "responses", "anthropic", "responses", "openai"]
+    with fake_provider([r for _ in order for r in turn]) as fp:
+        for n, style in enumerate(order):
+            c = create_client(base_url=fp.url, style=style, model="m", api_key="k", store=store,
+                              system_prompt="Be brief.")  # fmt: skip
+            r = run(c, f"question {n}", toolkit=TK, conversation_id="c")
+            assert r["text"] == "3." and r["tool_calls"][0]["output"] == "3"
+            assert dialect_of(store["get"]("c")) == style
+        requests = fp.requests
+    assert len(requests) == 2 * len(order)  # none refused by the fake's rules
+    for style, r in zip([s for s in order for _ in turn], requests, strict=True):
+        if available():
+            assert spec_problems(r["body"], style) == []
+    saved = store["get"]("c")
+    users = [m["content"] for m in saved if m["role"] == "user" and isinstance(m["content"], str)]
+    assert users == [f"question {n}" for n in range(len(order))]
