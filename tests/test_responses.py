@@ -334,3 +334,61 @@ def test_one_conversation_moves_across_chat_responses_and_anthropic_with_tool_ca
     saved = store["get"]("c")
     users = [m["content"] for m in saved if m["role"] == "user" and isinstance(m["content"], str)]
     assert users == [f"question {n}" for n in range(len(order))]
+
+
+# ---- server state (issue 27 item 3) -----------------------------------------------------
+
+
+def test_with_server_state_a_request_does_not_grow_with_the_history():
+    store = in_memory_store()
+    with fake_provider([text_reply(f"answer {n}") for n in range(50)]) as fp:
+        c = _client(fp, store=store, server_state=True)
+        for n in range(50):
+            assert run(c, f"question {n}", conversation_id="c")["text"] == f"answer {n}"
+        bodies = [r["body"] for r in fp.requests]
+    assert "previous_response_id" not in bodies[0] and all(b["store"] is True for b in bodies)
+    assert [b["previous_response_id"] for b in bodies[1:]] == [f"resp_{n}" for n in range(1, 50)]
+    assert all(b["input"] == [{"role": "user", "content": f"question {n}"}]
+               for n, b in enumerate(bodies))  # fmt: skip
+    sizes = [len(json.dumps(b)) for b in bodies]
+    assert max(sizes) - min(sizes) < 40  # flat: the numbers in the text and the id grow
+    assert len(store["get"]("c")) == 100  # the store still holds the whole conversation
+    if available():
+        assert all(spec_problems(b, "responses") == [] for b in bodies)
+
+
+def test_with_server_state_tool_results_go_alone_after_their_response():
+    script = [tool_calls_reply(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})),
+              text_reply("3 and 7")]  # fmt: skip
+    with fake_provider(script) as fp:
+        r = run(_client(fp, server_state=True), "sums", toolkit=TK)
+        second = fp.requests[1]["body"]
+    assert r["text"] == "3 and 7"
+    assert second["previous_response_id"] == "resp_1"
+    assert [(i["type"], i["output"]) for i in second["input"]] == [
+        ("function_call_output", "3"), ("function_call_output", "7")]  # fmt: skip
+
+
+def test_a_forgotten_response_falls_back_once_to_the_whole_transcript():
+    metrics: list = []
+    script = [text_reply("one"), text_reply("two"), text_reply("three")]
+    with fake_provider(script) as fp:
+        c = _client(fp, store=in_memory_store(), server_state=True, on_metric=metrics.append)
+        run(c, "q1", conversation_id="c")
+        fp.kept.clear()  # the server forgot (expired, another region, deleted)
+        r = run(c, "q2", conversation_id="c")
+        again = run(c, "q3", conversation_id="c")
+        bodies = [q["body"] for q in fp.requests]
+    assert r["text"] == "two" and again["text"] == "three"
+    assert len(bodies) == 4  # q1, q2 refused (previous_response_not_found), q2 whole, q3
+    assert bodies[1]["previous_response_id"] == "resp_1"
+    assert "previous_response_id" not in bodies[2] and bodies[2]["store"] is True
+    assert [i.get("content") for i in bodies[2]["input"] if i.get("role") == "user"] == [
+        "q1", "q2"]  # fmt: skip
+    assert bodies[3]["previous_response_id"] == "resp_3"  # the whole one's id, kept again
+    assert [m["event"] for m in metrics].count("server_state_fallback") == 1
+
+
+def test_server_state_is_refused_where_the_server_keeps_nothing():
+    with pytest.raises(ValueError, match="server_state=True needs .*responses"):
+        create_client(base_url="http://h/v1", model="m", style="openai", server_state=True)

@@ -106,6 +106,7 @@ class Client(PRecord):
     on_unsupported_part = field()
     max_part_bytes = field()
     prompt_cache = field()  # cache breakpoints (anthropic) / prompt_cache_key (openai)
+    server_state = field()  # the server keeps the conversation (responses: previous_response_id)
     generate = field()  # the host function of an in-process client, else None
     endpoint = field()  # derived from base_url, style, key and headers (None in process)
     given = field()  # derived: transport.Given of the host's clients, or None (the runtime's)
@@ -170,6 +171,10 @@ def _check_number(name: str, v: Any, least: float, integer: bool = False) -> Non
 def _check(o: Mapping) -> None:
     if o["style"] not in DIALECTS:
         raise ValueError(f"unknown style {o['style']!r}: expected one of {sorted(DIALECTS)}")
+    if o["server_state"] and not hasattr(DIALECTS[o["style"]], "server_state_body"):
+        able = sorted(d for d, c in DIALECTS.items() if hasattr(c, "server_state_body"))
+        raise ValueError(f"server_state=True needs a style whose server keeps a conversation"
+                         f" ({', '.join(able)}), not {o['style']!r}")  # fmt: skip
     if not o["model"] or not isinstance(o["model"], str):
         raise ValueError("model is required (a non-empty string)")
     _check_number("max_turns", o["max_turns"], 1, integer=True)
@@ -227,7 +232,7 @@ def _defaults(options: Mapping) -> dict:
     o.update(style="openai", max_turns=10, retries=2, retry_base_ms=500, max_retry_wait_ms=60_000,
              read_timeout_ms=120_000, strict_log=False, lookup_tool=True,
              tool_executor="threads", on_unsupported_part="error",
-             prompt_cache=False)  # fmt: skip
+             prompt_cache=False, server_state=False)  # fmt: skip
     unknown = set(options) - set(o)
     if unknown:
         raise ValueError(f"unknown client option(s): {sorted(unknown)}; known: {sorted(o)}")
@@ -321,6 +326,7 @@ def create_client(
     on_unsupported_part: Literal["error", "text"] = "error",
     max_part_bytes: int | None = None,
     prompt_cache: bool = False,
+    server_state: bool = False,
 ) -> Client:
     """Return a client value for a chat completions, Anthropic messages or Responses endpoint.
 
@@ -352,6 +358,9 @@ def create_client(
     "text" placeholder; max_part_bytes: the largest part (decoded) a prompt may hold.
     prompt_cache: mark Anthropic cache breakpoints (system, last tool, last message) and
     send OpenAI's prompt_cache_key (the conversation id).
+    server_state: (responses) the server keeps the conversation: each request names the
+    previous response (`previous_response_id`, `store: true`) and sends only the new
+    items; the full transcript is still saved, and sent once if the server forgot it.
     A stored conversation of the other dialect is translated when loaded.
     Bad options raise ValueError (TypeError for a store that is not one) at once.
     """

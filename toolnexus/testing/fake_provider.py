@@ -59,7 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .fake_responses import responses_response, responses_stream
+from .fake_responses import expand, keep, responses_response, responses_stream
 from .validators import validate_request
 
 __all__ = [
@@ -341,6 +341,9 @@ class FakeProvider:
         self.chunk_delay = chunk_delay
         self._stopping = threading.Event()  # wakes stalled handlers when the provider stops
         self.requests: list[dict] = []
+        # Responses the server keeps (store not false): id -> the conversation's items.
+        # Clear it to play a server that forgot them (previous_response_not_found).
+        self.kept: dict[str, list] = {}
         self._lock = threading.Lock()
         self._next = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -464,7 +467,10 @@ def _handler(fp: FakeProvider) -> type:
             with fp._lock:
                 fp.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 seq = len(fp.requests)
-            problems = validate_request(body, dialect) if fp.validate else []
+            seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
+            if forgot is not None:
+                return self._send(400, forgot)
+            problems = validate_request(seen, dialect) if fp.validate else []
             if problems:
                 return self._send(400, invalid_request(dialect, problems))
             reply = fp.reply_for(body, dialect)
@@ -478,6 +484,8 @@ def _handler(fp: FakeProvider) -> type:
                 payload = reply.get("body", "")
                 payload = payload if isinstance(payload, str) else json.dumps(payload)
                 return self._send(reply["status"], payload.encode(), reply.get("headers", {}))
+            if dialect == "responses":
+                keep(fp.kept, seen, reply, fp.model, seq)
             if "response" in reply:  # the provider's own shape, verbatim
                 return self._send(200, json.dumps(reply["response"]).encode())
             if body.get("stream") is True:

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["responses_response", "responses_stream", "responses_error"]
+__all__ = ["responses_response", "responses_stream", "responses_error", "expand", "keep"]
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
 
@@ -156,3 +156,30 @@ def responses_error(message: str) -> bytes:
     """Return the 400 body of an invalid request (OpenAI's error shape)."""
     error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
     return json.dumps({"error": error}).encode()
+
+
+def expand(body: Mapping, kept: Mapping) -> tuple[Mapping, bytes | None]:
+    """Return (the request as the server reads it, None), or (body, the 400 of a
+    `previous_response_id` it does not keep): a kept conversation's items, then the new
+    ones, so the rules are checked on the whole conversation."""
+    prev = body.get("previous_response_id")
+    if prev is None:
+        return body, None
+    if prev not in kept:
+        error = {"message": f"Previous response with id '{prev}' not found.",
+                 "type": "invalid_request_error", "param": "previous_response_id",
+                 "code": "previous_response_not_found"}  # fmt: skip
+        return body, json.dumps({"error": error}).encode()
+    given = body.get("input")
+    given = [{"role": "user", "content": given}] if isinstance(given, str) else list(given or ())
+    return {**body, "input": [*kept[prev], *given]}, None
+
+
+def keep(kept: dict, body: Mapping, reply: Mapping, model: str, seq: int) -> None:
+    """Keep the conversation of an answered request when it asked to be stored (the API's
+    default), under its response's id; `kept` is the provider's own dict."""
+    if body.get("store", True) is False:
+        return
+    given = body.get("input")
+    given = [{"role": "user", "content": given}] if isinstance(given, str) else list(given or ())
+    kept[f"resp_{seq}"] = [*given, *responses_response(reply, model, seq)["output"]]

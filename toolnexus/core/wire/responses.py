@@ -192,6 +192,41 @@ def body(model: str, messages: Sequence, tools: Sequence, system: str, params: M
     return out
 
 
+def stored(body: Mapping) -> dict:
+    """Return a request body asking the server to keep its response (`store: true`), so the
+    next request can name it."""
+    return {**body, "store": True}
+
+
+def server_state_body(body: Mapping, messages: Sequence) -> dict:
+    """Return the request of a conversation the server keeps: `previous_response_id` (the
+    id the latest answer of the transcript carries) and only the items after that answer;
+    the whole transcript when no answer has an id (a first turn, or a translated one).
+
+    >>> b = server_state_body({"model": "m", "input": []}, [{"role": "user", "content": "a"},
+    ...     {"role": "assistant", "items": [], "response_id": "r1"},
+    ...     {"role": "user", "content": "b"}])
+    >>> b["previous_response_id"], b["input"], b["store"]
+    ('r1', [{'role': 'user', 'content': 'b'}], True)
+    """
+    for k in range(len(messages) - 1, -1, -1):
+        rid = messages[k].get("response_id")
+        if isinstance(rid, str) and rid and messages[k].get("role") == "assistant":
+            tail = input_items(messages[k + 1 :])
+            return {**stored(body), "previous_response_id": rid, "input": tail}
+    return stored(body)
+
+
+def forgotten(error: Any) -> bool:
+    """Return whether a ProviderError says the server no longer knows the previous response
+    (expired, deleted, another server): the request goes once more with the whole
+    transcript."""
+    text = f"{getattr(error, 'body', '')} {error}".lower()
+    return getattr(error, "status", None) in (400, 404) and (
+        "previous_response" in text or "previous response" in text
+    )
+
+
 def later_params(params: Mapping) -> Mapping:
     """Return the params of a run's later turns: a forced `tool_choice` becomes auto."""
     if not params or not is_forced_choice(params.get("tool_choice")):
