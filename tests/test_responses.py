@@ -392,3 +392,16 @@ def test_a_forgotten_response_falls_back_once_to_the_whole_transcript():
 def test_server_state_is_refused_where_the_server_keeps_nothing():
     with pytest.raises(ValueError, match="server_state=True needs .*responses"):
         create_client(base_url="http://h/v1", model="m", style="openai", server_state=True)
+
+
+def test_request_params_are_sent_and_input_stays_the_loop_s():
+    with fake_provider([text_reply("hi")]) as fp:
+        with pytest.warns(UserWarning, match="input"):
+            c = _client(fp, request_params={"input": "no", "max_output_tokens": 99,
+                                            "reasoning": {"effort": "low"}})  # fmt: skip
+        run(c, "q")
+        body = fp.requests[0]["body"]
+    assert body["input"] == [{"role": "user", "content": "q"}]
+    assert body["max_output_tokens"] == 99 and body["reasoning"] == {"effort": "low"}
+    if available():
+        assert spec_problems(body, "responses") == []

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 _HOOKS = {"before_llm", "after_llm", "before_tool", "after_tool"}
-_RESERVED_PARAMS = {"messages", "tools", "stream"}
+_RESERVED_PARAMS = {"messages", "input", "tools", "stream"}  # "input": the Responses items
 _EXECUTORS = ("threads", "inline")
 
 
