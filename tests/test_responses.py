@@ -405,3 +405,17 @@ def test_request_params_are_sent_and_input_stays_the_loop_s():
     assert body["max_output_tokens"] == 99 and body["reasoning"] == {"effort": "low"}
     if available():
         assert spec_problems(body, "responses") == []
+
+
+def test_show_renders_a_responses_turn_its_calls_results_and_refusal():
+    from toolnexus import show
+
+    script = [tool_calls_reply(("add", {"a": 1, "b": 2}), content="Let me add.",
+                               reasoning=[{"summary": "secret plan", "encrypted_content": "E"}]),
+              {"refusal": "No more."}]  # fmt: skip
+    with fake_provider(script) as fp:
+        r = run(_client(fp), "go", toolkit=TK)
+    shown = str(show(r))
+    assert "Let me add." in shown and 'add({"a": 1, "b": 2})' in shown
+    assert "tool add: 3" in shown and "[refusal] No more." in shown
+    assert "secret plan" not in shown  # reasoning is not the answer

@@ -8,13 +8,21 @@ from .fake_provider import (
     text_reply,
     tool_calls_reply,
 )
-from .validators import validate_anthropic_request, validate_openai_request, validate_request
+from .fake_responses import responses_response, responses_stream
+from .validators import (
+    validate_anthropic_request,
+    validate_openai_request,
+    validate_request,
+    validate_responses_request,
+)
 
 __all__ = [
     "FakeProvider",
     "anthropic_response",
     "fake_provider",
     "openai_response",
+    "responses_response",
+    "responses_stream",
     "text_reply",
     "tool_calls_reply",
     "check_store_contract",
@@ -23,6 +31,7 @@ __all__ = [
     "conversation_ids",
     "validate_openai_request",
     "validate_anthropic_request",
+    "validate_responses_request",
     "validate_request",
 ]
 
