@@ -9,6 +9,7 @@ import json
 
 import pytest
 from published import available, spec_problems
+from pyrsistent import thaw
 
 from toolnexus import (
     ProviderError,
@@ -419,3 +420,55 @@ def test_show_renders_a_responses_turn_its_calls_results_and_refusal():
     assert "Let me add." in shown and 'add({"a": 1, "b": 2})' in shown
     assert "tool add: 3" in shown and "[refusal] No more." in shown
     assert "secret plan" not in shown  # reasoning is not the answer
+
+
+def _events(*events) -> list:
+    """Return SSE events as the transport hands them to a codec (name from the data)."""
+    return [{"event": e.get("type", name), "data": json.dumps(e)} for name, e in events]
+
+
+def _decoded(events) -> tuple:
+    acc, deltas = R.stream_start(), []
+    for e in events:
+        acc, more = R.stream_event(acc, e)
+        deltas += more
+    return R.stream_turn(acc), deltas
+
+
+def test_a_stream_without_output_indexes_or_a_closing_output_is_assembled_by_item_ids():
+    # Shapes some compatible servers send: no output_index, deltas naming their item by
+    # item_id, a done item that says little, a response.completed with no output.
+    turn, deltas = _decoded(_events(
+        ("", {"type": "response.created", "response": {"id": "resp_1", "model": "srv"}}),
+        ("", {"type": "response.output_item.added",
+              "item": {"id": "msg_1", "type": "message", "role": "assistant"}}),
+        ("", {"type": "response.output_text.delta", "delta": "Checking "}),
+        ("", {"type": "response.output_text.delta", "delta": "first."}),
+        ("", {"type": "response.output_item.added", "item": {
+            "id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "add"}}),
+        ("", {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+              "delta": '{"a": 1, '}),
+        ("", {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+              "delta": '"b": 2}'}),
+        ("", {"type": "response.output_item.done", "item": {"type": "function_call"}}),
+        ("", {"type": "response.completed", "response": {"id": "resp_1"}}),
+    ))  # fmt: skip
+    assert turn["text"] == "Checking first." and turn["model"] == "srv"
+    assert [(c["id"], c["name"], json.loads(c["arguments"])) for c in turn["tool_calls"]] == [
+        ("call_1", "add", {"a": 1, "b": 2})]  # fmt: skip
+    assert [d["type"] for d in deltas] == ["text", "text", "tool_call_start"]
+    body = R.body("m", [R.user_message("q"), turn["message"],
+                        *R.tool_result_messages(turn["tool_calls"], [{"output": "3"}])],
+                  [], "", {})  # fmt: skip
+    assert validate_responses_request(thaw(body)) == []
+    if available():
+        assert spec_problems(thaw(body), "responses") == []
+
+
+def test_text_deltas_with_no_item_at_all_still_make_the_answer():
+    turn, _ = _decoded(_events(
+        ("response.output_text.delta", {"delta": "Hello"}),
+        ("response.output_text.delta", {"delta": " there"}),
+        ("response.completed", {"response": {"status": "completed"}}),
+    ))  # fmt: skip
+    assert turn["text"] == "Hello there" and not turn["tool_calls"]

@@ -54,9 +54,30 @@ def _delta(**fields: Any) -> Mapping:
     return MappingProxyType(fields)
 
 
-def _index(data: Mapping) -> int:
-    index = data.get("output_index", 0)
-    return index if isinstance(index, int) and not isinstance(index, bool) else 0
+def _index(acc: ResponsesStream, data: Mapping, adding: bool = False, done: bool = False) -> int:
+    """Return the output index an event is about. Some compatible servers leave
+    `output_index` out: an added item then takes the next index, and a delta the item its
+    `item_id` (or `call_id`) names, else the latest item."""
+    index = data.get("output_index")
+    if isinstance(index, int) and not isinstance(index, bool):
+        return index
+    if adding:
+        item = data.get("item") if isinstance(data.get("item"), Mapping) else {}
+        if done:  # the item added before it
+            known = _named(acc, item)
+            same = [i for i, x in acc.items.items() if x.get("type") == item.get("type")]
+            known = known if known is not None else (max(same) if same else None)
+            if known is not None:
+                return known
+        return max(acc.items) + 1 if acc.items else 0
+    known = _named(acc, data)
+    return known if known is not None else (max(acc.items) if acc.items else 0)
+
+
+def _named(acc: ResponsesStream, data: Mapping) -> int | None:
+    ids = {data.get(k) for k in ("item_id", "id", "call_id")} - {None}
+    hits = [i for i, item in acc.items.items() if {item.get("id"), item.get("call_id")} & ids]
+    return hits[0] if hits else None
 
 
 def _append(table: PMap, index: int, piece: str) -> PMap:
@@ -92,7 +113,7 @@ def _stream_event(acc: ResponsesStream, event: Mapping) -> tuple[ResponsesStream
     if kind == "response.failed":
         raise stream_error(data.get("response") or data)
     if kind in ("response.completed", "response.incomplete"):
-        response = data.get("response")
+        response = data.get("response", {})  # some compatible servers send none
         if not isinstance(response, Mapping):
             raise MalformedResponse(f"{kind} holds no response object")
         return acc._replace(final=response), ()
@@ -104,7 +125,7 @@ def _stream_event(acc: ResponsesStream, event: Mapping) -> tuple[ResponsesStream
         piece = data.get("delta")
         if not isinstance(piece, str) or not piece:
             return acc, ()
-        return acc._replace(text=_append(acc.text, _index(data), piece)), (
+        return acc._replace(text=_append(acc.text, _index(acc, data), piece)), (
             _delta(type="text", delta=piece),
         )
     if kind == "response.refusal.delta" and isinstance(data.get("delta"), str):
@@ -112,16 +133,18 @@ def _stream_event(acc: ResponsesStream, event: Mapping) -> tuple[ResponsesStream
     if kind in _THINKING and isinstance(data.get("delta"), str):
         return acc, (_delta(type="thinking", delta=data["delta"]),)
     if kind == "response.function_call_arguments.delta" and isinstance(data.get("delta"), str):
-        return acc._replace(args=_append(acc.args, _index(data), data["delta"])), ()
+        return acc._replace(args=_append(acc.args, _index(acc, data), data["delta"])), ()
     if kind in ("response.output_item.added", "response.output_item.done"):
         item = data.get("item")
         if not isinstance(item, Mapping):
             raise MalformedResponse(f"{kind} holds no item")
-        index = _index(data)
+        index = _index(acc, data, adding=True, done=kind.endswith("done"))
         deltas: tuple = ()
         if kind.endswith("added") and item.get("type") == "function_call":
             deltas = (_delta(type="tool_call_start", index=index, id=item.get("call_id"),
                              name=name_text(item.get("name"))),)  # fmt: skip
+        if kind.endswith("done"):  # the done item is the whole one; keep what it leaves out
+            item = {**acc.items.get(index, {}), **item}
         return acc._replace(items=acc.items.set(index, item)), deltas
     return acc, ()  # content_part.added, output_text.done, ...: the items say it all
 
@@ -129,8 +152,8 @@ def _stream_event(acc: ResponsesStream, event: Mapping) -> tuple[ResponsesStream
 def _assembled(acc: ResponsesStream) -> list:
     """Return the output items the events gave (an item not done: its fragments joined)."""
     out = []
-    for index in sorted(acc.items):
-        item = acc.items[index]
+    for index in sorted({*acc.items, *acc.text}):  # text with no item: a message of it
+        item = acc.items.get(index) or {"type": "message", "role": "assistant"}
         if item.get("type") == "function_call" and index in acc.args and not item.get("arguments"):
             item = {**item, "arguments": "".join(acc.args[index])}
         if item.get("type") == "message" and index in acc.text and not item.get("content"):
