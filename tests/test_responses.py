@@ -472,3 +472,30 @@ def test_text_deltas_with_no_item_at_all_still_make_the_answer():
         ("response.completed", {"response": {"status": "completed"}}),
     ))  # fmt: skip
     assert turn["text"] == "Hello there" and not turn["tool_calls"]
+
+
+def test_the_compactor_summarizes_items_and_keeps_a_parts_prompt_valid():
+    from toolnexus.hooks import compactor
+
+    history = []
+    for i in range(6):
+        call = {"type": "function_call", "call_id": f"call_{i}", "name": "add",
+                "arguments": '{"a": 1, "b": 2}'}  # fmt: skip
+        history += [
+            {"role": "user", "content": [{"type": "input_text", "text": f"q{i} " + "x" * 200}]},
+            {"role": "assistant", "items": [call]},
+            {"role": "tool", "items": [{"type": "function_call_output", "call_id": f"call_{i}",
+                                        "output": "3"}]},
+            {"role": "assistant", "content": f"a{i} " + "y" * 200},
+        ]  # fmt: skip
+    with fake_provider([text_reply("ok")]) as fp:
+        c = _client(fp, hooks={"before_llm": compactor(300)})
+        run(c, [text("and now?")], history=history)
+        body = fp.requests[0]["body"]
+    first = body["input"][0]
+    assert first["role"] == "user" and first["content"][0]["type"] == "input_text"
+    assert "[called add]" in first["content"][0]["text"]
+    assert len(body["input"]) < 4 * len(history)
+    assert validate_responses_request(body) == []
+    if available():
+        assert spec_problems(body, "responses") == []
