@@ -117,23 +117,26 @@ def dialect_of(transcript: Sequence[Mapping]) -> str | None:
 def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
     """Return whether a message is right for `dialect` as it is (tool ids aside).
 
-    With `keep_system`, a system message stays where it is in either dialect (an
-    Anthropic request lifts it into the top-level `system`: see anthropic.body).
+    With `keep_system`, a system message stays where it is in any dialect (an Anthropic
+    request lifts it into the top-level `system`: see anthropic.body). A message that
+    can only be another dialect's is not right; the rest is each dialect's own rule.
     """
     if keep_system and message.get("role") in _SYSTEM_ROLES:
         return True
-    if dialect == "responses":
-        return _native_responses(message)
-    if _evidence(message) == "responses":
+    only = _evidence(message)
+    shared = message.get("role") in _SYSTEM_ROLES  # each dialect's own rule says
+    if only is not None and only != dialect and not shared:
         return False
-    if dialect == "openai":
-        if _evidence(message) == "anthropic":
-            return False
-        if message.get("role") == "assistant":
-            return bool(
-                message.get("content") or message.get("tool_calls") or message.get("refusal")
-            )
-        return True
+    return _NATIVE[dialect](message)
+
+
+def _native_openai(message: Mapping) -> bool:
+    if message.get("role") == "assistant":
+        return bool(message.get("content") or message.get("tool_calls") or message.get("refusal"))
+    return True
+
+
+def _native_anthropic(message: Mapping) -> bool:
     if message.get("role") not in ("user", "assistant") or set(message) - {"role", "content"}:
         return False
     content = message.get("content")
@@ -163,6 +166,11 @@ def _native_responses(message: Mapping) -> bool:
         and len(blocks) == len(content)
         and all(b.get("type") in _RESPONSES_BLOCKS - {"output_text"} for b in blocks)
     )
+
+
+# Each dialect's rule for a message that is not only another dialect's: one row each.
+_NATIVE = {"openai": _native_openai, "anthropic": _native_anthropic,
+           "responses": _native_responses}  # fmt: skip
 
 
 def _plain_text(message: Mapping) -> bool:
