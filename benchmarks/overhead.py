@@ -5,6 +5,7 @@
 Scenario: turn 1 asks for get_weather {city: "Paris"} and add {a: 2, b: 2}; turn 2
 answers. Arms, interleaved in one process so machine noise hits all alike:
   run          toolnexus.run() with an openai-style client (a turn's tools overlap)
+  run-responses  the same with a style="responses" client (POST /responses, input items)
   run-inline   the same with tool_executor="inline" (tools one after the other, as the
                hand-written loops call them)
   httpx        the same two POSTs by hand on one httpx.Client, tools called by hand
@@ -59,7 +60,9 @@ ANSWER = {"content": "It is sunny in Paris, and 2 + 2 = 4."}
 
 def script(body: dict, dialect: str) -> dict:
     """Answer with the two calls, then (once their results are in) with the text."""
-    return ANSWER if body["messages"][-1]["role"] == "tool" else CALLS
+    last = (body["messages"] if "messages" in body else body["input"])[-1]
+    done = last.get("role") == "tool" or last.get("type") == "function_call_output"
+    return ANSWER if done else CALLS
 
 
 def get_weather(city: str) -> str:
@@ -157,6 +160,7 @@ def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
     client = tn.create_client(base_url=base_url, model="m", api_key="k")
     # Like for like with the hand-written floor, which calls its tools one after the other.
     inline = client.set(tool_executor="inline")
+    responses = tn.create_client(base_url=base_url, model="m", api_key="k", style="responses")
     hx = httpx.Client(headers={"Authorization": "Bearer k"})
     url = base_url + "/chat/completions"
     parts = urlsplit(url)
@@ -183,6 +187,7 @@ def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
     return {
         "run": lambda: tn.run(client, PROMPT, toolkit=TOOLS)["text"],
         "run-inline": lambda: tn.run(inline, PROMPT, toolkit=TOOLS)["text"],
+        "run-responses": lambda: tn.run(responses, PROMPT, toolkit=TOOLS)["text"],
         "httpx": lambda: by_hand(httpx_post),
         "http.client": lambda: by_hand(stdlib_post),
         "stream": streamed,
@@ -312,6 +317,7 @@ def main(argv: list[str] | None = None) -> dict:
         "median_ms": {k: v * 1000 for k, v in med.items()},
         "run/httpx": med["run"] / med["httpx"],
         "run-inline/httpx": med["run-inline"] / med["httpx"],
+        "run-responses/run": med["run-responses"] / med["run"],
         "run/http.client": med["run"] / med["http.client"],
         "httpx/http.client": med["httpx"] / med["http.client"],
         "stream/httpx-sse": med["stream"] / med["httpx-sse"],
@@ -330,7 +336,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"weather scenario, {rounds} rounds, median per scenario:")
     for k, v in report["median_ms"].items():
         print(f"  {k:20s} {v:8.3f} ms")
-    ratios = ("run/httpx", "run-inline/httpx", "run/http.client", "httpx/http.client",
+    ratios = ("run/httpx", "run-inline/httpx", "run-responses/run", "run/http.client",
+              "httpx/http.client",
               "stream/httpx-sse",
               "arun/httpx-async", "arun/httpx-async+threads", "import toolnexus/httpx")  # fmt: skip
     for k in ratios:

@@ -24,9 +24,10 @@ def test_overhead_quick(capsys, monkeypatch):
     monkeypatch.delenv("TOOLNEXUS_UPSTREAM_DIR", raising=False)
     report = load("overhead").main(["--quick"])
     assert set(report["median_ms"]) == {
-        "run", "run-inline", "httpx", "http.client", "stream", "httpx-sse", "arun", "httpx-async",
-        "httpx-async+threads",
+        "run", "run-inline", "run-responses", "httpx", "http.client", "stream", "httpx-sse",
+        "arun", "httpx-async", "httpx-async+threads",
     }  # fmt: skip
+    assert report["run-responses/run"] > 0
     assert all(v > 0 for v in report["median_ms"].values())
     assert set(report["worker_median_ms"]) == {"run", "arun"}  # our workers still run
     assert set(report["worker_cpu_median_ms"]) == {"run", "arun"}

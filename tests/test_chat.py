@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 import toolnexus
 from toolnexus.cli import main
 from toolnexus.commands.chat import render_transcript, show_events
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
 KEY = "sk-chat-test-secret-0042"
 
@@ -124,7 +127,7 @@ def test_ctrl_c_exits_cleanly(tmp_path):
     assert p.returncode == 0 and "Traceback" not in err and err == ""
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 def test_unknown_model_is_one_line(monkeypatch, capsys, style):
     script = [{"status": 404, "body": {"error": {"message": "model 'nope' does not exist"}}}]
     with fake_provider(script) as fp:
@@ -327,3 +330,17 @@ def test_a_ctrl_c_after_the_answer_ended_keeps_the_answer():
     after = _turn(s, "question", out)
     assert out.fired and CANCELLED not in out.getvalue()
     assert [m["content"] for m in after["history"]] == ["question", "the answer"]
+
+
+def test_responses_style_chats_with_memory_over_the_responses_path(monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_provider([text_reply("one"), text_reply("two")]) as fp:
+        code, out, _ = in_process(monkeypatch, capsys, "chat", "--base-url", fp.url,
+                                  "--model", "gpt", "--style", "responses", "--system",
+                                  "Terse.", stdin="a\nb\n/exit\n")  # fmt: skip
+    assert code == 0 and out.split() == ["one", "two"]
+    assert [r["path"] for r in fp.requests] == ["/v1/responses"] * 2
+    assert fp.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"
+    second = fp.requests[1]["body"]
+    assert second["instructions"] == "Terse." and second["store"] is False
+    assert [i.get("content") for i in second["input"] if i.get("role") == "user"] == ["a", "b"]

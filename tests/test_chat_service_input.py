@@ -23,7 +23,7 @@ from chat_service_kit import (  # noqa: E402
     serving,
 )
 
-from toolnexus.testing import fake_provider  # noqa: E402
+from toolnexus.testing import fake_provider, text_reply  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +230,17 @@ def test_the_sse_error_event_never_shows_the_key(tmp_path, monkeypatch):
     assert r.status_code == 200 and "event: tool_result" in r.text
     assert "event: error" in r.text and '"provider_error"' in r.text
     assert SECRET not in r.text and "Traceback" not in r.text
+
+
+def test_the_service_speaks_responses_when_toolnexus_style_says_so(tmp_path, monkeypatch):
+    with fake_provider([text_reply("hello from /responses"), text_reply("again")]) as fp:
+        env = {**base_env(fp), "TOOLNEXUS_STYLE": "responses",
+               "TOOLNEXUS_DATABASE": f"sqlite:{tmp_path / 'chat.db'}"}  # fmt: skip
+        with in_process(env, monkeypatch) as http:
+            first = http.post("/conversations/r/messages", json={"text": "hi"})
+            second = http.post("/conversations/r/messages", json={"text": "more"})
+    assert first.status_code == second.status_code == 200
+    assert "hello from /responses" in first.text and "again" in second.text
+    assert [q["path"] for q in fp.requests] == ["/v1/responses"] * 2
+    users = [i.get("content") for i in fp.requests[1]["body"]["input"] if i.get("role") == "user"]
+    assert users == ["hi", "more"]

@@ -12,10 +12,14 @@ from pyrsistent import freeze, pvector
 
 from toolnexus.core import calls
 from toolnexus.core.errors import ProviderError
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.core.wire import anthropic, openai, sse
 from toolnexus.core.wire.common import EMPTY_ANSWER, encode_body, is_empty_answer
 from toolnexus.core.wire.jsonload import JSONLimitError, load, nesting_exceeds
 from toolnexus.testing import anthropic_response, openai_response
+from toolnexus.testing.fake_responses import responses_response
+
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
           allow_infinity=False) | st.text(max_size=10)  # fmt: skip
@@ -101,8 +105,17 @@ def test_name_error_for_anything_but_a_non_empty_string(name):
 
 # ---- codecs: anything malformed is a ProviderError ----------------------------------
 
-CODECS = {"openai": openai, "anthropic": anthropic}
+CODECS = _REGISTRY
 VALID = {
+    "responses": responses_response(
+        {
+            "content": "hi",
+            "tool_calls": [{"name": "f", "arguments": {"a": 1}}],
+            "refusal": "no",
+            "reasoning": [{"summary": "s", "encrypted_content": "E"}],
+            "incomplete": "max_output_tokens",
+        }
+    ),
     "openai": openai_response({"content": "hi", "tool_calls": [{"name": "f", "arguments": {}}]}),
     "anthropic": anthropic_response(
         {"content": "hi", "tool_calls": [{"name": "f", "arguments": {"a": 1}}]}
@@ -132,7 +145,7 @@ def replaced(value, path, junk):
     return copy
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 @given(data=st.data(), junk=json_values)
 def test_a_response_with_any_part_replaced_is_a_turn_or_a_provider_error(style, data, junk):
     path = data.draw(st.sampled_from(list(paths(VALID[style]))))
@@ -147,9 +160,11 @@ def test_a_response_with_any_part_replaced_is_a_turn_or_a_provider_error(style, 
     encode_body(CODECS[style].body("m", [turn["message"]], [], "", {}))
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 @given(events=st.lists(st.tuples(st.sampled_from(["message", "error", "content_block_delta",
-                                                  "message_start", "content_block_start"]),
+                                                  "message_start", "content_block_start",
+                                                  "response.output_item.added",
+                                                  "response.completed"]),
                                  json_values | st.text(max_size=20)), max_size=6))  # fmt: skip
 def test_any_stream_events_give_a_turn_or_a_provider_error(style, events):
     codec = CODECS[style]
@@ -215,12 +230,12 @@ messages = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 @given(st.lists(messages, max_size=6))
 def test_body_takes_any_stored_history_and_never_sends_an_empty_answer(style, history):
     """A store may hold any messages with a string role: body() never raises on them
     (it raised KeyError on an anthropic assistant message without content)."""
     codec = CODECS[style]
     sent = codec.body("m", codec.replayable(pvector(freeze(m) for m in history)), [], "", {})
-    assert not any(is_empty_answer(m) for m in sent["messages"])
+    assert not any(is_empty_answer(m) for m in sent.get("messages", sent.get("input")))
     encode_body(sent)

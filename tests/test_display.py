@@ -10,8 +10,11 @@ from hypothesis import strategies as st
 from pyrsistent import freeze, thaw
 
 from toolnexus import create_client, define_tool, plain, run, show, stream, toolkit
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.history import in_memory_log
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
 HOSTILE = '<script>alert("x")</script> & <b>'
 
@@ -29,7 +32,7 @@ def weather_run(style: str):
         return run(c, f"weather? {HOSTILE}", toolkit=toolkit(lookup))
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 def test_a_run_result_shows_roles_calls_results_and_usage(style):
     r = weather_run(style)
     text = repr(show(r))
@@ -42,7 +45,7 @@ def test_a_run_result_shows_roles_calls_results_and_usage(style):
     assert lines[-1] == "status: done after 2 turn(s), model fake-model"
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 def test_html_escapes_every_piece_of_text(style):
     page = show(weather_run(style))._repr_html_()
     assert "<script>" not in page and HOSTILE not in page

@@ -25,11 +25,17 @@ from toolnexus import (
     toolkit,
 )
 from toolnexus.core.transcript import safe_cuts
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.hooks import compactor
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 
-STYLES = ["openai", "anthropic"]
+STYLES = sorted(_REGISTRY)  # every row of the dialect registry
+
+
+def _sent(body: dict) -> list:
+    """Return a request's messages (chat, messages) or input items (Responses)."""
+    return body["messages"] if "messages" in body else body["input"]
 
 
 @define_tool
@@ -70,7 +76,7 @@ def test_before_llm_replaces_messages_for_the_rest_of_the_run(style):
         c = client(fp, style, hooks={"before_llm": before_llm})
         r = run(c, "new", toolkit=TK, history=history)
     assert seen == [(1, 3, "m", True), (2, 3, "m", True)]
-    assert len(fp.requests[0]["body"]["messages"]) == 1
+    assert len(_sent(fp.requests[0]["body"])) == 1
     assert len(r["messages"]) == 4  # the replaced transcript is what is returned
 
 
@@ -144,7 +150,7 @@ def test_compactor_keeps_system_summary_and_a_safe_tail(style):
     with fake_provider([tool_calls_reply(("add", {"a": 1, "b": 2})), text_reply("3")]) as fp:
         c = client(fp, style, hooks={"before_llm": compactor(400)})
         r = run(c, "and now?", toolkit=TK, history=history)
-    sent = fp.requests[0]["body"]["messages"]
+    sent = _sent(fp.requests[0]["body"])
     assert len(sent) < len(history)
     first = (
         sent[0]["content"] if isinstance(sent[0]["content"], str) else sent[0]["content"][0]["text"]
@@ -152,7 +158,7 @@ def test_compactor_keeps_system_summary_and_a_safe_tail(style):
     assert first.startswith("[Summary of the earlier conversation]") and "question 0" in first
     assert 0 in safe_cuts(sent)  # the tail never starts with an orphaned tool result
     assert [m["role"] for m in sent[-1:]] == ["user"]
-    assert r["messages"][0] == fp.requests[1]["body"]["messages"][0]
+    assert r["messages"][0] == _sent(fp.requests[1]["body"])[0]
 
 
 def test_compactor_changes_nothing_under_the_budget():
@@ -317,7 +323,7 @@ def test_without_wait_for_the_run_halts_pending_and_a_later_run_resumes():
         assert outs[0] == "waiting for approval" and "another request" in outs[1]
         r2 = ask(c, "yes, approved", toolkit=toolkit(approval_tool(log)), id="p")
     assert r2["status"] == "done"
-    assert [m["content"] for m in fp.requests[1]["body"]["messages"]][-1] == "yes, approved"
+    assert [m["content"] for m in _sent(fp.requests[1]["body"])][-1] == "yes, approved"
 
 
 # ---- request shaping, transport, metrics ---------------------------------------

@@ -285,12 +285,24 @@ ANTHROPIC_WHOLE = [
     {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
     {"type": "message_stop"},
 ]
-WHOLE = {"openai": OPENAI_WHOLE, "anthropic": ANTHROPIC_WHOLE}
-BEFORE_TEXT = {"openai": 1, "anthropic": 2}  # events that give the consumer nothing
-AFTER_TEXT = {"openai": 2, "anthropic": 3}  # "Hel" went, the final event never came
+_MSG = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": "Hello", "annotations": []}]}  # fmt: skip
+RESPONSES_WHOLE = [
+    {"type": "response.created", "response": {"id": "resp_1", "model": "m", "output": []}},
+    {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "Hel"},
+    {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "lo"},
+    {"type": "response.output_item.done", "output_index": 0, "item": _MSG},
+    {"type": "response.completed", "response": {"id": "resp_1", "model": "m",
+     "status": "completed", "output": [_MSG], "usage": {"input_tokens": 3,
+                                                         "output_tokens": 2}}},
+]  # fmt: skip
+WHOLE = {"openai": OPENAI_WHOLE, "anthropic": ANTHROPIC_WHOLE, "responses": RESPONSES_WHOLE}
+BEFORE_TEXT = {"openai": 1, "anthropic": 2, "responses": 1}  # nothing for the consumer yet
+AFTER_TEXT = {"openai": 2, "anthropic": 3, "responses": 2}  # "Hel" went, the end never came
+CUT_STYLES = sorted(WHOLE)  # every row of the registry has its whole stream here
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", CUT_STYLES)
 @pytest.mark.parametrize("cut", ["empty", "before_text"])
 def test_a_cut_stream_before_any_text_is_retried(style, cut):
     n = 0 if cut == "empty" else BEFORE_TEXT[style]
@@ -306,7 +318,7 @@ def test_a_cut_stream_before_any_text_is_retried(style, cut):
     assert len(store["get"]("c")) == 2
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", CUT_STYLES)
 def test_a_cut_stream_after_text_raises_streamed_and_saves_nothing(style):
     store = in_memory_store()
     with RawServer() as srv:
@@ -324,7 +336,7 @@ def test_a_cut_stream_after_text_raises_streamed_and_saves_nothing(style):
     assert store["get"]("c") is None
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", CUT_STYLES)
 def test_a_stream_whose_chunked_connection_drops_saves_nothing(style):
     store = in_memory_store()
     with fake_provider([text_reply("a long enough answer to cut", stream_drop=True)] * 3) as fp:
@@ -353,7 +365,7 @@ def test_show_names_a_refusal_and_keeps_thinking_out_of_the_answer():
     assert [row.text for row in event_rows(events)] == ["hi"]
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", CUT_STYLES)
 def test_astream_retries_a_cut_stream_and_raises_one_cut_after_text(style):
     import asyncio
 
@@ -390,3 +402,9 @@ def test_usage_sums_every_count_and_keeps_a_detail_once_reported(turns):
     for i, key in enumerate(("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")):
         reported = [t[2 + i] for t in turns if t[2 + i] is not None]
         assert (key in total) == bool(reported) and total.get(key, 0) == sum(reported)
+
+
+def test_every_row_of_the_registry_has_its_whole_stream_for_the_cut_tests():
+    from toolnexus.core.wire import DIALECTS
+
+    assert set(WHOLE) == set(DIALECTS)

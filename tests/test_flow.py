@@ -10,7 +10,7 @@ from pyrsistent import pmap
 from toolnexus import execute, tool, tool_result, toolkit
 from toolnexus.core import flow
 from toolnexus.core.errors import ProviderError
-from toolnexus.core.wire import openai
+from toolnexus.core.wire.generated import parse_generated
 
 ECHO = tool("echo", "Echo.", None, lambda a: str(a.get("s", "")))
 WAIT = tool("wait", "Needs an answer.", None, lambda a: (
@@ -21,11 +21,11 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def text(content):
-    return openai.parse_generated({"content": content}, 1)
+    return parse_generated({"content": content}, 1)
 
 
 def calls(*names):
-    return openai.parse_generated(
+    return parse_generated(
         {"tool_calls": [{"id": f"c{i}", "name": n, "arguments": {}} for i, n in enumerate(names)]},
         1,
     )

@@ -40,6 +40,7 @@ from toolnexus import (
     stream,
     toolkit,
 )
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.store import StoreCorruptError, file_store, redis_store, sqlite_store
 from toolnexus.testing.fake_provider import (
     anthropic_response,
@@ -47,6 +48,8 @@ from toolnexus.testing.fake_provider import (
     openai_response,
     openai_stream,
 )
+
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
 ALLOWED = (ProviderError, RunTimeoutError, RunCancelledError)
 KEY = "sk-fuzz-Zq8+Wm3/Rt5Yx7Pv2Lk9Hs4Jd6"
@@ -183,7 +186,7 @@ def streams(style: str):
     )
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 @pytest.mark.parametrize("driver", DRIVERS)
 @fuzz
 @given(data=st.data())
@@ -257,7 +260,7 @@ def shows_key(e: BaseException) -> bool:
     return any(f in t or f in plain(t) for t in texts for f in FRAGMENTS)
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 @fuzz
 @given(echo=echoes(), before=st.text(max_size=30), after=st.text(max_size=30),
        status=st.sampled_from([400, 401, 403, 429, 500]))  # fmt: skip

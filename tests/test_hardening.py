@@ -18,8 +18,11 @@ import pytest
 from raw_server import RawServer, json_answer, sse_answer
 
 from toolnexus import ProviderError, create_client, define_tool, http_tool, run, stream, toolkit
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.store import StoreUnavailableError
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
 KEY = "sk-proj-Ab3+Cd9/Ef7Gh1Ij5Kl2Mn8Op4Qr6St0Uv"
 FRAGMENTS = [KEY[i : i + 12] for i in range(len(KEY) - 11)]
@@ -64,7 +67,7 @@ ECHOES = {
 }
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 @pytest.mark.parametrize("form", list(ECHOES))
 def test_a_401_echoing_the_key_in_any_form_shows_no_fragment(raw, style, form):
     """Failed on main for every form but "exact": only the exact string was masked."""
@@ -78,7 +81,7 @@ def test_a_401_echoing_the_key_in_any_form_shows_no_fragment(raw, style, form):
     assert "Incorrect API key provided" in str(e.value)  # the rest is still readable
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 def test_an_sse_error_event_echoing_the_key_shows_no_fragment(style):
     """Failed on main: an in-stream error event's message went into ProviderError as is."""
     script = [text_reply("partial", stream_error={"type": "x", "message": f"bad key {KEY}"})]
@@ -162,7 +165,18 @@ def test_tool_arguments_nested_100000_deep_are_an_error_result():
     assert "deeper than" in r["tool_calls"][0]["output"]
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+def _said(text: str) -> dict:
+    """Return a Responses output message saying `text`."""
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return {"type": "message", "id": "msg_1", "role": "assistant", "content": [part]}
+
+
+def _sent(body: dict) -> list:
+    """Return a request's messages (chat, messages) or input items (Responses)."""
+    return body["messages"] if "messages" in body else body["input"]
+
+
+@pytest.mark.parametrize("style", ALL)
 def test_a_tool_name_that_is_a_json_list_is_an_unknown_tool_the_run_survives(raw, style):
     """Failed on main for openai with TypeError: unhashable type: 'list' (anthropic passed,
     but stored the list as the block's name, which the API rejects on replay)."""
@@ -171,6 +185,10 @@ def test_a_tool_name_that_is_a_json_list_is_an_unknown_tool_the_run_survives(raw
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         first = {"choices": [{"message": message, "finish_reason": "tool_calls"}]}
         second = {"choices": [{"message": {"role": "assistant", "content": "done"}}]}
+    elif style == "responses":
+        call = {"type": "function_call", "call_id": "c1", "name": ["add"], "arguments": "{}"}
+        first = {"status": "completed", "output": [call]}
+        second = {"status": "completed", "output": [_said("done")]}
     else:
         block = {"type": "tool_use", "id": "t1", "name": ["add"], "input": {}}
         first = {"content": [block], "stop_reason": "tool_use"}
@@ -178,7 +196,7 @@ def test_a_tool_name_that_is_a_json_list_is_an_unknown_tool_the_run_survives(raw
     raw.script([json_answer(first), json_answer(second)])
     r = run(client(raw.url, style), "hi", toolkit=toolkit(define_tool(lambda: "3", name="add")))
     assert r["text"] == "done"
-    replayed = json.dumps(raw.requests[1]["messages"])
+    replayed = json.dumps(_sent(raw.requests[1]))
     assert '["add"]' not in replayed  # a replayable name: its JSON text, as a string
     assert r["tool_calls"][0]["is_error"] and "Unknown tool" in r["tool_calls"][0]["output"]
 
@@ -223,12 +241,15 @@ def test_an_http_date_retry_after_an_hour_away_is_raised_at_once(raw):
 # ---- 5. never send what a provider rejects ------------------------------------------
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 def test_an_empty_answer_is_never_replayed(raw, style):
     """Failed on main: an empty Anthropic answer was replayed as content [] (rejected)."""
     if style == "openai":
         empty = {"choices": [{"message": {"role": "assistant", "content": None}}]}
         later = {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
+    elif style == "responses":
+        empty = {"status": "completed", "output": []}
+        later = {"status": "completed", "output": [_said("hello")]}
     else:
         empty = {"content": [], "stop_reason": "end_turn"}
         later = {"content": [{"type": "text", "text": "hello"}], "stop_reason": "end_turn"}
@@ -237,7 +258,7 @@ def test_an_empty_answer_is_never_replayed(raw, style):
     first = run(c, "hi", conversation_id="empty-answer")
     assert first["text"] == ""
     assert run(c, "again", conversation_id="empty-answer")["text"] == "hello"
-    replayed = raw.requests[1]["messages"]
+    replayed = _sent(raw.requests[1])
     assert [m["role"] for m in replayed if m["role"] != "system"] == ["user", "user"]
     assert all(m["content"] not in ("", [], None) for m in replayed)
 

@@ -11,8 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolnexus import create_client, execute, http_tool, run, toolkit
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.http_tool import expand_env, plan_request
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
 SECRET = "tok-0123456789-secret"
 
@@ -144,7 +147,7 @@ def test_bad_declarations_are_clear_errors():
         http_tool(method="POST", url="http://h", query="q", **base)
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", ALL)
 def test_the_model_calls_an_http_tool(server, style):
     t = http_tool(name="lookup", description="Look up a word.", method="GET",
                   url=server + "/words/{word}",

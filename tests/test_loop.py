@@ -12,8 +12,9 @@ from toolnexus.core import flow
 from toolnexus.core import steps as loop
 from toolnexus.core.wire import DIALECTS
 from toolnexus.testing import anthropic_response, openai_response
+from toolnexus.testing.fake_responses import responses_response
 
-dialects = st.sampled_from(["openai", "anthropic"])
+dialects = st.sampled_from(sorted(DIALECTS))  # every row of the registry
 names = st.sampled_from(["echo", "add", "missing"])
 call_lists = st.lists(
     st.tuples(names, st.dictionaries(st.sampled_from("abc"), st.integers(0, 9), max_size=2)),
@@ -25,7 +26,8 @@ replies = st.one_of(
         lambda cs: {"tool_calls": [{"name": n, "arguments": a} for n, a in cs]}
     ),
 )
-RESPONSE = {"openai": openai_response, "anthropic": anthropic_response}
+RESPONSE = {"openai": openai_response, "anthropic": anthropic_response,
+            "responses": responses_response}  # fmt: skip
 
 
 def decoded(dialect, reply, seq):
@@ -49,7 +51,7 @@ def test_steps_never_mutate_and_account_for_every_turn(dialect, script, max_turn
             break
         results = [tool_result(f"r{i}") for i in range(len(calls))]
         nxt = loop.on_results(state, calls, results, max_turns)
-        added = len(calls) if dialect == "openai" else 1
+        added = len(calls) if dialect == "openai" else 1  # one message of all results
         assert len(nxt["messages"]) == len(state["messages"]) + added
         assert [r["id"] for r in nxt["tool_calls"][-len(calls) :]] == [c["id"] for c in calls]
         assert (nxt["status"] == "incomplete") == (nxt["turns"] >= max_turns)

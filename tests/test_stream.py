@@ -21,9 +21,10 @@ from toolnexus import (
     stream,
     toolkit,
 )
+from toolnexus.core.wire import DIALECTS
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 
-STYLES = ["openai", "anthropic"]
+STYLES = sorted(DIALECTS)  # every row of the registry
 
 
 @define_tool

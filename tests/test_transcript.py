@@ -10,9 +10,13 @@ from hypothesis import strategies as st
 from pyrsistent import freeze, pvector, thaw
 
 from toolnexus.core import transcript as tx
+from toolnexus.core.wire import DIALECTS
+from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.testing import transcripts
 
-both = pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+ALL = sorted(_REGISTRY)  # every row of the dialect registry
+
+both = pytest.mark.parametrize("dialect", ALL)
 # Transcripts cost ~80 draws each: half the profile's examples (scales with HYPOTHESIS_PROFILE).
 HALF = settings(max_examples=max(10, settings.default.max_examples // 2))
 
@@ -36,7 +40,7 @@ def _well_formed(t) -> bool:
 def test_generated_transcripts_are_well_formed(dialect, data):
     t = data.draw(transcripts(dialect))
     assert _well_formed(t)
-    assert all(m["role"] != "tool" for m in t) or dialect == "openai"
+    assert all(m["role"] != "tool" for m in t) or dialect != "anthropic"
     assert tx.repair(t) == freeze(t)
 
 
@@ -210,6 +214,10 @@ def test_repair_synthesizes_interrupted_results_in_the_dialect_shape(dialect, da
         if tx.is_tool_result(m) and json.dumps(thaw(m), sort_keys=True) not in original:
             if dialect == "openai":
                 assert m["role"] == "tool" and m["content"] == tx.INTERRUPTED
+            elif dialect == "responses":  # one message of function_call_output items
+                synth = [i for i in m["items"] if i["output"] == tx.INTERRUPTED]
+                assert m["role"] == "tool" and synth
+                assert all(i["type"] == "function_call_output" for i in synth)
             else:
                 assert m["role"] == "user"
                 synth = [b for b in m["content"] if b["content"] == tx.INTERRUPTED]
@@ -382,7 +390,16 @@ UNANSWERED = {
         },
     ],
 }
+UNANSWERED["responses"] = [
+    {"role": "user", "content": "weather?"},
+    {"role": "assistant", "items": [{"type": "function_call", "call_id": "c1", "name": "w",
+                                     "arguments": "{}"}]},
+]  # fmt: skip
 SENT_RESULT = {
+    "responses": {
+        "role": "tool",
+        "items": [{"type": "function_call_output", "call_id": "c1", "output": tx.INTERRUPTED}],
+    },
     "openai": {"role": "tool", "tool_call_id": "c1", "content": tx.INTERRUPTED},
     "anthropic": {
         "role": "user",
@@ -411,9 +428,10 @@ def test_a_stored_transcript_ending_in_an_unanswered_call_is_sent_repaired(diale
             base_url=fp.url, style=dialect, model="m", api_key="k", store=store, retries=0
         )
         r = run(client, "and now?", conversation_id="c")
-    sent = fp.requests[0]["body"]["messages"]
-    assert sent[:2] == UNANSWERED[dialect]
-    assert sent[2] == SENT_RESULT[dialect]
-    assert sent[3]["content"] == "and now?" and len(sent) == 4
+    codec = DIALECTS[dialect]
+    want = [*UNANSWERED[dialect], SENT_RESULT[dialect], codec.user_message("and now?")]
+    body = codec.body("m", freeze(want), [], "", {})
+    key = "messages" if "messages" in body else "input"
+    assert fp.requests[0]["body"][key] == thaw(body[key])
     assert r["text"] == "sunny"
     assert thaw(store["get"]("c"))[2] == SENT_RESULT[dialect]

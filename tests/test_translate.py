@@ -10,13 +10,14 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from published import available, spec_problems
 from pyrsistent import freeze, thaw
 
 from toolnexus import create_client, run
 from toolnexus.core.tool import define_tool
 from toolnexus.core.transcript import dangling
 from toolnexus.core.wire import DIALECTS, anthropic
-from toolnexus.core.wire.parts import UnsupportedPartError, from_anthropic, from_openai
+from toolnexus.core.wire.parts import UnsupportedPartError
 from toolnexus.core.wire.translate import dialect_of, to_dialect, translate, valid_tool_id
 from toolnexus.parts import file, image, image_url, text
 from toolnexus.store import sqlite_store
@@ -172,6 +173,7 @@ _PARTS = st.lists(
 _ODD = {
     "openai": ["functions.get_weather:", "call ", "tool/use#", "ünï:", "call_"],
     "anthropic": ["toolu_" + "A" * 40 + "_", "toolu_", "x-"],
+    "responses": ["functions.get_weather:", "call_" + "B" * 60, "call_"],
 }
 
 
@@ -180,7 +182,15 @@ def _with_odd_ids(t: list, dialect: str, draw) -> list:
     out, current = [], {}
     for m in t:
         m = json.loads(json.dumps(m))
-        if m["role"] == "assistant":
+        if "items" in m:  # a Responses turn (its function_calls) or its outputs
+            if m["role"] == "assistant":
+                prefix = draw(st.sampled_from(_ODD[dialect]))
+                calls = [i for i in m["items"] if i.get("type") == "function_call"]
+                current = {c["call_id"]: f"{prefix}{k}" for k, c in enumerate(calls)}
+            for i in m["items"]:
+                if "call_id" in i:
+                    i["call_id"] = current[i["call_id"]]
+        elif m["role"] == "assistant":
             prefix = draw(st.sampled_from(_ODD[dialect]))
             blocks = m["content"] if isinstance(m.get("content"), list) else []
             calls = m.get("tool_calls") or [b for b in blocks if b.get("type") == "tool_use"]
@@ -220,7 +230,18 @@ def _with_fidelity(t: list, dialect: str, draw) -> list:
     """Add reasoning fields, signatures, thinking blocks, refusals and system messages."""
     out = []
     for m in t:
-        if m["role"] == "assistant" and draw(st.booleans()):
+        if m["role"] == "assistant" and "items" in m and draw(st.booleans()):
+            secret = {"type": "reasoning", "id": f"rs_secret_{len(out)}", "summary": [
+                {"type": "summary_text", "text": SECRET}], "encrypted_content": SECRET}  # fmt: skip
+            m = {**m, "items": [secret, *m["items"]]}
+            if draw(st.booleans()) and not any(
+                i.get("type") == "function_call" for i in m["items"]
+            ):
+                refusal = {"type": "message", "id": f"msg_refusal_{len(out)}", "role": "assistant",
+                           "status": "completed",
+                           "content": [{"type": "refusal", "refusal": "I can't."}]}  # fmt: skip
+                m = {**m, "items": [secret, refusal]}
+        elif m["role"] == "assistant" and draw(st.booleans()):
             if dialect == "openai":
                 m = {**m, **draw(st.sampled_from([_EXTRA, {"reasoning_content": SECRET}]))}
                 m["tool_calls"] = [{**c, **_CALL_EXTRA} for c in m.get("tool_calls") or ()] or None
@@ -228,7 +249,7 @@ def _with_fidelity(t: list, dialect: str, draw) -> list:
                     del m["tool_calls"]
                     if draw(st.booleans()):  # a refusal, as the API sends it
                         m = {"role": "assistant", "content": None, "refusal": "I can't."}
-            elif isinstance(m["content"], list):
+            elif isinstance(m.get("content"), list):
                 kept = [b for b in m["content"] if b.get("type") not in _DROPPED]
                 m = {**m, "content": [*draw(st.sampled_from([_THINKING[:1], _THINKING])), *kept]}
         out.append(m)
@@ -249,20 +270,22 @@ def _blocks_of(m: dict) -> list:
 
 @st.composite
 def any_transcript(draw):
-    dialect = draw(st.sampled_from(["openai", "anthropic"]))
+    dialect = draw(st.sampled_from(sorted(DIALECTS)))  # every row of the registry
     t = draw(transcripts(dialect, max_turns=3, system=False))
     t = _with_parts(_with_odd_ids(t, dialect, draw), dialect, draw)
-    return dialect, _with_fidelity(t, dialect, draw)
+    target = draw(st.sampled_from([d for d in sorted(DIALECTS) if d != dialect]))
+    return dialect, _with_fidelity(t, dialect, draw), target
 
 
 def _text(content) -> str:
     if content is None or isinstance(content, str):
         return content or ""
-    return "".join(b.get("text") or "" for b in content if b.get("type") == "text")
+    kinds = ("text", "input_text", "output_text")
+    return "".join(b.get("text") or "" for b in content if b.get("type") in kinds)
 
 
 def _media(block, dialect) -> tuple | None:
-    part = (from_openai if dialect == "openai" else from_anthropic)(block)
+    part = DIALECTS[dialect].from_part(block)
     if part is None or part["type"] == "text":
         return None
     return part["type"], part.get("data") or part.get("url"), part.get("data") and part["mimeType"]
@@ -276,7 +299,9 @@ def project(messages, dialect: str) -> dict:
     for m in thaw(messages):
         role, content = m["role"], m.get("content")
         blocks = content if isinstance(content, list) else []
-        if role == "system":
+        if "items" in m:
+            _project_items(m, out, index)
+        elif role == "system":
             out["system"].append(content)
         elif role == "tool":
             out["results"].append((index[m["tool_call_id"]], _text(content)))
@@ -296,25 +321,47 @@ def project(messages, dialect: str) -> dict:
             for b in blocks:
                 if b.get("type") == "tool_result":
                     out["results"].append((index[b["tool_use_id"]], _text(b["content"])))
-                elif b.get("type") == "text":
+                elif b.get("type") in ("text", "input_text"):
                     out["user"].append(b["text"])
                 elif _media(b, dialect):
                     out["media"].append(_media(b, dialect))
     return out
 
 
+def _project_items(m: dict, out: dict, index: dict) -> None:
+    """Project a Responses message of items (a turn's output, or its call outputs)."""
+    for i in m["items"]:
+        kind = i.get("type")
+        if kind == "function_call":
+            index[i["call_id"]] = len(out["calls"])
+            out["calls"].append((i["name"], json.loads(i["arguments"])))
+        elif kind == "function_call_output":
+            out["results"].append((index[i["call_id"]], _text(i["output"])))
+        elif kind == "message" or (kind is None and i.get("role") == "assistant"):
+            content = i["content"]
+            said = _text(content) if isinstance(content, str) else "".join(
+                p.get("text") or p.get("refusal") or "" for p in content)  # fmt: skip
+            if said:
+                out["answers"].append(said)
+
+
+def _spec_valid(body: dict, dialect: str) -> None:
+    if available():
+        assert spec_problems(body, dialect) == []
+
+
 @given(any_transcript(), st.text(min_size=1, max_size=5))
 def test_a_translated_conversation_is_accepted_and_loses_nothing(case, prompt):
-    dialect, t = case
-    target = OTHER[dialect]
+    dialect, t, target = case  # from any row of the registry to any other
     tr = translate(t, target)
     assert not any(dangling(tr.messages).values())
     codec = DIALECTS[target]
     body = codec.body("m", tr.messages.append(codec.user_message(prompt)), [], tr.system, {})
     assert validate_request(thaw(body), target) == []
+    _spec_valid(thaw(body), target)
     assert SECRET not in json.dumps(thaw(tr.messages))  # no reasoning crossed over
     was, now = project(t, dialect), project(tr.messages, target)
-    if target == "anthropic":
+    if now["system"] != was["system"]:  # the target lifts system text into its body
         assert tr.system == "\n\n".join(was.pop("system")) and now.pop("system") == []
     assert now == was
     back = translate(tr.messages, dialect)  # and home again, still whole
@@ -333,6 +380,9 @@ def own_fields(messages) -> list:
     for m in thaw(messages):
         if m["role"] != "assistant":
             continue
+        if "items" in m:  # a Responses turn: its reasoning items
+            out += [i for i in m["items"] if i.get("type") == "reasoning"]
+            continue
         out.append({k: v for k, v in m.items() if k not in ("role", "content", "tool_calls")})
         out += [{k: v for k, v in c.items() if k not in ("id", "type", "function")}
                 for c in m.get("tool_calls") or ()]  # fmt: skip
@@ -343,8 +393,8 @@ def own_fields(messages) -> list:
 
 @given(any_transcript(), st.text(min_size=1, max_size=5))
 def test_the_loop_keeps_system_messages_and_a_request_lifts_them(case, prompt):
-    dialect, t = case
-    for target in ("openai", "anthropic"):
+    dialect, t, _ = case
+    for target in DIALECTS:
         tr = translate(t, target, keep_system=True)
         assert tr.system == "" and project(tr.messages, target)["system"] == project(
             t, dialect)["system"]  # fmt: skip
@@ -352,7 +402,7 @@ def test_the_loop_keeps_system_messages_and_a_request_lifts_them(case, prompt):
         history = codec.replayable(tr.messages)
         body = thaw(codec.body("m", list(history) + [codec.user_message(prompt)], [], "S", {}))
         assert validate_request(body, target) == []
-        if target == "anthropic":
+        if "system" in body:  # lifted into the body (anthropic)
             assert body["system"] == "\n\n".join([*project(t, dialect)["system"], "S"])
 
 

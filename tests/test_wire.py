@@ -9,6 +9,7 @@ from toolnexus import tool, toolkit
 from toolnexus.core.tool import tool_result
 from toolnexus.core.wire import anthropic, openai
 from toolnexus.core.wire.common import ZERO_USAGE, add_usage, to_json, usage
+from toolnexus.core.wire.generated import parse_generated
 from toolnexus.testing import anthropic_response, openai_response
 
 names = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_-]{0,20}", fullmatch=True)
@@ -106,7 +107,7 @@ def test_urls_and_headers():
 
 
 def test_generated_replies_get_ids_and_json_arguments():
-    t = openai.parse_generated({"tool_calls": [{"name": "a", "arguments": {"x": 1}}]}, 3)
+    t = parse_generated({"tool_calls": [{"name": "a", "arguments": {"x": 1}}]}, 3)
     (c,) = t["tool_calls"]
     assert c["id"] == "call_3_0" and json.loads(c["arguments"]) == {"x": 1}
     assert t["message"]["content"] is None

@@ -36,9 +36,8 @@ __all__ = [
     "Secret",
 ]
 
-_KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENROUTER_API_KEY"), "anthropic": ("ANTHROPIC_API_KEY",)}
 _HOOKS = {"before_llm", "after_llm", "before_tool", "after_tool"}
-_RESERVED_PARAMS = {"messages", "tools", "stream"}
+_RESERVED_PARAMS = {"messages", "input", "tools", "stream"}  # "input": the Responses items
 _EXECUTORS = ("threads", "inline")
 
 
@@ -107,6 +106,7 @@ class Client(PRecord):
     on_unsupported_part = field()
     max_part_bytes = field()
     prompt_cache = field()  # cache breakpoints (anthropic) / prompt_cache_key (openai)
+    server_state = field()  # the server keeps the conversation (responses: previous_response_id)
     generate = field()  # the host function of an in-process client, else None
     endpoint = field()  # derived from base_url, style, key and headers (None in process)
     given = field()  # derived: transport.Given of the host's clients, or None (the runtime's)
@@ -171,6 +171,10 @@ def _check_number(name: str, v: Any, least: float, integer: bool = False) -> Non
 def _check(o: Mapping) -> None:
     if o["style"] not in DIALECTS:
         raise ValueError(f"unknown style {o['style']!r}: expected one of {sorted(DIALECTS)}")
+    if o["server_state"] and not hasattr(DIALECTS[o["style"]], "server_state_body"):
+        able = sorted(d for d, c in DIALECTS.items() if hasattr(c, "server_state_body"))
+        raise ValueError(f"server_state=True needs a style whose server keeps a conversation"
+                         f" ({', '.join(able)}), not {o['style']!r}")  # fmt: skip
     if not o["model"] or not isinstance(o["model"], str):
         raise ValueError("model is required (a non-empty string)")
     _check_number("max_turns", o["max_turns"], 1, integer=True)
@@ -228,7 +232,7 @@ def _defaults(options: Mapping) -> dict:
     o.update(style="openai", max_turns=10, retries=2, retry_base_ms=500, max_retry_wait_ms=60_000,
              read_timeout_ms=120_000, strict_log=False, lookup_tool=True,
              tool_executor="threads", on_unsupported_part="error",
-             prompt_cache=False)  # fmt: skip
+             prompt_cache=False, server_state=False)  # fmt: skip
     unknown = set(options) - set(o)
     if unknown:
         raise ValueError(f"unknown client option(s): {sorted(unknown)}; known: {sorted(o)}")
@@ -246,10 +250,10 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
         raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
     key = o["api_key"]
     key = key.reveal() if isinstance(key, Secret) else key
-    if not key:
-        key = next((os.environ[v] for v in _KEY_ENV[o["style"]] if os.environ.get(v)), None)
-    o["api_key"] = key
     codec = DIALECTS[o["style"]]
+    if not key:  # each codec names the environment variables of its providers' keys
+        key = next((os.environ[v] for v in codec.KEY_ENV if os.environ.get(v)), None)
+    o["api_key"] = key
     headers = {
         "content-type": "application/json",
         "accept": "application/json",
@@ -293,7 +297,7 @@ def create_client(
     *,
     base_url: str,
     model: str,
-    style: Literal["openai", "anthropic"] = "openai",
+    style: Literal["openai", "anthropic", "responses"] = "openai",
     api_key: str | None = None,
     headers: Mapping[str, str] | None = None,
     system_prompt: str | None = None,
@@ -322,12 +326,14 @@ def create_client(
     on_unsupported_part: Literal["error", "text"] = "error",
     max_part_bytes: int | None = None,
     prompt_cache: bool = False,
+    server_state: bool = False,
 ) -> Client:
-    """Return a client value for an OpenAI-style or Anthropic-style endpoint.
+    """Return a client value for a chat completions, Anthropic messages or Responses endpoint.
 
-    base_url, model: where and what to ask. style: "openai" (POST /chat/completions) or
-    "anthropic" (POST /v1/messages). api_key: else OPENAI_API_KEY / OPENROUTER_API_KEY /
-    ANTHROPIC_API_KEY; it reaches request headers only. headers: extra request headers.
+    base_url, model: where and what to ask. style: "openai" (POST /chat/completions),
+    "anthropic" (POST /v1/messages) or "responses" (POST /responses). api_key: else
+    OPENAI_API_KEY / OPENROUTER_API_KEY (openai, responses) / ANTHROPIC_API_KEY; it
+    reaches request headers only. headers: extra request headers.
     system_prompt: leads every request. max_turns: model turns per run (10). store: a
     {get, save} map (default: a fresh in-memory store); lock: fn(id) -> context manager
     held over an exchange (default: the store's own "lock", else an in-process lock).
@@ -352,6 +358,9 @@ def create_client(
     "text" placeholder; max_part_bytes: the largest part (decoded) a prompt may hold.
     prompt_cache: mark Anthropic cache breakpoints (system, last tool, last message) and
     send OpenAI's prompt_cache_key (the conversation id).
+    server_state: (responses) the server keeps the conversation: each request names the
+    previous response (`previous_response_id`, `store: true`) and sends only the new
+    items; the full transcript is still saved, and sent once if the server forgot it.
     A stored conversation of the other dialect is translated when loaded.
     Bad options raise ValueError (TypeError for a store that is not one) at once.
     """

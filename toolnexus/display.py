@@ -72,15 +72,39 @@ def _text_of(content: Any) -> str:
     for part in content:
         if isinstance(part, Mapping) and isinstance(part.get("text"), str):
             texts.append(part["text"])
+        elif isinstance(part, Mapping) and part.get("type") == "refusal":
+            continue  # shown as its own row
         elif isinstance(part, Mapping) and part.get("type") not in ("tool_use", "tool_result"):
             texts.append(f"[{part.get('type', 'part')}]")
     return "\n".join(texts)
 
 
+def _item_rows(role: str, item: Mapping, names: dict) -> list[Row]:
+    """Return the rows of one item of a message holding items (a Responses turn)."""
+    kind = item.get("type")
+    if kind == "function_call":
+        names[item.get("call_id")] = item.get("name", "?")
+        return [Row("call", role, f"{item.get('name', '?')}({item.get('arguments', '')})")]
+    if kind == "function_call_output":
+        name = names.get(item.get("call_id"), item.get("call_id", "?"))
+        return [Row("result", name, _text_of(item.get("output")))]
+    if kind == "message" or (kind is None and "content" in item):
+        content = item.get("content")
+        parts = () if isinstance(content, str) or content is None else content
+        refusals = [p["refusal"] for p in parts
+                    if isinstance(p, Mapping) and isinstance(p.get("refusal"), str)]  # fmt: skip
+        rows = [Row("message", role, _text_of(content))] if _text_of(content) else []
+        return rows + [Row("message", role, f"[refusal] {r}") for r in refusals]
+    return []  # reasoning is not part of the answer shown, other items say nothing here
+
+
 def _message_rows(m: Mapping, names: dict) -> list[Row]:
-    """Return the rows of one message (either dialect); `names` maps call ids to tool names."""
+    """Return the rows of one message (any dialect); `names` maps call ids to tool names."""
     role = m.get("role", "?")
     content = m.get("content")
+    if isinstance(m.get("items"), Sequence):  # a message of items: one row per item
+        rows = [r for i in m["items"] if isinstance(i, Mapping) for r in _item_rows(role, i, names)]
+        return rows or [Row("message", role, "")]
     if role == "tool":  # openai tool result
         return [Row("result", names.get(m.get("tool_call_id"), m.get("tool_call_id", "?")),
                     _text_of(content))]  # fmt: skip
@@ -111,7 +135,7 @@ def _message_rows(m: Mapping, names: dict) -> list[Row]:
 
 
 def transcript_rows(messages: Iterable[Mapping], system: str | None = None) -> list[Row]:
-    """Return the rows of a transcript (openai or anthropic shape)."""
+    """Return the rows of a transcript (any dialect's shape)."""
     names: dict = {}
     rows = [Row("message", "system", system)] if system else []
     for m in messages:

@@ -35,9 +35,16 @@ def _text_of(message: Mapping) -> str:
     if isinstance(content, str):
         return content
     parts = []
-    for b in content or ():
+    for item in message.get("items") or ():  # a message of items (a Responses turn)
+        if isinstance(item, Mapping) and item.get("type") == "function_call":
+            parts.append(f"[called {item.get('name')}]")
+        elif isinstance(item, Mapping) and item.get("type") == "function_call_output":
+            parts.append(f"[tool result: {item.get('output')}]")
+        elif isinstance(item, Mapping):
+            parts.append(_text_of({"content": item.get("content")}))
+    for b in content if isinstance(content, (list, tuple, PVector)) else ():
         if isinstance(b, Mapping):
-            if b.get("type") == "text":
+            if b.get("type") in ("text", "input_text", "output_text"):
                 parts.append(b.get("text", ""))
             elif b.get("type") == "tool_use":
                 parts.append(f"[called {b.get('name')}]")
@@ -67,8 +74,10 @@ def _with_summary(summary: str, tail: PVector) -> PVector:
         content = first["content"]
         if isinstance(content, str):
             merged = first.set("content", f"{text}\n\n{content}")
-        else:
-            merged = first.set("content", pvector([pmap({"type": "text", "text": text})]) + content)
+        else:  # a text part of the kind the message's own parts are (input_text: Responses)
+            kind = "input_text" if any(str(p.get("type")).startswith("input_")
+                                       for p in content) else "text"  # fmt: skip
+            merged = first.set("content", pvector([pmap({"type": kind, "text": text})]) + content)
         return tail.set(0, merged)
     return pvector([pmap({"role": "user", "content": text})]) + tail
 

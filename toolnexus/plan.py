@@ -133,6 +133,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         "on_unsupported_part": o["on_unsupported_part"],
         "max_part_bytes": o["max_part_bytes"],
         "prompt_cache": bool(o["prompt_cache"]),
+        "server_state": bool(o["server_state"]),
         "encode": o["endpoint"] is not None,
         "lock": conversation_lock(o["lock"], store, runtime),
         "get": store["get"],

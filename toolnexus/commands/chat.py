@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..core.wire import DIALECTS
 from .places import STORE_HELP, CommandError, describe, lock_for, log_for, open_store
 
 TOOL_OUTPUT_CHARS = 200
@@ -372,10 +373,11 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `chat`, `show` and `ids` commands."""
-    c = sub.add_parser("chat", help="chat with an OpenAI- or Anthropic-style endpoint")
+    c = sub.add_parser("chat", help="chat with a chat completions, Anthropic or Responses endpoint")
     c.add_argument("--base-url", required=True, help="e.g. https://api.openai.com/v1")
     c.add_argument("--model", required=True)
-    c.add_argument("--style", choices=("openai", "anthropic"), default="openai")
+    c.add_argument("--style", choices=tuple(DIALECTS), default="openai",
+                   help="the wire dialect: " + ", ".join(DIALECTS))  # fmt: skip
     c.add_argument("--id", help="remember the conversation under this id (in --store)")
     c.add_argument("--store", help=STORE_HELP)
     c.add_argument("--system", help="the system prompt")

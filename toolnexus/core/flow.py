@@ -123,6 +123,23 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
         return whole_characters(turn)
 
 
+def _stated_turn(cfg: Mapping, codec: Any, state: steps.State, full: Mapping, turn_no: int,
+                 known: Mapping):  # fmt: skip
+    """Yield effects until a model turn is decoded; with server_state the request names
+    the previous response and sends only the new items, and when the server has
+    forgotten that response it is sent once more with the whole transcript (`full`)."""
+    if not cfg.get("server_state"):
+        return (yield from _llm_turn(cfg, state, full, turn_no, known))
+    body = codec.server_state_body(full, state["messages"])
+    try:
+        return (yield from _llm_turn(cfg, state, body, turn_no, known))
+    except ProviderError as e:
+        if body is full or not codec.forgotten(e):
+            raise
+    yield ("metric", {"event": "server_state_fallback", "model": cfg["model"]})
+    return (yield from _llm_turn(cfg, state, codec.stored(full), turn_no, known))
+
+
 def _as_result(value: Any) -> PMap:
     if isinstance(value, Mapping) and "output" in value:
         value = {"is_error": False, **value}  # a hook's result may leave is_error out
@@ -258,7 +275,7 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
         if cfg["transform"] is not None:
             body = yield ("hook", cfg["transform"], body)
         turn_no = state["turns"] + 1
-        turn = yield from _llm_turn(cfg, state, body, turn_no, known)
+        turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
                                                 "turn": turn_no})  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, freeze, pmap, pvector, thaw
 
+from .wire import DIALECTS
 from .wire.jsonload import MAX_BYTES, load
 
 __all__ = [
@@ -148,6 +149,20 @@ def loads(text: str | bytes) -> PVector:
 # message of "tool_result" blocks. A message that answers tool calls is never a
 # safe place to start a transcript: the calls it answers would be cut away.
 
+# Codecs whose messages hold items of their own (`owns`: Responses turns) carry their own
+# algebra (call ids, result ids, synthesized results), asked here; every other message
+# is read by its shape below. A new dialect of that kind is a registry row, no edit here.
+_OWN_ALGEBRA = tuple(c for c in DIALECTS.values() if hasattr(c, "owns"))
+
+
+def _algebra(message: Mapping) -> Any:
+    """Return the codec whose own shape `message` is in (None: a role-and-content one)."""
+    for codec in _OWN_ALGEBRA:
+        if codec.owns(message):
+            return codec
+    return None
+
+
 INTERRUPTED = "Error: interrupted: the tool call did not complete, so it has no result."
 
 
@@ -182,6 +197,9 @@ def tool_call_ids(message: Mapping) -> tuple[str, ...]:
     """
     if message.get("role") != "assistant":
         return ()
+    own = _algebra(message)
+    if own is not None:  # e.g. a Responses turn: its function_call items
+        return own.call_ids(message)
     calls = message.get("tool_calls") or ()
     if not _is_list(calls):
         calls = ()  # not a list of calls (check_message refuses it where messages come in)
@@ -201,6 +219,9 @@ def tool_result_ids(message: Mapping) -> tuple[str, ...]:
     >>> tool_result_ids({"role": "user", "content": "hi"})
     ()
     """
+    own = _algebra(message)
+    if own is not None:  # e.g. Responses function_call_output items
+        return own.result_ids(message)
     role = message.get("role")
     if role == "tool":
         return (message.get("tool_call_id"),)
@@ -338,6 +359,9 @@ def _synthesized(caller: Mapping, ids: Sequence[str]) -> list[PMap]:
     """Return error results for unanswered calls, in the caller's dialect."""
     if caller.get("tool_calls"):
         return [pmap({"role": "tool", "tool_call_id": i, "content": INTERRUPTED}) for i in ids]
+    own = _algebra(caller)
+    if own is not None:
+        return [own.results_message([own.output_item(i, INTERRUPTED) for i in ids])]
     return [pmap({"role": "user", "content": pvector(_synthesized_block(i) for i in ids)})]
 
 
@@ -351,7 +375,12 @@ def _close(out: list, caller: Mapping | None, open_calls: list, merge_at: int | 
     """Append (or merge) synthesized results for the calls still open; mutates `out` only."""
     if not open_calls:
         return
-    if merge_at is not None and not caller.get("tool_calls"):
+    own = _algebra(out[merge_at]) if merge_at is not None else None
+    if own is not None:  # one results message per turn: the synthesized ones join it
+        out[merge_at] = own.results_message(
+            [*out[merge_at]["items"], *(own.output_item(i, INTERRUPTED) for i in open_calls)]
+        )
+    elif merge_at is not None and not caller.get("tool_calls"):
         # Anthropic wants all results of a turn in ONE user message, results before text.
         blocks = _blocks(out[merge_at])
         results = [b for b in blocks if _is_block(b, "tool_result")]
@@ -372,6 +401,16 @@ def _answered_part(message: PMap, open_calls: list) -> PMap | None:
 
     Removes the answered ids from `open_calls` (a local list of the repair pass).
     """
+    own = _algebra(message)
+    if own is not None:
+
+        def wanted(i: Any) -> bool:
+            if i in open_calls:
+                open_calls.remove(i)
+                return True
+            return False
+
+        return own.keep_results(message, wanted)
     if message.get("role") == "tool":
         i = message.get("tool_call_id")
         if i in open_calls:
@@ -418,7 +457,8 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
             changed = changed or kept is not m
             if kept is not None and is_tool_result(kept):
                 out.append(kept)
-                merge_at = len(out) - 1 if kept.get("role") == "user" else merge_at
+                grouped = kept.get("role") == "user" or _algebra(kept) is not None
+                merge_at = len(out) - 1 if grouped else merge_at
                 continue
             if kept is None:
                 continue

@@ -20,7 +20,7 @@ from pyrsistent import PMap, pmap, thaw
 
 from ..core.errors import ProviderError, RunTimeoutError
 from ..core.toolkit import execute as execute_tool
-from ..core.wire import openai as openai_wire
+from ..core.wire.generated import parse_generated
 from .guard import Guard
 from .sync import (
     Context,
@@ -156,7 +156,7 @@ class _Async:
         ctx = self.ctx
         if ctx.endpoint is None:
             out = await self.guarded(self._generate(request))
-            turn = openai_wire.parse_generated(out, request["turn"])
+            turn = parse_generated(out, request["turn"])
             if self.streaming and turn["text"]:
                 yield pmap({"type": "text", "delta": turn["text"]})
             yield pmap({"type": TURN, "turn": turn})

@@ -26,7 +26,7 @@ from pyrsistent import PMap, pmap, thaw
 from ..core.errors import ProviderError, RunCancelledError
 from ..core.secrets import scrub_value
 from ..core.toolkit import execute as execute_tool
-from ..core.wire import openai as openai_wire
+from ..core.wire.generated import parse_generated
 from ..core.wire.sse import hold_half
 from .guard import Guard
 from .transport import TURN, send, send_stream
@@ -167,7 +167,7 @@ def _generated(ctx: Context, request: Mapping) -> PMap:
     body = request["body"]
     out = ctx.generate({"model": body["model"], "messages": thaw(body["messages"]),
                         "tools": body.get("tools", [])})  # fmt: skip
-    return openai_wire.parse_generated(resolve(out), request["turn"])
+    return parse_generated(resolve(out), request["turn"])
 
 
 class _Sync:

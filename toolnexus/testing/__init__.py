@@ -9,11 +9,13 @@ from .fake_provider import (
     text_reply,
     tool_calls_reply,
 )
+from .fake_responses import responses_response, responses_stream
 from .validators import (
     schema_problems,
     validate_anthropic_request,
     validate_openai_request,
     validate_request,
+    validate_responses_request,
 )
 
 __all__ = [
@@ -21,6 +23,8 @@ __all__ = [
     "anthropic_response",
     "fake_provider",
     "openai_response",
+    "responses_response",
+    "responses_stream",
     "text_reply",
     "tool_calls_reply",
     "check_store_contract",
@@ -29,6 +33,7 @@ __all__ = [
     "conversation_ids",
     "validate_openai_request",
     "validate_anthropic_request",
+    "validate_responses_request",
     "validate_request",
     "schema_problems",
 ]

@@ -30,7 +30,8 @@ streamed):
   "raw_usage": {...}         the usage object in the dialect's own shape, verbatim
                              (prompt_tokens_details, cache_read_input_tokens, ...)
 or a function(request_body, dialect) -> reply for dynamic scripts.
-The dialect of a request is read from its path: /chat/completions or /messages.
+The dialect of a request is read from its path: /chat/completions, /messages or
+/responses (the Responses dialect: see `toolnexus.testing.fake_responses`).
 
 A request whose body has `"stream": true` gets real SSE in its dialect: openai
 chunks (text and tool-call arguments in fragments, a usage chunk when
@@ -62,7 +63,8 @@ from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .validators import schema_validator, validate_request
+from .fake_responses import expand, keep, responses_response, responses_stream
+from .validators import SPECS, schema_validator, validate_request
 
 __all__ = [
     "fake_provider",
@@ -187,7 +189,8 @@ def anthropic_response(reply: Mapping, model: str = "fake-model", seq: int = 0) 
     }
 
 
-RESPONSES = {"openai": openai_response, "anthropic": anthropic_response}
+RESPONSES = {"openai": openai_response, "anthropic": anthropic_response,
+             "responses": responses_response}  # fmt: skip
 
 # ---- SSE bodies (pure) ---------------------------------------------------------
 
@@ -310,6 +313,8 @@ def _stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq:
     if reply.get("sse") is not None:  # a real provider's stream, byte for byte
         raw = reply["sse"]
         return [raw.encode() if isinstance(raw, str) else bytes(raw)]
+    if dialect == "responses":  # its own error events (see fake_responses)
+        return responses_stream(reply, model, seq)
     if dialect == "openai":
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = openai_stream(reply, model, seq, include_usage=usage)
@@ -339,7 +344,7 @@ class FakeProvider:
         self.script = script
         self.validate = validate  # answer 400 to a request the real API would refuse
         self.schema = schema  # ... by the published request schema too
-        for dialect in RESPONSES if validate and schema else ():
+        for dialect in SPECS if validate and schema else ():
             schema_validator(dialect)  # fail here, not in a request, without jsonschema
         self.delay = delay
         self.model = model
@@ -347,6 +352,9 @@ class FakeProvider:
         self.chunk_delay = chunk_delay
         self._stopping = threading.Event()  # wakes stalled handlers when the provider stops
         self.requests: list[dict] = []
+        # Responses the server keeps (store not false): id -> the conversation's items.
+        # Clear it to play a server that forgot them (previous_response_not_found).
+        self.kept: dict[str, list] = {}
         self._lock = threading.Lock()
         self._next = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -401,12 +409,20 @@ def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
     Problems are "path: why" strings; OpenAI's `param` is the first one's path.
     """
     message = "; ".join(problems)
-    if dialect == "openai":
+    if dialect in ("openai", "responses"):
         param = next((m[1] for p in problems if (m := PARAM.match(p))), None)
         error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
         return json.dumps({"error": error}).encode()
     error = {"type": "invalid_request_error", "message": message}
     return json.dumps({"type": "error", "error": error}).encode()
+
+
+# The path each dialect posts to (the last segment of its URL).
+PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses"}
+
+
+def _dialect_of_path(path: str) -> str | None:
+    return next((d for end, d in PATHS.items() if path.endswith(end)), None)
 
 
 def _handler(fp: FakeProvider) -> type:
@@ -460,8 +476,8 @@ def _handler(fp: FakeProvider) -> type:
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-            dialect = "openai" if self.path.endswith("/chat/completions") else "anthropic"
-            if not self.path.endswith(("/chat/completions", "/messages")):
+            dialect = _dialect_of_path(self.path)
+            if dialect is None:
                 return self._send(404, b'{"error": "unknown path"}')
             try:
                 body = json.loads(raw)
@@ -470,7 +486,10 @@ def _handler(fp: FakeProvider) -> type:
             with fp._lock:
                 fp.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 seq = len(fp.requests)
-            problems = validate_request(body, dialect, schema=fp.schema) if fp.validate else []
+            seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
+            if forgot is not None:
+                return self._send(400, forgot)
+            problems = validate_request(seen, dialect, schema=fp.schema) if fp.validate else []
             if problems:
                 return self._send(400, invalid_request(dialect, problems))
             reply = fp.reply_for(body, dialect)
@@ -484,6 +503,8 @@ def _handler(fp: FakeProvider) -> type:
                 payload = reply.get("body", "")
                 payload = payload if isinstance(payload, str) else json.dumps(payload)
                 return self._send(reply["status"], payload.encode(), reply.get("headers", {}))
+            if dialect == "responses":
+                keep(fp.kept, seen, reply, fp.model, seq)
             if "response" in reply:  # the provider's own shape, verbatim
                 return self._send(200, json.dumps(reply["response"]).encode())
             if body.get("stream") is True:

@@ -23,8 +23,6 @@ __all__ = [
     "transcripts",
 ]
 
-DIALECTS = ("openai", "anthropic")
-
 # Ids that break naive stores: path tricks, whitespace, device names, case and Unicode
 # normalization twins, an id that looks like another id's encoded file name, long ones.
 HOSTILE_IDS = (
@@ -120,33 +118,75 @@ def _anthropic_calls(draw, ids: list[str]) -> list[dict]:
     return [{"role": "assistant", "content": lead + uses}, {"role": "user", "content": results}]
 
 
+def _responses_said(draw, n: str) -> list[dict]:
+    """Return the lead items of a Responses turn: maybe reasoning, maybe a message."""
+    lead = []
+    if draw(st.booleans()):
+        lead.append({"type": "reasoning", "id": f"rs_{n}", "summary": [],
+                     "encrypted_content": "gAAAA-encrypted"})  # fmt: skip
+    if draw(st.booleans()):
+        part = {"type": "output_text", "text": draw(_TEXT), "annotations": [], "logprobs": []}
+        lead.append({"type": "message", "id": f"msg_{n}", "role": "assistant",
+                     "status": "completed", "content": [part]})  # fmt: skip
+    return lead
+
+
+def _responses_calls(draw, ids: list[str]) -> list[dict]:
+    calls = [{"type": "function_call", "call_id": i, "name": draw(_NAMES),
+              "arguments": json.dumps(draw(_ARGS))} for i in ids]  # fmt: skip
+    outputs = [{"type": "function_call_output", "call_id": i, "output": draw(_TEXT)} for i in ids]
+    return [
+        {"role": "assistant", "items": [*_responses_said(draw, ids[0]), *calls]},
+        {"role": "tool", "items": outputs},
+    ]
+
+
 def _user(draw, dialect: str) -> dict:
-    if dialect == "anthropic" and draw(st.booleans()):  # multi-block content
+    kind = _SHAPES[dialect]["block"]
+    if kind and draw(st.booleans()):  # multi-block content
         blocks = draw(st.lists(_TEXT, min_size=1, max_size=3))
-        return {"role": "user", "content": [{"type": "text", "text": t} for t in blocks]}
+        return {"role": "user", "content": [{"type": kind, "text": t} for t in blocks]}
     return {"role": "user", "content": draw(_TEXT)}
 
 
-def _answer(draw, dialect: str) -> dict:
+def _answer(draw, dialect: str, n: int) -> dict:
     if dialect == "anthropic":
         return {"role": "assistant", "content": [{"type": "text", "text": draw(_TEXT)}]}
+    if dialect == "responses" and draw(st.booleans()):
+        part = {"type": "output_text", "text": draw(_TEXT), "annotations": [], "logprobs": []}
+        said = {"type": "message", "id": f"msg_answer_{n}", "role": "assistant",
+                "status": "completed", "content": [part]}  # fmt: skip
+        lead = _responses_said(draw, f"answer_{n}")[:1] if draw(st.booleans()) else []
+        return {"role": "assistant", "items": [*[i for i in lead if i["type"] == "reasoning"],
+                                               said]}  # fmt: skip
     return {"role": "assistant", "content": draw(_TEXT)}
+
+
+# Each dialect's shapes: its tool round, the type of a user text block (None: text only),
+# its call id prefix, whether a system message may lead (anthropic carries it in the body).
+_SHAPES = {
+    "openai": {"calls": _openai_calls, "block": None, "prefix": "call", "system": True},
+    "anthropic": {"calls": _anthropic_calls, "block": "text", "prefix": "toolu", "system": False},
+    "responses": {"calls": _responses_calls, "block": "input_text", "prefix": "call",
+                  "system": True},
+}  # fmt: skip
+DIALECTS = tuple(_SHAPES)
 
 
 @st.composite
 def _transcript(draw, dialect: str, max_turns: int, system: bool | None) -> list[dict]:
-    ids = (f"{'toolu' if dialect == 'anthropic' else 'call'}_{n}" for n in itertools.count())
-    calls = _anthropic_calls if dialect == "anthropic" else _openai_calls
+    shape = _SHAPES[dialect]
+    ids = (f"{shape['prefix']}_{n}" for n in itertools.count())
     out: list[dict] = []
-    if system if system is not None else (dialect == "openai" and draw(st.booleans())):
+    if system if system is not None else (shape["system"] and draw(st.booleans())):
         out.append({"role": "system", "content": draw(_TEXT)})
-    for _ in range(draw(st.integers(0, max_turns))):
+    for n in range(draw(st.integers(0, max_turns))):
         out.append(_user(draw, dialect))
         rounds = draw(st.integers(0, 2))
         for _ in range(rounds):  # tool rounds, each with parallel calls
-            out += calls(draw, [next(ids) for _ in range(draw(st.integers(1, 3)))])
+            out += shape["calls"](draw, [next(ids) for _ in range(draw(st.integers(1, 3)))])
         if not rounds or draw(st.booleans()):  # a run stopped by max_turns ends on results
-            out.append(_answer(draw, dialect))
+            out.append(_answer(draw, dialect, n))
     return out
 
 
@@ -155,10 +195,12 @@ def transcripts(
 ) -> st.SearchStrategy[list[dict]]:
     """Return a strategy of valid transcripts: turns with parallel tool-call groups.
 
-    `dialect` is "openai", "anthropic" or None (either). Every tool call is answered
+    `dialect` is "openai", "anthropic", "responses" or None (any). Every tool call is answered
     right after its message; anthropic user messages may hold several text blocks and
     assistant turns thinking blocks. `system`: None for a random leading system message
-    (openai only: anthropic carries it in the body), True or False to force it.
+    (openai and responses: anthropic carries it in the body), True or False to force it.
+    Responses turns hold their items (reasoning with encrypted content, messages,
+    function calls) and one message of function_call_output items per round.
     """
     if dialect is None:
         return st.one_of(*(transcripts(d, max_turns=max_turns, system=system) for d in DIALECTS))

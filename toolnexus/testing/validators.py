@@ -35,6 +35,7 @@ from typing import Any
 __all__ = [
     "validate_openai_request",
     "validate_anthropic_request",
+    "validate_responses_request",
     "validate_request",
     "schema_problems",
     "schema_validator",
@@ -223,23 +224,6 @@ def _openai_top(body: Mapping) -> list[str]:
     return problems
 
 
-# dialect -> our rules (what no schema says)
-RULES = {"openai": validate_openai_request, "anthropic": validate_anthropic_request}
-
-
-def validate_request(body: Mapping, dialect: str, *, schema: bool = True) -> list[str]:
-    """Return the problems of a request body in `dialect` ("openai" | "anthropic").
-
-    The published request schema's problems come first (`schema=False`: only ours).
-    """
-    if dialect not in RULES:
-        raise ValueError(f"unknown dialect {dialect!r}: expected one of {sorted(RULES)}")
-    if not isinstance(body, Mapping):
-        return [f"(body): a request body is a JSON object, not {type(body).__name__}"]
-    ours = RULES[dialect](body)
-    return [*(schema_problems(body, dialect) if schema else []), *ours]
-
-
 # ---- the published request schemas ---------------------------------------------
 
 
@@ -407,3 +391,107 @@ def _allowed(error: Any) -> list:
 def _short(value: Any, size: int = 80) -> str:
     text = value if isinstance(value, str) and size > 80 else repr(value)
     return text if len(text) <= size else text[: size - 3] + "..."
+
+
+def _responses_item(i: int, item: Any, open_ids: list, called: set, store: Any) -> list[str]:
+    """Return the problems of one input item; updates the open and seen call ids."""
+    if not isinstance(item, Mapping):
+        return [f"input[{i}]: not an object"]
+    kind = item.get("type", "message")
+    if kind == "function_call":
+        cid = item.get("call_id")
+        if cid in called:
+            return [f"input[{i}]: duplicate function_call call_id {cid!r}"]
+        called.add(cid)
+        open_ids.append(cid)
+        return []
+    if kind == "function_call_output":
+        cid = item.get("call_id")
+        if cid not in open_ids:
+            return [f"input[{i}]: function_call_output for {cid!r} answers no function_call"
+                    " before it"]  # fmt: skip
+        open_ids.remove(cid)
+        return []
+    if kind == "reasoning" and store is False and not item.get("encrypted_content"):
+        return [f"input[{i}]: a reasoning item without encrypted_content cannot be replayed"
+                " with store false (the server kept nothing)"]  # fmt: skip
+    if kind == "message" and not item.get("content"):
+        return [f"input[{i}]: a message needs content"]
+    return []
+
+
+def _led(items: list, i: int) -> bool:
+    """Return whether the reasoning at `i` leads to an output of the model's own: a
+    message of the assistant or a call, after any further reasoning."""
+    for following in items[i + 1 :]:
+        if not isinstance(following, Mapping):
+            return False
+        kind = following.get("type")
+        if kind == "reasoning":
+            continue
+        if kind in (None, "message"):
+            return following.get("role") == "assistant"
+        return kind != "function_call_output"
+    return False
+
+
+def validate_responses_request(body: Mapping) -> list[str]:
+    """Return the problems of a Responses request body (empty when valid): every
+    function_call_output answers a function_call before it (each once), every
+    function_call is answered, a reasoning item is followed by the item it led to, and
+    with `store: false` it carries its encrypted_content; no message without content;
+    no item id given twice.
+
+    >>> validate_responses_request({"input": [{"type": "function_call_output",
+    ...                                        "call_id": "c", "output": "4"}]})
+    ["input[0]: function_call_output for 'c' answers no function_call before it"]
+    """
+    given = body.get("input")
+    if isinstance(given, str):
+        return [] if given else ["input: empty"]
+    items = _list(given)
+    if not items and body.get("previous_response_id") is None:
+        return ["input: must be a non-empty list (or text)"]
+    problems: list = []
+    open_ids: list = []
+    called: set = set()
+    store = body.get("store", True)
+    seen: set = set()  # item ids: the API refuses one given twice
+    for i, item in enumerate(items):
+        problems += _responses_item(i, item, open_ids, called, store)
+        iid = item.get("id") if isinstance(item, Mapping) else None
+        if isinstance(iid, str):
+            if iid in seen:
+                problems.append(f"input[{i}]: duplicate item id {iid!r}")
+            seen.add(iid)
+        if isinstance(item, Mapping) and item.get("type") == "reasoning" and not _led(items, i):
+            problems.append(f"input[{i}]: a reasoning item was provided without its"
+                            " following item")  # fmt: skip
+    if open_ids:
+        problems.append(f"function_calls {open_ids!r} have no function_call_output")
+    return problems
+
+
+# Each dialect's rules, what no schema says: one row each (the fake provider checks every
+# request with its row, and with the dialect's published schema where one is shipped).
+VALIDATORS = {
+    "openai": validate_openai_request,
+    "anthropic": validate_anthropic_request,
+    "responses": validate_responses_request,
+}
+RULES = VALIDATORS
+
+
+def validate_request(body: Mapping, dialect: str, *, schema: bool = True) -> list[str]:
+    """Return the problems of a request body in `dialect` (a row of VALIDATORS).
+
+    The published request schema's problems come first, for the dialects whose schema is
+    shipped (`schema=False`: only ours).
+    """
+    if dialect not in VALIDATORS:
+        raise ValueError(f"unknown dialect {dialect!r}: expected one of {sorted(VALIDATORS)}")
+    if not isinstance(body, Mapping):
+        return [f"(body): a request body is a JSON object, not {type(body).__name__}"]
+    ours = VALIDATORS[dialect](body)
+    checked = schema and dialect in SPECS
+    return [*(schema_problems(body, dialect) if checked else []), *ours]

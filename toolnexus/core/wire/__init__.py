@@ -2,9 +2,9 @@
 
 from types import MappingProxyType
 
-from . import anthropic, openai
+from . import anthropic, openai, responses
 
-__all__ = ["DIALECTS", "openai", "anthropic"]
+__all__ = ["DIALECTS", "openai", "anthropic", "responses"]
 
 # Dialects as data: the loop looks up small functions here instead of branching on style.
-DIALECTS = MappingProxyType({"openai": openai, "anthropic": anthropic})
+DIALECTS = MappingProxyType({"openai": openai, "anthropic": anthropic, "responses": responses})

@@ -10,7 +10,13 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..tool import sanitize
-from .anthropic_request import cache_body, cache_tools, request_citation, request_text
+from .anthropic_request import (
+    cache_body,
+    cache_tools,
+    request_citation,
+    request_text,
+    user_message_parts,
+)
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
@@ -29,13 +35,14 @@ from .common import (
     usage,
 )
 from .jsonload import load
-from .parts import is_parts, tool_result_blocks
+from .parts import from_anthropic, is_parts, to_anthropic, tool_result_blocks
 from .sse import load_json, stream_error
 
 __all__ = [
     "cache_body",  # prompt caching and the request shape of blocks: see anthropic_request
     "cache_tools",
     "request_citation",
+    "user_message_parts",
     "url",
     "headers",
     "user_message",
@@ -52,6 +59,9 @@ __all__ = [
 
 VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+
+
+KEY_ENV = ("ANTHROPIC_API_KEY",)  # where a client finds its key
 
 
 def tool_entry(t: Mapping) -> PMap:
@@ -571,26 +581,10 @@ def stream_turn(acc: AnthropicStream) -> PMap:
     return t.set("tool_calls", calls)
 
 
-# ---- content parts: a prompt that is a list of parts --------------------------------
+def valid_call_id(id: str) -> bool:
+    """Return whether a tool use id meets the messages API's rule (`^[a-zA-Z0-9_-]+$`)."""
+    return _ID_OK.fullmatch(id) is not None
 
 
-def user_message_parts(
-    parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
-) -> PMap:
-    """Return a user message whose content is a list of `text`, `image` and `document` blocks.
-
-    Parts are upstream's (`toolnexus.parts`); each is checked and held to `max_part_bytes`.
-    Audio cannot go: it follows `on_unsupported_part` ("error" | "text").
-
-    >>> user_message_parts([{"type": "text", "text": "hi"}])["content"][0]["text"]
-    'hi'
-    """
-    from .parts import check_part_size, check_parts, to_anthropic
-
-    checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
-    blocks = (to_anthropic(p, on_unsupported_part) for p in checked)
-    kept = pvector(b for b in blocks if not is_empty_text_block(b))
-    return pmap({"role": "user", "content": kept})
-
-
-__all__.append("user_message_parts")
+# The neutral content part <-> this dialect's block (see parts.py).
+to_part, from_part = to_anthropic, from_anthropic

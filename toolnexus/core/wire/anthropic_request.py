@@ -1,13 +1,15 @@
 """Anthropic requests in their published shape: what a replayed block may hold (citations
-without response-only fields) and prompt-cache breakpoints. Pure; `anthropic` (the
-dialect's codec) exposes these as its own."""
+without response-only fields), prompt-cache breakpoints, a prompt of content parts. Pure;
+`anthropic` (the dialect's codec) exposes these as its own."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PMap, PVector, pmap, pvector
+
+from .common import is_empty_text_block
 
 __all__ = [
     "request_citation",
@@ -16,6 +18,7 @@ __all__ = [
     "cache_body",
     "EPHEMERAL",
     "MAX_BREAKPOINTS",
+    "user_message_parts",
 ]
 
 # What a request's citation may hold, by type (the published request schemas: a response
@@ -124,3 +127,25 @@ def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
     if budget > 0 and isinstance(system, str) and system:
         out["system"] = [pmap({"type": "text", "text": system, "cache_control": EPHEMERAL})]
     return out
+
+
+# ---- content parts: a prompt that is a list of parts --------------------------------
+
+
+def user_message_parts(
+    parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
+) -> PMap:
+    """Return a user message whose content is a list of `text`, `image` and `document` blocks.
+
+    Parts are upstream's (`toolnexus.parts`); each is checked and held to `max_part_bytes`.
+    Audio cannot go: it follows `on_unsupported_part` ("error" | "text").
+
+    >>> user_message_parts([{"type": "text", "text": "hi"}])["content"][0]["text"]
+    'hi'
+    """
+    from .parts import check_part_size, check_parts, to_anthropic
+
+    checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
+    blocks = (to_anthropic(p, on_unsupported_part) for p in checked)
+    kept = pvector(b for b in blocks if not is_empty_text_block(b))
+    return pmap({"role": "user", "content": kept})

@@ -26,7 +26,7 @@ from .common import (
     unique_id,
     usage,
 )
-from .parts import is_parts, tool_attachments, tool_text
+from .parts import from_openai, is_parts, to_openai, tool_attachments, tool_text
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "user_message",
     "body",
     "parse_response",
-    "parse_generated",
     "tool_result_messages",
     "stream_body",
     "OpenAIStream",
@@ -45,6 +44,9 @@ __all__ = [
     "stream_response",
     "stream_turn",
 ]
+
+
+KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its key, in order
 
 
 def tool_entry(t: Mapping) -> PMap:
@@ -319,39 +321,6 @@ def _parse_response(data: Mapping) -> PMap:
     )
 
 
-def parse_generated(out: Mapping, turn_no: int) -> PMap:
-    """Return the normalized turn of an in-process `generate` result.
-
-    `out` is {"content": str} or {"tool_calls": [{"id"?, "name", "arguments"}]}, with an
-    optional "usage"; missing call ids become call_<turn>_<index>.
-    """
-    if not isinstance(out, Mapping):
-        raise ValueError(f"generate must return a mapping, got {type(out).__name__}: {out!r:.100}")
-    raw = out.get("tool_calls") or []
-    if not isinstance(raw, (list, tuple)):
-        raise ValueError(f"generate's 'tool_calls' must be a list, got {raw!r:.100}")
-    calls, taken = [_generated_call(c, turn_no, i) for i, c in enumerate(raw)], set()
-    for call in calls:  # distinct within the turn: two calls sharing an id get `id_2`, ...
-        call["id"] = unique_id(call["id"], taken)
-    text = out.get("content") or ""
-    if not isinstance(text, str):
-        raise ValueError(f"generate's 'content' must be a string, got {text!r:.100}")
-    finish = "tool_calls" if calls else "stop"
-    return _turn(text, calls, out.get("usage"), finish, out.get("model"))
-
-
-def _generated_call(c: Any, turn_no: int, i: int) -> dict:
-    """Return one tool call of a `generate` result, or a ValueError that says what is wrong."""
-    if not isinstance(c, Mapping) or not isinstance(c.get("name"), str) or not c["name"]:
-        raise ValueError(f"generate's tool call {i} needs a string 'name': {c!r:.100}")
-    id, args = c.get("id"), c.get("arguments") or {}
-    if id is not None and not isinstance(id, str):
-        raise ValueError(f"generate's tool call {i} has a non-string 'id': {id!r:.60}")
-    if not isinstance(args, (str, Mapping)):
-        raise ValueError(f"generate's tool call {i} 'arguments' must be a map or JSON text")
-    return {"id": id or f"call_{turn_no}_{i}", "name": c["name"], "arguments": _args_text(args)}
-
-
 def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
     """Return one `tool` message per call, in call order; media parts a tool returned
     follow in one user message (a tool message carries text only)."""
@@ -597,3 +566,12 @@ def user_message_parts(
 
 
 __all__.append("user_message_parts")
+
+
+def valid_call_id(id: str) -> bool:
+    """Return whether a tool call id meets chat completions' rule (at most 40 characters)."""
+    return 0 < len(id) <= 40
+
+
+# The neutral content part <-> this dialect's block (see parts.py).
+to_part, from_part = to_openai, from_openai

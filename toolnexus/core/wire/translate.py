@@ -23,7 +23,6 @@ is the identity. Returns new values; never modifies the input.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -31,18 +30,20 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..transcript import freeze_transcript
+from . import DIALECTS as CODECS
 from . import parts as P
-from .common import to_json
+from . import responses as R
+from .writers import WRITERS, part_of
 
 __all__ = ["Translated", "dialect_of", "to_dialect", "translate", "valid_tool_id"]
 
-DIALECTS = ("openai", "anthropic")
-ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
+DIALECTS = tuple(CODECS)  # the registry's rows (core.wire.DIALECTS)
 OPENAI_ID_MAX = 40
 # Content part types only one dialect has ("text" is both's).
 _OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool"})
-_DROPPED_ON_OPENAI = frozenset({"thinking", "redacted_thinking"})
+# Content part types only the Responses dialect has.
+_RESPONSES_BLOCKS = frozenset({"input_text", "input_image", "input_file", "output_text"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
@@ -62,9 +63,7 @@ def valid_tool_id(id: Any, dialect: str) -> bool:
     """
     if not isinstance(id, str) or not id:
         return False
-    if dialect == "anthropic":
-        return ANTHROPIC_ID.fullmatch(id) is not None
-    return len(id) <= OPENAI_ID_MAX
+    return CODECS[dialect].valid_call_id(id)  # each dialect's own rule
 
 
 # ---- reading the dialect off the shapes -----------------------------------------------
@@ -78,13 +77,17 @@ def _blocks(message: Mapping) -> Sequence:
 
 
 def _evidence(message: Mapping) -> str | None:
-    """Return the dialect a message can only belong to, or None if valid in both."""
+    """Return the dialect a message can only belong to, or None if valid in several."""
+    if R.owns(message):
+        return "responses"
     role = message.get("role")
     if role in _OPENAI_ROLES or message.get("tool_calls"):
         return "openai"
     if role == "assistant" and message.get("content") is None:
         return "openai"
     kinds = {b.get("type") for b in _blocks(message)}
+    if kinds & _RESPONSES_BLOCKS:
+        return "responses"
     if kinds & _OPENAI_BLOCKS:
         return "openai"
     if kinds - {"text"}:
@@ -93,7 +96,8 @@ def _evidence(message: Mapping) -> str | None:
 
 
 def dialect_of(transcript: Sequence[Mapping]) -> str | None:
-    """Return "openai" or "anthropic" as the shapes of a transcript tell, or None.
+    """Return the dialect the shapes of a transcript tell ("openai", "anthropic",
+    "responses"), or None.
 
     None when nothing tells (empty, or plain text valid in both). A mixed transcript
     gets the dialect of its latest telling message: the one it was last continued in.
@@ -113,19 +117,26 @@ def dialect_of(transcript: Sequence[Mapping]) -> str | None:
 def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
     """Return whether a message is right for `dialect` as it is (tool ids aside).
 
-    With `keep_system`, a system message stays where it is in either dialect (an
-    Anthropic request lifts it into the top-level `system`: see anthropic.body).
+    With `keep_system`, a system message stays where it is in any dialect (an Anthropic
+    request lifts it into the top-level `system`: see anthropic.body). A message that
+    can only be another dialect's is not right; the rest is each dialect's own rule.
     """
     if keep_system and message.get("role") in _SYSTEM_ROLES:
         return True
-    if dialect == "openai":
-        if _evidence(message) == "anthropic":
-            return False
-        if message.get("role") == "assistant":
-            return bool(
-                message.get("content") or message.get("tool_calls") or message.get("refusal")
-            )
-        return True
+    only = _evidence(message)
+    shared = message.get("role") in _SYSTEM_ROLES  # each dialect's own rule says
+    if only is not None and only != dialect and not shared:
+        return False
+    return _NATIVE[dialect](message)
+
+
+def _native_openai(message: Mapping) -> bool:
+    if message.get("role") == "assistant":
+        return bool(message.get("content") or message.get("tool_calls") or message.get("refusal"))
+    return True
+
+
+def _native_anthropic(message: Mapping) -> bool:
     if message.get("role") not in ("user", "assistant") or set(message) - {"role", "content"}:
         return False
     content = message.get("content")
@@ -138,6 +149,28 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
         and all(b.get("type") not in _OPENAI_BLOCKS for b in blocks)
         and all(b.get("text") for b in blocks if b.get("type") == "text")
     )
+
+
+def _native_responses(message: Mapping) -> bool:
+    if R.owns(message):
+        return True
+    role, content = message.get("role"), message.get("content")
+    if set(message) - {"role", "content"} or role not in ("user", "assistant", *_SYSTEM_ROLES):
+        return False
+    if isinstance(content, str):
+        return bool(content)
+    blocks = _blocks(message)
+    return (
+        role == "user"
+        and bool(blocks)
+        and len(blocks) == len(content)
+        and all(b.get("type") in _RESPONSES_BLOCKS - {"output_text"} for b in blocks)
+    )
+
+
+# Each dialect's rule for a message that is not only another dialect's: one row each.
+_NATIVE = {"openai": _native_openai, "anthropic": _native_anthropic,
+           "responses": _native_responses}  # fmt: skip
 
 
 def _plain_text(message: Mapping) -> bool:
@@ -179,11 +212,15 @@ def _unchanged(messages: Sequence[Mapping], dialect: str, keep_system: bool) -> 
 
 
 def _call_ids(message: Mapping) -> list:
+    if R.owns(message):
+        return list(R.call_ids(message))
     ids = [c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
     return ids + [b.get("id") for b in _blocks(message) if b.get("type") == "tool_use"]
 
 
 def _result_ids(message: Mapping) -> list:
+    if R.owns(message):
+        return list(R.result_ids(message))
     if message.get("role") == "tool":
         return [message.get("tool_call_id")]
     return [b.get("tool_use_id") for b in _blocks(message) if b.get("type") == "tool_result"]
@@ -271,41 +308,17 @@ def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[_InOrder]:
 
 
 # ---- reading a message into neutral items ----------------------------------------------
-
-
-def _args_input(raw: Any) -> Mapping:
-    """Return tool arguments as the object Anthropic needs (raw JSON text kept if broken)."""
-    if isinstance(raw, Mapping):
-        return raw
-    if not isinstance(raw, str) or not raw.strip():
-        return pmap()
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    return value if isinstance(value, Mapping) else pmap({"INVALID_JSON": raw})
-
-
-def _args_text(raw: Any) -> str:
-    return raw if isinstance(raw, str) else to_json(raw).decode("utf-8")
-
-
-def _part_of(block: Mapping, source: str) -> Mapping:
-    """Return the neutral part of a content block; an unknown block becomes a bare part."""
-    reader = P.from_openai if source == "openai" else P.from_anthropic
-    part = reader(block) or P.from_openai(block) or P.from_anthropic(block)
-    return part if part is not None else pmap({"type": block.get("type") or "unknown"})
-
-
 def _content_parts(content: Any) -> list:
     if isinstance(content, str):
         return [pmap({"type": "text", "text": content})]
     source = "openai" if any(b.get("type") in _OPENAI_BLOCKS for b in content) else "anthropic"
-    return [_part_of(b, source) for b in content if isinstance(b, Mapping)]
+    return [part_of(b, source) for b in content if isinstance(b, Mapping)]
 
 
 def _items(m: Mapping, ids: Mapping) -> list[tuple]:
     """Return the neutral items of a message: system, user parts, assistant, results."""
+    if R.owns(m):
+        return _responses_items(m, ids)
     role = m.get("role")
     if role in ("system", "developer"):
         content = m.get("content")
@@ -328,6 +341,29 @@ def _items(m: Mapping, ids: Mapping) -> list[tuple]:
     return out + ([("user", _content_parts(rest))] if rest else [])
 
 
+def _responses_items(m: Mapping, ids: Mapping) -> list[tuple]:
+    """Return the neutral items of a Responses turn or results message."""
+    items = [i for i in m.get("items") or () if isinstance(i, Mapping)]
+    if m.get("role") != "assistant":
+        return [("result", ids.get(i.get("call_id"), i.get("call_id")), i.get("output"), False)
+                for i in items if i.get("type") == "function_call_output"]  # fmt: skip
+    parts, calls, extras = [], [], []
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            i = item.get("call_id")
+            calls.append((ids.get(i, i), item.get("name", ""), item.get("arguments"), {}))
+        elif kind == "reasoning":
+            extras.append(item)
+        elif kind == "message" or (kind is None and item.get("role") == "assistant"):
+            content = item.get("content")
+            if isinstance(content, str):
+                parts.append(pmap({"type": "text", "text": content}))
+            else:
+                parts += [R.from_part(b) for b in _blocks(item) if R.from_part(b) is not None]
+    return [("assistant", parts, calls, extras, {})]
+
+
 def _joined(content: Any) -> str:
     return "".join(b.get("text") or "" for b in _blocks({"content": content}))
 
@@ -348,7 +384,7 @@ def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
         if kind == "tool_use":
             calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input"), {}))
         elif kind in ("text", "refusal") or kind in _OPENAI_BLOCKS:
-            parts.append(_part_of(b, "openai" if kind != "text" else "anthropic"))
+            parts.append(part_of(b, "openai" if kind != "text" else "anthropic"))
         else:
             extras.append(b)
     return parts, calls, extras, own
@@ -358,149 +394,6 @@ def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
 # own (reasoning_content, extra_content, ...), kept in openai, dropped elsewhere.
 _READ_MESSAGE = frozenset({"role", "content", "tool_calls"})
 _READ_CALL = frozenset({"id", "type", "function"})
-
-
-# ---- writing neutral items in a dialect ------------------------------------------------
-
-
-def _unsupported_block(block: Mapping, dialect: str, policy: str) -> Mapping:
-    return P.unsupported(pmap({"type": block.get("type") or "unknown"}), dialect, policy)
-
-
-def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
-    encode = P.to_openai if dialect == "openai" else P.to_anthropic
-    out = []
-    for p in parts:
-        if p.get("type") == "text":
-            if p.get("text"):  # an empty text block is rejected, and says nothing
-                out.append(pmap({"type": "text", "text": p["text"]}))
-        elif p.get("type") in P.MEDIA:
-            out.append(encode(p, policy))
-        else:
-            out.append(P.unsupported(p, dialect, policy, "no such content there"))
-    return out
-
-
-def _result_content(content: Any, dialect: str, policy: str) -> Any:
-    if content is None or isinstance(content, str):
-        return content or ""
-    parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
-    if dialect == "openai":  # a tool message carries text parts only
-        parts = [
-            p if p.get("type") == "text" else P.unsupported(p, "openai", policy, "in a tool result")
-            for p in parts
-        ]
-    return pvector(_wire_parts(parts, dialect, policy))
-
-
-def _openai_result(i: Any, content: Any, policy: str, media: list) -> PMap:
-    """Return the tool message of a result; its media parts (Anthropic tool_result image
-    or document blocks) join `media`, for the user message after the turn's results."""
-    if isinstance(content, (list, tuple, PVector)):
-        parts = [_part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
-        if any(p.get("type") in P.MEDIA and p.get("type") != "audio" for p in parts):
-            shown = [p for p in parts if p.get("type") in ("text", *P.MEDIA)]
-            media.extend(p for p in shown if p.get("type") != "text")
-            return pmap({"role": "tool", "tool_call_id": i, "content": P.tool_text(shown)})
-    body = _result_content(content, "openai", policy)
-    return pmap({"role": "tool", "tool_call_id": i, "content": body})
-
-
-def _media_message(media: list) -> list[PMap]:
-    if not media:
-        return []
-    note = pmap({"type": "text", "text": "Attached by the tools above:"})
-    content = pvector([note, *(P.to_openai(p, "text") for p in media)])
-    media.clear()
-    return [pmap({"role": "user", "content": content})]
-
-
-def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
-    out: list = []
-    media: list = []  # tool results' media, sent after the turn's results
-    for item in items:
-        kind = item[0]
-        if kind != "result":
-            out.extend(_media_message(media))
-        if kind == "system":
-            out.append(pmap({"role": "system", "content": item[1]}))
-        elif kind == "user":
-            content = item[1]
-            if not isinstance(content, str):
-                content = pvector(_wire_parts(content, "openai", policy))
-            if content:
-                out.append(pmap({"role": "user", "content": content}))
-        elif kind == "result":
-            _, i, content, _error = item
-            out.append(_openai_result(i, content, policy, media))
-        else:
-            out.extend(_openai_assistant(*item[1:], policy))
-    return out + _media_message(media)
-
-
-def _openai_assistant(
-    parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
-    for b in extras:
-        if b.get("type") not in _DROPPED_ON_OPENAI:
-            parts = [*parts, _unsupported_block(b, "openai", policy)]
-    text = "".join(p.get("text") or "" for p in _wire_parts(parts, "openai", policy))
-    msg: dict = {**own, "role": "assistant", "content": text or None}
-    if calls:
-        msg["tool_calls"] = pvector(
-            pmap({**mine, "id": i, "type": "function",
-                  "function": pmap({"name": name, "arguments": _args_text(raw)})})
-            for i, name, raw, mine in calls
-        )  # fmt: skip
-    return [pmap(msg)] if (text or calls or own.get("refusal")) else []
-
-
-def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
-    out: list = []
-    system: list = []
-    results: list = []  # the tool_result blocks waiting to go as one user message
-
-    def flush() -> None:
-        if results:
-            out.append(pmap({"role": "user", "content": pvector(results)}))
-            results.clear()
-
-    for item in items:
-        kind = item[0]
-        if kind == "result":
-            _, i, content, error = item
-            block = {"type": "tool_result", "tool_use_id": i,
-                     "content": _result_content(content, "anthropic", policy)}  # fmt: skip
-            results.append(pmap({**block, "is_error": True} if error else block))
-            continue
-        flush()
-        if kind == "system":
-            if item[1]:
-                system.append(item[1])
-        elif kind == "user":
-            content = item[1]
-            if not isinstance(content, str):
-                content = pvector(_wire_parts(content, "anthropic", policy))
-            if content:
-                out.append(pmap({"role": "user", "content": content}))
-        else:
-            out.extend(_anthropic_assistant(*item[1:], policy))
-    flush()
-    return out, system
-
-
-def _anthropic_assistant(
-    parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
-    refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
-    if isinstance(refusal, str) and refusal:
-        parts = [*parts, pmap({"type": "text", "text": refusal})]
-    blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
-    blocks += [
-        pmap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
-        for i, name, raw, _ in calls
-    ]
-    return [pmap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
 
 
 # ---- the face ------------------------------------------------------------------------
@@ -543,12 +436,9 @@ def translate(
     pending: list = []  # items of messages being rewritten, written out together
 
     def write() -> None:
-        if dialect == "openai":
-            out.extend(_openai_messages(pending, on_unsupported_part))
-        else:
-            msgs, texts = _anthropic_messages(pending, on_unsupported_part)
-            out.extend(msgs)
-            system.extend(texts)
+        msgs, texts = WRITERS[dialect](pending, on_unsupported_part)
+        out.extend(msgs)
+        system.extend(texts)
         pending.clear()
 
     for m, ids, remapped in zip(frozen, plan, moved, strict=True):

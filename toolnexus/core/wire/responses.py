@@ -1,0 +1,524 @@
+"""Pure codec for the Responses API (OpenAI, Open Responses servers): `POST /responses`.
+
+A Responses transcript keeps the API's own items, inside messages (every stored message
+has a role, whatever the store):
+
+    {"role": "user" | "system" | "developer", "content": str | [input_text/_image/_file]}
+    {"role": "assistant", "items": [reasoning, message, function_call, ...], "response_id"?}
+    {"role": "tool", "items": [function_call_output, ...]}      # one per turn of results
+
+A request's `input` is those items in order (`input_items`): an assistant turn's output
+items replayed as they came (reasoning items with their `encrypted_content`, which
+`include` asks for), so the conversation is stateless by default (`store: false`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from pyrsistent import PMap, PVector, pmap, pvector
+
+from ..errors import ProviderError
+from .common import (
+    EMPTY_ANSWER,
+    MALFORMED,
+    MalformedResponse,
+    is_forced_choice,
+    malformed,
+    name_text,
+    response_object,
+    to_json,
+    turn,
+    unique_id,
+    usage,
+)
+from .parts import (
+    check_part_size,
+    check_parts,
+    data_url,
+    is_parts,
+    split_data_url,
+    unsupported,
+)
+from .responses_stream import (
+    ResponsesStream,
+    stream_body,
+    stream_event,
+    stream_start,
+    stream_turn,
+)
+
+__all__ = [
+    "url",
+    "headers",
+    "user_message",
+    "user_message_parts",
+    "body",
+    "input_items",
+    "parse_response",
+    "tool_result_messages",
+    "stream_body",
+    "ResponsesStream",
+    "stream_start",
+    "stream_event",
+    "stream_turn",
+    "to_part",
+    "from_part",
+    "call_ids",
+    "result_ids",
+]
+
+# What a stateless conversation asks for: nothing kept on the server, reasoning given back
+# encrypted so the next request can replay it.
+STATELESS = MappingProxyType({"store": False, "include": ("reasoning.encrypted_content",)})
+
+
+KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its key, in order
+
+
+def tool_entry(t: Mapping) -> PMap:
+    """Return one tool map's declaration in a request body's `tools` (a function tool)."""
+    return pmap(
+        {
+            "type": "function",
+            "name": t["name"],
+            "description": t["description"],
+            "parameters": t["input_schema"],
+            "strict": False,  # our schemas are not all strict-mode schemas
+        }
+    )
+
+
+def encode_tools(toolkit: Any) -> Sequence:
+    """Return the `tools` list of a request body (a toolkit keeps them, built on register)."""
+    if not toolkit:
+        return ()
+    made = toolkit.get("wire") or {}
+    if "responses" in made:
+        return made["responses"]
+    return pvector(tool_entry(t) for t in toolkit["tools"])
+
+
+def url(base_url: str) -> str:
+    """Return the Responses URL of a base URL.
+
+    >>> url("https://api.openai.com/v1/")
+    'https://api.openai.com/v1/responses'
+    """
+    return base_url.rstrip("/") + "/responses"
+
+
+def headers(api_key: str | None) -> dict:
+    """Return the auth headers (none without a key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def user_message(text: str) -> PMap:
+    """Return a user message (an `EasyInputMessage`)."""
+    return pmap({"role": "user", "content": text})
+
+
+# ---- the request ---------------------------------------------------------------------
+
+
+def _output_message(item: Mapping) -> Mapping | None:
+    """Return an assistant `message` item as a request takes it (None: nothing to say).
+
+    The published schema wants `annotations` and `logprobs` on every output_text part,
+    and an id and a status on the item: an item without an id (not the API's own) goes
+    as an `EasyInputMessage` of its text instead.
+    """
+    parts = [p for p in item.get("content") or () if isinstance(p, Mapping)]
+    kept = []
+    for p in parts:
+        if p.get("type") == "output_text":
+            if not p.get("text"):
+                continue
+            p = {"annotations": [], "logprobs": [], **p}
+        kept.append(p)
+    if not kept:
+        return None
+    if not isinstance(item.get("id"), str):
+        text = "".join(p.get("text") or p.get("refusal") or "" for p in kept)
+        return pmap({"role": "assistant", "content": text}) if text else None
+    return {**item, "status": item.get("status") or "completed", "content": kept}
+
+
+def _request_item(item: Any) -> Mapping | None:
+    if not isinstance(item, Mapping):
+        return None
+    if item.get("type") == "message" and item.get("role") == "assistant":
+        return _output_message(item)
+    return item
+
+
+def input_items(messages: Sequence) -> list:
+    """Return a request's `input`: the transcript's items in order (see the module doc).
+
+    >>> input_items([{"role": "user", "content": "hi"}, {"role": "assistant", "items": [
+    ...     {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]}])[1]["type"]
+    'function_call'
+    """
+    out: list = []
+    for m in messages:
+        items = m.get("items")
+        if items is None:
+            if m.get("role") == "assistant" and not m.get("content"):
+                continue  # an empty answer: no API takes one
+            out.append(m)
+            continue
+        for item in items:
+            made = _request_item(item)
+            if made is not None:
+                out.append(made)
+    return out
+
+
+def body(model: str, messages: Sequence, tools: Sequence, system: str, params: Mapping) -> dict:
+    """Return a request body: `instructions` only when a system prompt is given, `tools`
+    only when any; stateless (`store: false`, encrypted reasoning included) unless the
+    params say otherwise."""
+    out: dict = {"model": model, "input": input_items(messages)}
+    if system:
+        out["instructions"] = system
+    if tools:
+        out["tools"] = tools
+    out["store"] = STATELESS["store"]
+    out["include"] = list(STATELESS["include"])
+    if params:
+        out.update(params)
+    return out
+
+
+def stored(body: Mapping) -> dict:
+    """Return a request body asking the server to keep its response (`store: true`), so the
+    next request can name it."""
+    return {**body, "store": True}
+
+
+def server_state_body(body: Mapping, messages: Sequence) -> dict:
+    """Return the request of a conversation the server keeps: `previous_response_id` (the
+    id the latest answer of the transcript carries) and only the items after that answer;
+    the whole transcript when no answer has an id (a first turn, or a translated one).
+
+    >>> b = server_state_body({"model": "m", "input": []}, [{"role": "user", "content": "a"},
+    ...     {"role": "assistant", "items": [], "response_id": "r1"},
+    ...     {"role": "user", "content": "b"}])
+    >>> b["previous_response_id"], b["input"], b["store"]
+    ('r1', [{'role': 'user', 'content': 'b'}], True)
+    """
+    for k in range(len(messages) - 1, -1, -1):
+        rid = messages[k].get("response_id")
+        if isinstance(rid, str) and rid and messages[k].get("role") == "assistant":
+            tail = input_items(messages[k + 1 :])
+            return {**stored(body), "previous_response_id": rid, "input": tail}
+    return stored(body)
+
+
+def forgotten(error: Any) -> bool:
+    """Return whether a ProviderError says the server no longer knows the previous response
+    (expired, deleted, another server): the request goes once more with the whole
+    transcript."""
+    text = f"{getattr(error, 'body', '')} {error}".lower()
+    return getattr(error, "status", None) in (400, 404) and (
+        "previous_response" in text or "previous response" in text
+    )
+
+
+def later_params(params: Mapping) -> Mapping:
+    """Return the params of a run's later turns: a forced `tool_choice` becomes auto."""
+    if not params or not is_forced_choice(params.get("tool_choice")):
+        return params
+    return {**params, "tool_choice": "auto"}
+
+
+def cache_tools(tools: Sequence) -> Sequence:
+    """Return the request's tools as they are (the API caches prompt prefixes by itself)."""
+    return tools
+
+
+def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
+    """Return a request body carrying `prompt_cache_key` (as chat completions does)."""
+    from .openai import cache_body as chat_cache_body
+
+    return chat_cache_body(body, conversation_id)
+
+
+def with_output(params: Mapping, spec: Mapping) -> dict:
+    """Return request params asking for an answer in the structured-output `spec`:
+    `text.format` of type json_schema (other `text` settings kept)."""
+    given = params.get("text") if params else None
+    fmt = pmap({"type": "json_schema", "name": spec["name"], "schema": spec["schema"],
+                "strict": spec["strict"]})  # fmt: skip
+    return {**params, "text": pmap({**(given or {}), "format": fmt})}
+
+
+def replayable(messages: Sequence) -> Sequence:
+    """Return the messages the API accepts: the same object when nothing is dropped
+    (empty answers and assistant turns with no item left go)."""
+    bad = [i for i, m in enumerate(messages) if _empty(m)]
+    if not bad:
+        return messages
+    drop = set(bad)
+    return [m for i, m in enumerate(messages) if i not in drop]
+
+
+def _empty(m: Mapping) -> bool:
+    if m.get("role") != "assistant":
+        return False
+    items = m.get("items")
+    if items is None:
+        content = m.get("content")
+        return not content
+    return not input_items([m])
+
+
+# ---- the transcript algebra: calls, results, repair ------------------------------------
+
+
+def call_ids(message: Mapping) -> tuple[str, ...]:
+    """Return the call ids of the function calls an assistant turn makes."""
+    if message.get("role") != "assistant":
+        return ()
+    return tuple(
+        i["call_id"]
+        for i in message.get("items") or ()
+        if isinstance(i, Mapping) and i.get("type") == "function_call"
+        and isinstance(i.get("call_id"), str)
+    )  # fmt: skip
+
+
+def result_ids(message: Mapping) -> tuple[str, ...]:
+    """Return the call ids a results message answers."""
+    if message.get("role") != "tool" or message.get("items") is None:
+        return ()
+    return tuple(
+        i.get("call_id")
+        for i in message["items"]
+        if isinstance(i, Mapping) and i.get("type") == "function_call_output"
+    )
+
+
+def owns(message: Mapping) -> bool:
+    """Return whether a message is in this dialect's own shape (it holds items)."""
+    return isinstance(message.get("items"), (list, tuple, PVector))
+
+
+def output_item(call_id: str, output: Any) -> PMap:
+    """Return the `function_call_output` item answering `call_id`."""
+    return pmap({"type": "function_call_output", "call_id": call_id, "output": output})
+
+
+def results_message(items: Sequence) -> PMap:
+    """Return the message holding a turn's `function_call_output` items."""
+    return pmap({"role": "tool", "items": pvector(items)})
+
+
+def keep_results(message: Mapping, wanted: Any) -> PMap | None:
+    """Return a results message with only the outputs `wanted(call_id)` accepts (None: none)."""
+    items = message.get("items") or ()
+    kept = [
+        i
+        for i in items
+        if not (isinstance(i, Mapping) and i.get("type") == "function_call_output")
+        or wanted(i.get("call_id"))
+    ]
+    if len(kept) == len(items):
+        return message
+    return pmap(message).set("items", pvector(kept)) if kept else None
+
+
+# ---- tool results ----------------------------------------------------------------------
+
+
+def _output(output: Any) -> Any:
+    if isinstance(output, str):
+        return output
+    if is_parts(output):
+        parts = [to_part(p, "text") for p in output if p["type"] != "text" or p["text"].strip()]
+        return pvector(parts) if parts else "(no output)"
+    return to_json(output).decode("utf-8")
+
+
+def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
+    """Return ONE message of `function_call_output` items, in call order (media parts a
+    tool returned go inside its output: the API takes input_image and input_file there)."""
+    items = [
+        output_item(c["id"], _output(r["output"])) for c, r in zip(calls, results, strict=True)
+    ]
+    return [results_message(items)]
+
+
+# ---- content parts ---------------------------------------------------------------------
+
+
+def to_part(part: Mapping, policy: str = "error") -> Mapping:
+    """Return the Responses input content of a neutral part: input_text, input_image,
+    input_file (audio it cannot carry follows `policy`).
+
+    >>> to_part({"type": "image", "url": "https://x/a.png"})["image_url"]
+    'https://x/a.png'
+    """
+    kind, mime = part["type"], part.get("mimeType")
+    if kind == "text":
+        return pmap({"type": "input_text", "text": part["text"]})
+    if kind == "image":
+        url = part.get("url") or data_url(mime, part["data"])
+        return pmap({"type": "input_image", "image_url": url, "detail": "auto"})
+    if kind == "file" and part.get("data") is not None:
+        name = part.get("name") or "file"
+        return pmap({"type": "input_file", "file_data": data_url(mime, part["data"]),
+                     "filename": name})  # fmt: skip
+    if kind == "file":
+        return pmap({"type": "input_file", "file_url": part["url"]})
+    return unsupported(part, "responses", policy, "no audio input")
+
+
+def from_part(block: Mapping) -> PMap | None:
+    """Return the neutral part of a Responses content part (None if it is not one)."""
+    from .parts import _media
+
+    kind = block.get("type")
+    if kind in ("input_text", "output_text"):
+        return pmap({"type": "text", "text": block.get("text") or ""})
+    if kind == "refusal":
+        return pmap({"type": "text", "text": block.get("refusal") or ""})
+    if kind == "input_image" and isinstance(block.get("image_url"), str):
+        split = split_data_url(block["image_url"])
+        return _media("image", *(split or (None, None)), None if split else block["image_url"],
+                      None)  # fmt: skip
+    if kind == "input_file":
+        if isinstance(block.get("file_data"), str):
+            split = split_data_url(block["file_data"])
+            if split is not None:
+                return _media("file", *split, None, block.get("filename"))
+        if isinstance(block.get("file_url"), str):
+            return _media("file", None, None, block["file_url"], block.get("filename"))
+    return None  # a file_id: only the provider that issued it knows it
+
+
+def user_message_parts(
+    parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
+) -> PMap:
+    """Return a user message whose content is a list of Responses input parts.
+
+    >>> user_message_parts([{"type": "text", "text": "hi"}])["content"][0]["type"]
+    'input_text'
+    """
+    checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
+    content = pvector(to_part(p, on_unsupported_part) for p in checked)
+    return pmap({"role": "user", "content": content})
+
+
+# ---- decoding an answer ----------------------------------------------------------------
+
+
+def _usage(u: Any) -> PMap:
+    if not isinstance(u, Mapping):
+        return usage(None, None)
+    inputs = u.get("input_tokens_details")
+    outputs = u.get("output_tokens_details")
+    inputs = inputs if isinstance(inputs, Mapping) else {}
+    outputs = outputs if isinstance(outputs, Mapping) else {}
+    return usage(
+        u.get("input_tokens"),
+        u.get("output_tokens"),
+        cache_read=inputs.get("cached_tokens"),
+        reasoning=outputs.get("reasoning_tokens"),
+    )
+
+
+def _list(value: Any, where: str) -> Sequence:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple, PVector)):
+        raise MalformedResponse(f"{where} is a JSON {type(value).__name__}, not an array")
+    return value
+
+
+class FailedResponse(ProviderError, ValueError):
+    """A response whose status is "failed" (or that holds an `error`): its message is the
+    provider's. A ValueError too, as every decoding error (see common.MalformedResponse)."""
+
+
+def _failed(data: Mapping) -> None:
+    err = data.get("error")
+    if data.get("status") == "failed" or isinstance(err, Mapping):
+        said = err.get("message") if isinstance(err, Mapping) else None
+        raise FailedResponse(said if isinstance(said, str) and said else "the response failed")
+
+
+def _read_output(output: Sequence) -> tuple[list, str, str, list]:
+    """Return (items as kept, text, refusal text, calls) of a response's output."""
+    items, texts, refusals, calls, taken = [], [], [], [], set()
+    for n, item in enumerate(output):
+        if not isinstance(item, Mapping):
+            raise MalformedResponse(f"output[{n}] is a JSON {type(item).__name__}, not an object")
+        kind = item.get("type")
+        if kind == "message":
+            for p in _list(item.get("content"), f"output[{n}].content"):
+                if isinstance(p, Mapping) and p.get("type") == "output_text":
+                    texts.append(p["text"] if isinstance(p.get("text"), str) else "")
+                elif isinstance(p, Mapping) and p.get("type") == "refusal":
+                    refusals.append(p["refusal"] if isinstance(p.get("refusal"), str) else "")
+        elif kind == "function_call":
+            given = item.get("call_id")
+            cid = unique_id(given if isinstance(given, str) and given else f"call_{n}", taken)
+            if cid != given:
+                item = {**item, "call_id": cid}
+            name = name_text(item.get("name"))
+            if name != item.get("name"):  # replayed as the API takes it: a string
+                item = {**item, "name": name}
+            args = item.get("arguments")
+            args = args if isinstance(args, str) else to_json(args or {}).decode("utf-8")
+            calls.append({"id": cid, "name": name, "arguments": args})
+        items.append(item)
+    return items, "".join(texts), "".join(refusals), calls
+
+
+# incomplete_details.reason -> how the loop ends a turn without tool calls
+_ENDS = {"max_output_tokens": "max_tokens"}
+
+
+def _parse_response(data: Mapping) -> PMap:
+    _failed(data)
+    items, text, refusal, calls = _read_output(_list(data.get("output"), "output"))
+    status = data.get("status") if isinstance(data.get("status"), str) else None
+    details = data.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, Mapping) else None
+    finish = reason if isinstance(reason, str) else status
+    message: Any = EMPTY_ANSWER
+    if items:
+        message = {"role": "assistant", "items": pvector(items)}
+        if isinstance(data.get("id"), str):
+            message["response_id"] = data["id"]
+    frozen = pvector(pmap(c) for c in calls)
+    model = data.get("model") if isinstance(data.get("model"), str) else None
+    end = _ENDS.get(reason) if status == "incomplete" else None
+    return turn(message, text, frozen, _usage(data.get("usage")), finish, model, end=end,
+                refusal=refusal or None)  # fmt: skip
+
+
+def parse_response(data: Mapping | bytes | str) -> PMap:
+    """Return the normalized turn of a Responses response (an object, or its JSON).
+
+    A failed response (status "failed", an `error`) is a ProviderError with its message;
+    an incomplete one ends honestly (`end` "max_tokens" when cut at max_output_tokens).
+
+    >>> t = parse_response({"status": "completed", "output": [{"type": "message",
+    ...     "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}],
+    ...     "usage": {"input_tokens": 2, "output_tokens": 1}})
+    >>> t["text"], t["usage"]["total_tokens"], t["finish"]
+    ('hi', 3, 'completed')
+    """
+    try:
+        return _parse_response(response_object(data))
+    except MALFORMED as e:
+        raise malformed(e) from None
+
+
+def valid_call_id(id: str) -> bool:
+    """Return whether a call id meets the published schema (1 to 64 characters)."""
+    return 0 < len(id) <= 64
