@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pyrsistent import PMap
 
@@ -21,6 +21,7 @@ from .core.transcript import freeze_transcript
 from .core.wire.parts import check_prompt
 from .drivers import sync
 from .drivers.guard import Guard
+from .types import RunResult, StreamEvent
 
 __all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask"]
 
@@ -110,7 +111,7 @@ def run(
     id: str | None = None,
     cancel: threading.Event | None = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """Run the tool-calling loop for `prompt`; return the RunResult map.
 
     With `conversation_id` (or `id`), the store's transcript is loaded first (unless
@@ -124,7 +125,7 @@ def run(
     cid = _id(conversation_id, id)
     flow, ctx = _setup(client, prompt, toolkit, history, cid, False, output_schema)
     guard = Guard(client.timeout_ms, cancel)
-    return _exhaust(sync.drive(flow, sync.handlers(ctx, guard, False)))
+    return cast(RunResult, _exhaust(sync.drive(flow, sync.handlers(ctx, guard, False))))
 
 
 def stream(
@@ -137,7 +138,7 @@ def stream(
     id: str | None = None,
     cancel: threading.Event | None = None,
     output_schema: Any = None,
-) -> Iterator[PMap]:
+) -> Iterator[StreamEvent]:
     """Yield the run's events as they happen, ending with {"type": "done", "result"}.
 
     Events: text {delta}, tool_call {id, name, args}, tool_result {id, name, output,
@@ -154,10 +155,10 @@ def stream(
     yield _done(result)
 
 
-def _done(result: PMap) -> PMap:
+def _done(result: PMap) -> StreamEvent:
     from pyrsistent import pmap
 
-    return pmap({"type": "done", "result": result})
+    return cast(StreamEvent, pmap({"type": "done", "result": result}))
 
 
 def ask(
@@ -168,7 +169,7 @@ def ask(
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """Return `run(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema)`.
 
     With `on_text`, the answer is streamed and each text delta passed to it.
@@ -187,7 +188,7 @@ def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
     """Return {"send", "messages", "reset"} closures keeping history in process (no store)."""
     messages = [freeze_transcript(None)]
 
-    def send(prompt: str, output_schema: Any = None) -> PMap:
+    def send(prompt: str, output_schema: Any = None) -> RunResult:
         r = run(client, prompt, toolkit=toolkit, history=messages[0], output_schema=output_schema)
         messages[0] = r["messages"]
         return r
@@ -225,14 +226,14 @@ async def arun(
     id: str | None = None,
     cancel: Any = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """The async twin of `run` (same semantics; `cancel` is an asyncio.Event)."""
     cid = _id(conversation_id, id)
     events = _aevents(client, prompt, toolkit, history, cid, cancel, False, output_schema)
     try:
         async for event in events:
             if event["type"] == "__result__":
-                return event["result"]
+                return cast(RunResult, event["result"])
     finally:
         await events.aclose()
     raise RuntimeError("run ended without a result")  # pragma: no cover
@@ -248,13 +249,17 @@ async def astream(
     id: str | None = None,
     cancel: Any = None,
     output_schema: Any = None,
-) -> AsyncIterator[PMap]:
+) -> AsyncIterator[StreamEvent]:
     """The async twin of `stream`: an async generator of the same events."""
     cid = _id(conversation_id, id)
     events = _aevents(client, prompt, toolkit, history, cid, cancel, True, output_schema)
     try:
         async for event in events:
-            yield _done(event["result"]) if event["type"] == "__result__" else event
+            yield (
+                _done(event["result"])
+                if event["type"] == "__result__"
+                else cast(StreamEvent, event)
+            )
     finally:
         await events.aclose()
 
@@ -267,7 +272,7 @@ async def aask(
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """The async twin of `ask` (`on_text` may be plain or async)."""
     if on_text is None:
         return await arun(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema)
