@@ -23,7 +23,8 @@ from .drivers import sync
 from .drivers.guard import Guard
 from .types import RunResult, StreamEvent
 
-__all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask"]
+__all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask", "forget",
+           "forget_in"]  # fmt: skip
 
 
 # ---- the run's setup, from the client's plan (see plan.py) ---------------------------
@@ -285,3 +286,51 @@ async def aask(
         elif event["type"] == "done":
             return event["result"]
     raise RuntimeError("stream ended without a done event")  # pragma: no cover
+
+
+# ---- forgetting a conversation ----------------------------------------------------------
+
+
+def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
+              lock: Callable | None = None) -> dict:  # fmt: skip
+    """Remove a conversation from `store` (its "delete") and its entries from `log`, under
+    `lock(conversation_id)` when given; return {"conversation_id", "log_entries"} (how many
+    log entries went). Other conversations are not touched."""
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+    delete = store.get("delete") if isinstance(store, Mapping) else None
+    if not callable(delete):
+        desc = store.get("desc", "this store") if isinstance(store, Mapping) else "this store"
+        raise TypeError(
+            f'{desc} has no "delete": it cannot forget a conversation (give the store a '
+            "delete(id) function, or use one of toolnexus.store's, which all have one)"
+        )
+    if log is not None:
+        from .history.wiring import require_log
+
+        log = require_log(log)  # checked before anything is removed
+    with lock(conversation_id) if lock is not None else _nothing():
+        delete(conversation_id)
+        removed = log["clear"](conversation_id=conversation_id) if log is not None else 0
+    return {"conversation_id": conversation_id, "log_entries": removed}
+
+
+def forget(client: Client, conversation_id: str) -> dict:
+    """Remove a conversation's transcript, its message-log entries and what the client's
+    runtime derived from it (its memo, its lookup tool); return {"conversation_id",
+    "log_entries"}. Taken under the conversation's lock, so no exchange saves it meanwhile.
+    """
+    from .plan import conversation_lock
+
+    lock = conversation_lock(client.lock, client.store, client.runtime)
+    try:
+        return forget_in(client.store, client.message_log, conversation_id, lock)
+    finally:
+        if isinstance(conversation_id, str):
+            client.runtime.forget(conversation_id)
+
+
+def _nothing() -> Any:
+    from contextlib import nullcontext
+
+    return nullcontext()
