@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from pyrsistent import PMap
 
+from . import otel
 from .client import Client
 from .core.flow import exchange_flow
 from .core.output import output_spec
@@ -61,7 +62,8 @@ def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     if conversation_id is None or not client.lookup_tool:
         return tk  # nothing to add (no id to scope it to, or turned off)
     log = client.message_log
-    return client.runtime.lookup_toolkit(tk, log, conversation_id, lambda: lookup_toolkits(tk, log))
+    scoper = lambda: lookup_toolkits(tk, otel.traced_log(log))  # noqa: E731 - its search traced
+    return client.runtime.lookup_toolkit(tk, log, conversation_id, scoper)
 
 
 def _check_run(prompt: Any, conversation_id: Any) -> None:
@@ -126,7 +128,17 @@ def run(
     cid = _id(conversation_id, id)
     flow, ctx = _setup(client, prompt, toolkit, history, cid, False, output_schema)
     guard = Guard(client.timeout_ms, cancel)
-    return cast(RunResult, _exhaust(sync.drive(flow, sync.handlers(ctx, guard, False))))
+    t = otel.exchange_trace(client, cid, False)
+    table = otel.traced(sync.handlers(ctx, guard, False), t, False)
+    if t is None:
+        return cast(RunResult, _exhaust(sync.drive(flow, table)))
+    try:
+        result = _exhaust(sync.drive(flow, table))
+    except BaseException as e:
+        t.abort(e)
+        raise
+    t.finish(result)
+    return cast(RunResult, result)
 
 
 def stream(
@@ -152,7 +164,15 @@ def stream(
     cid = _id(conversation_id, id)
     flow, ctx = _setup(client, prompt, toolkit, history, cid, True, output_schema)
     guard = Guard(client.timeout_ms, cancel)
-    result = yield from sync.drive(flow, sync.handlers(ctx, guard, True))
+    t = otel.exchange_trace(client, cid, True)
+    try:
+        result = yield from sync.drive(flow, otel.traced(sync.handlers(ctx, guard, True), t, False))
+    except BaseException as e:
+        if t is not None:
+            t.abort(e)
+        raise
+    if t is not None:
+        t.finish(result) if result is not None else t.abort(GeneratorExit())
     yield _done(result)
 
 
@@ -209,10 +229,18 @@ async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming,
 
     flow, ctx = _setup(client, prompt, toolkit, history, cid, streaming, output_schema)
     guard = Guard(client.timeout_ms, cancel)
-    events = aio.adrive(flow, aio.ahandlers(ctx, guard, streaming))
+    t = otel.exchange_trace(client, cid, streaming)
+    events = aio.adrive(flow, otel.traced(aio.ahandlers(ctx, guard, streaming), t, True))
     try:
         async for event in events:
+            if t is not None and event["type"] == "__result__":
+                t, done = None, t
+                done.finish(event["result"])
             yield event
+    except BaseException as e:
+        if t is not None:
+            t.abort(e)
+        raise
     finally:
         await events.aclose()
 

@@ -392,8 +392,9 @@ def metrics(client: Client) -> str:
 def get_chat_history(client: Client, **filters: Any) -> tuple:
     """Return the client's message log entries matching `filters` (see the log's query)."""
     from .history.wiring import require_log
+    from .otel import traced_log
 
-    return require_log(client.message_log)["query"](**filters)
+    return traced_log(require_log(client.message_log))["query"](**filters)
 
 
 def clear_chat_history(
