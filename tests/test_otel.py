@@ -307,3 +307,70 @@ def test_without_opentelemetry_a_run_makes_no_spans():
         [sys.executable, "-c", blocked], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["False", "x"]
+
+
+def test_an_exchange_nests_under_the_current_span(spans):
+    with fake_provider([text_reply("ok")]) as fp:
+        c = client(fp)
+        with otel._state["tracer"].start_as_current_span("request") as app:
+            run(c, "hi")
+    (root,) = [s for s in spans() if s.name == "invoke_agent"]
+    assert root.parent.span_id == app.get_span_context().span_id
+
+
+def test_redis_fused_load_and_save_are_memory_spans(spans, redis_url, unique):
+    import redis
+
+    from toolnexus.store import redis_store
+
+    store = redis_store(redis_url, prefix=f"tnx-test:{unique}:")
+    try:
+        with fake_provider([text_reply("one"), text_reply("two")]) as fp:
+            c = client(fp, store=store)
+            run(c, "a", id="r1")
+            run(c, "b", id="r1")
+    finally:
+        r = redis.Redis.from_url(redis_url)
+        keys = list(r.scan_iter(match=f"tnx-test:{unique}:*"))
+        if keys:
+            r.delete(*keys)
+        r.close()
+    found = spans()
+    loads = by_name(found)["search_memory"]
+    assert [s.attributes["gen_ai.memory.record.count"] for s in loads] == [0, 2]
+    assert all(s.attributes.get("toolnexus.lock.taken") for s in loads)  # lock_load: one call
+    assert [
+        s.attributes["gen_ai.memory.record.count"] for s in by_name(found)["upsert_memory"]
+    ] == [
+        2,
+        4,
+    ]
+    roots = [s for s in found if s.name == "invoke_agent"]
+    for root in roots:
+        (acquired,) = [e for e in root.events if e.name == "toolnexus.lock.acquired"]
+        assert acquired.attributes["toolnexus.lock.with_load"] is True
+
+
+def test_a_postgres_bundle_save_with_its_log_is_one_memory_span_and_shows_no_password(
+    spans, postgres_dsn, unique
+):
+    import psycopg
+
+    from toolnexus.store import postgres_backend
+
+    dsn = postgres_dsn.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
+    b = postgres_backend(dsn, table=f"{unique}_m", log_table=f"{unique}_l", max_size=3)
+    try:
+        with fake_provider([text_reply("ok")]) as fp:
+            c = client(fp, store=b["store"], message_log=b["log"], lock=b["lock"])
+            run(c, "hi", id="p1")
+    finally:
+        b["close"]()
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {unique}_m, {unique}_m_heads, {unique}_l")
+    found = spans()
+    names = by_name(found)
+    (save,) = names["upsert_memory"]  # the transcript and its log rows in one statement
+    assert "create_memory" not in names
+    assert ":***@127.0.0.1" in save.attributes["gen_ai.memory.store.id"]  # redacted
+    no_secret(found)
