@@ -374,3 +374,48 @@ def test_a_postgres_bundle_save_with_its_log_is_one_memory_span_and_shows_no_pas
     assert "create_memory" not in names
     assert ":***@127.0.0.1" in save.attributes["gen_ai.memory.store.id"]  # redacted
     no_secret(found)
+
+
+def test_a_tools_own_spans_are_children_of_its_execute_tool_span(spans):
+    @define_tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        with trace.get_tracer("app").start_as_current_span("inside the tool"):
+            return q.upper()
+
+    @define_tool
+    async def alookup(q: str) -> str:
+        """Look something up, async."""
+        with trace.get_tracer("app").start_as_current_span("inside the async tool"):
+            await asyncio.sleep(0)
+            return q
+
+    monkeypatch_tracer = otel._state["tracer"]
+    calls = [
+        {"name": "lookup", "arguments": {"q": "a"}},
+        {"name": "alookup", "arguments": {"q": "b"}},
+    ]
+    with fake_provider([tool_calls_reply(*calls), text_reply("ok")] * 2) as fp:
+        c = client(fp)
+        with pytest.MonkeyPatch.context() as mp:  # the tool's own tracer: the test's provider
+            mp.setattr(trace, "get_tracer", lambda *a, **k: monkeypatch_tracer)
+            run(c, "go", toolkit=[lookup, alookup])
+            asyncio.run(arun(c, "go", toolkit=[lookup, alookup]))
+    found = spans()
+    for inside, tool_name in (("inside the tool", "lookup"), ("inside the async tool", "alookup")):
+        tools = {s.context.span_id: s for s in found if s.name == f"execute_tool {tool_name}"}
+        inner = [s for s in found if s.name == inside]
+        assert len(inner) == 2 and len(tools) == 2
+        for s in inner:
+            parent = tools[s.parent.span_id]
+            assert s.context.trace_id == parent.context.trace_id
+            assert parent.start_time <= s.start_time <= s.end_time <= parent.end_time
+
+
+def test_an_unknown_tool_still_has_its_span(spans):
+    with fake_provider(
+        [tool_calls_reply({"name": "nope", "arguments": {}}), text_reply("ok")]
+    ) as fp:
+        run(client(fp), "go", toolkit=[add])
+    (tool,) = by_name(spans())["execute_tool nope"]
+    assert tool.attributes["error.type"] == "tool_error"

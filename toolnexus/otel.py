@@ -9,7 +9,7 @@ is made where its effect is performed, with its real start and end:
 
   invoke_agent            one per exchange, the parent (a run is one trace)
     chat {model}          one per model turn (each attempt of a retried turn)
-    execute_tool {name}   one per tool call
+    execute_tool {name}   one per tool call (the current span while the tool runs)
     search_memory         the store's load (and the message log's search)
     upsert_memory         the store's save
     create_memory         the message log's record of the exchange
@@ -314,47 +314,102 @@ def _async_llm(t: Trace, inner: Callable) -> Callable:
 # ---- tool spans ----------------------------------------------------------------------------
 
 
-def _tool_spans(t: Trace, calls: Sequence[Mapping], ran: Sequence, started: int) -> None:
-    """One span per call, from its turn's tools' start (the calls overlap) or, run one
-    after another (tool_executor="inline"), from where the one before ended."""
-    at = started
-    for call, (result, seconds) in zip(calls, ran, strict=False):
-        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call["name"],
-                 "gen_ai.tool.call.id": call["id"], "gen_ai.tool.type": "function"}  # fmt: skip
-        span = t.start(f"execute_tool {call['name']}", attrs, "INTERNAL", at=at)
-        end = at + int(seconds * 1e9)
+def _tool_attrs(name: str, call: Mapping | None) -> dict:
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+             "gen_ai.tool.type": "function"}  # fmt: skip
+    if call is not None:
+        attrs["gen_ai.tool.call.id"] = call["id"]
+    return attrs
+
+
+def _tool_end(t: Trace, span: Any, result: Any, end: int | None = None) -> None:
+    if isinstance(result, Mapping) and result.get("is_error"):
+        output, meta = result.get("output"), result.get("metadata") or {}
+        raised = "traceback" in meta and isinstance(output, str)
+        span.set_attribute(
+            "error.type", (output.split(":", 1)[0] if raised else "") or "tool_error"
+        )
+        span.set_status(t.trace.Status(t.trace.StatusCode.ERROR, "tool_error"))
+    elif t.content and isinstance(result, Mapping):
+        span.set_attribute("gen_ai.tool.call.result", _json(result.get("output")))
+    span.end(end_time=end)
+
+
+def _traced_execute(t: Trace, fn: Callable, name: str, calls: Mapping, seen: set) -> Callable:
+    """Wrap a tool's execute: its span runs as long as the tool, and is the current span
+    while it runs (spans the tool makes itself are its children)."""
+    from opentelemetry import context as otel_context
+
+    def begin(args: Any) -> tuple[Any, Any]:
+        call = calls.get(id(args))  # the flow passes each call's own args map
+        if call is not None:
+            seen.add(call["id"])
+        span = t.start(f"execute_tool {name}", _tool_attrs(name, call), "INTERNAL")
         if t.content:
-            span.set_attribute("gen_ai.tool.call.arguments", _json(call.get("args")))
-            if not result.get("is_error"):
-                span.set_attribute("gen_ai.tool.call.result", _json(result.get("output")))
-        if result.get("is_error"):
-            output, meta = result.get("output"), result.get("metadata") or {}
-            kind = (
-                output.split(":", 1)[0] if "traceback" in meta and isinstance(output, str) else ""
-            )
-            span.set_attribute("error.type", kind or "tool_error")
-            span.set_status(t.trace.Status(t.trace.StatusCode.ERROR, "tool_error"))
-        span.end(end_time=end)
-        if t.inline:
-            at = end
+            span.set_attribute("gen_ai.tool.call.arguments", _json(args))
+        return span, otel_context.attach(t.trace.set_span_in_context(span, t.context))
+
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - a callable object's async __call__
+    ):
+
+        async def run_async(args: Any) -> Any:
+            span, token = begin(args)
+            try:
+                result = await fn(args)
+            except BaseException as e:
+                t.fail(span, e)
+                raise
+            finally:
+                otel_context.detach(token)
+            _tool_end(t, span, result)
+            return result
+
+        return run_async
+
+    def run(args: Any) -> Any:
+        span, token = begin(args)
+        try:
+            result = fn(args)
+        except BaseException as e:
+            t.fail(span, e)
+            raise
+        finally:
+            otel_context.detach(token)
+        _tool_end(t, span, result)
+        return result
+
+    return run
 
 
-def _fail_tools(t: Trace, calls: Sequence[Mapping], e: BaseException, started: int) -> None:
-    for call in calls:
-        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call["name"],
-                 "gen_ai.tool.call.id": call["id"]}  # fmt: skip
-        t.fail(t.start(f"execute_tool {call['name']}", attrs, "INTERNAL", at=started), e)
+def _traced_toolkit(t: Trace, tk: Any, calls: Sequence[Mapping], seen: set) -> Any:
+    """Return `tk` whose tools called in this turn make their spans."""
+    if not tk or "index" not in tk:
+        return tk
+    by_args = {id(c["args"]): c for c in calls}
+    index = tk["index"]
+    for name in {c["name"] for c in calls}:
+        tool = index.get(name)
+        if tool is not None and callable(tool.get("execute")):
+            wrapped = _traced_execute(t, tool["execute"], name, by_args, seen)
+            index = index.set(name, tool.set("execute", wrapped))
+    return tk.set("index", index)
+
+
+def _untraced(t: Trace, calls: Sequence[Mapping], ran: Sequence, seen: set, started: int) -> None:
+    """A span for each call no tool ran (an unknown tool's error result)."""
+    for call, (result, seconds) in zip(calls, ran, strict=False):
+        if call["id"] not in seen:
+            span = t.start(f"execute_tool {call['name']}", _tool_attrs(call["name"], call),
+                           "INTERNAL", at=started)  # fmt: skip
+            _tool_end(t, span, result, started + int(seconds * 1e9))
 
 
 def _sync_tools(t: Trace, inner: Callable) -> Callable:
     def tools(tk: Any, calls: Sequence[Mapping]) -> list:
-        started = time.time_ns()
-        try:
-            ran = inner(tk, calls)
-        except BaseException as e:
-            _fail_tools(t, calls, e, started)
-            raise
-        _tool_spans(t, calls, ran, started)
+        started, seen = time.time_ns(), set()
+        ran = inner(_traced_toolkit(t, tk, calls, seen), calls)
+        _untraced(t, calls, ran, seen, started)
         return ran
 
     return tools
@@ -362,13 +417,9 @@ def _sync_tools(t: Trace, inner: Callable) -> Callable:
 
 def _async_tools(t: Trace, inner: Callable) -> Callable:
     async def tools(tk: Any, calls: Sequence[Mapping]) -> list:
-        started = time.time_ns()
-        try:
-            ran = await inner(tk, calls)
-        except BaseException as e:
-            _fail_tools(t, calls, e, started)
-            raise
-        _tool_spans(t, calls, ran, started)
+        started, seen = time.time_ns(), set()
+        ran = await inner(_traced_toolkit(t, tk, calls, seen), calls)
+        _untraced(t, calls, ran, seen, started)
         return ran
 
     return tools
