@@ -419,3 +419,19 @@ def test_an_unknown_tool_still_has_its_span(spans):
         run(client(fp), "go", toolkit=[add])
     (tool,) = by_name(spans())["execute_tool nope"]
     assert tool.attributes["error.type"] == "tool_error"
+
+
+def test_forget_is_a_delete_memory_span(spans):
+    from toolnexus import forget
+
+    with fake_provider([text_reply("ok")]) as fp:
+        c = client(fp, store=in_memory_store(), message_log=in_memory_log())
+        run(c, "hi", id="gone")
+    forget(c, "gone")
+    (span,) = by_name(spans())["delete_memory"]
+    assert span.attributes["gen_ai.conversation.id"] == "gone"
+    assert span.attributes["toolnexus.memory.log_entries"] == 2
+    with pytest.raises(TypeError):
+        forget(client(fp, store={"get": lambda i: None, "save": lambda i, m: None}), "x")
+    failed = by_name(spans())["delete_memory"][1]
+    assert failed.attributes["error.type"] == "TypeError"

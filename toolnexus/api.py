@@ -324,8 +324,7 @@ def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
     """Remove a conversation from `store` (its "delete") and its entries from `log`, under
     `lock(conversation_id)` when given; return {"conversation_id", "log_entries"} (how many
     log entries went). Other conversations are not touched."""
-    if not isinstance(conversation_id, str) or not conversation_id:
-        raise ValueError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+    _check_id(conversation_id)
     delete = store.get("delete") if isinstance(store, Mapping) else None
     if not callable(delete):
         desc = store.get("desc", "this store") if isinstance(store, Mapping) else "this store"
@@ -350,12 +349,20 @@ def forget(client: Client, conversation_id: str) -> dict:
     """
     from .plan import conversation_lock
 
+    _check_id(conversation_id)  # before any span or lock
     lock = conversation_lock(client.lock, client.store, client.runtime)
     try:
-        return forget_in(client.store, client.message_log, conversation_id, lock)
-    finally:
-        if isinstance(conversation_id, str):
-            client.runtime.forget(conversation_id)
+        with otel.forget_span(client.store, conversation_id) as went:
+            done = forget_in(client.store, client.message_log, conversation_id, lock)
+            went(done["log_entries"])
+        return done
+    finally:  # a cache only: dropped even when the store could not delete
+        client.runtime.forget(conversation_id)
+
+
+def _check_id(conversation_id: Any) -> None:
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
 
 
 def _nothing() -> Any:

@@ -608,3 +608,31 @@ def traced_log(log: Mapping) -> Mapping:
             return found
 
     return {**log, "query": search}
+
+
+def forget_span(store: Mapping, conversation_id: str) -> Any:
+    """Return a context manager: a delete_memory span (under the current span) around
+    forgetting a conversation; it yields a function taking the count of what went."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def span() -> Any:
+        if not available():
+            yield lambda n: None
+            return
+        trace, tracer = _api()
+        desc = store.get("desc", "store") if isinstance(store, Mapping) else "store"
+        attrs = {"gen_ai.operation.name": "delete_memory", "gen_ai.memory.store.id": str(desc),
+                 "gen_ai.conversation.id": conversation_id,
+                 "toolnexus.memory.kind": "transcript"}  # fmt: skip
+        s = tracer.start_span("delete_memory", kind=trace.SpanKind.CLIENT, attributes=attrs)
+        try:
+            yield lambda n: s.set_attribute("toolnexus.memory.log_entries", n)
+        except BaseException as e:
+            s.set_attribute("error.type", _error_type(e))
+            s.set_status(trace.Status(trace.StatusCode.ERROR, type(e).__name__))
+            s.end()
+            raise
+        s.end()
+
+    return span()
