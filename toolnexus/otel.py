@@ -78,6 +78,38 @@ def _error_type(e: BaseException) -> str:
 
 
 PROVIDERS = {"openai": "openai", "anthropic": "anthropic"}  # the style's wire format
+# Hosts whose provider the conventions name (a best guess, as they ask): anything else
+# is named by the wire format it speaks.
+HOSTS = {
+    "api.openai.com": "openai",
+    "api.anthropic.com": "anthropic",
+    "api.deepseek.com": "deepseek",
+    "api.groq.com": "groq",
+    "api.mistral.ai": "mistral_ai",
+    "api.x.ai": "x_ai",
+    "api.perplexity.ai": "perplexity",
+    "api.moonshot.ai": "moonshot_ai",
+    "generativelanguage.googleapis.com": "gcp.gemini",
+}
+
+
+def provider_name(style: str, host: str | None) -> str:
+    """Return gen_ai.provider.name for a client of `style` talking to `host`.
+
+    >>> provider_name("openai", "api.deepseek.com"), provider_name("openai", "127.0.0.1")
+    ('deepseek', 'openai')
+    >>> provider_name("openai", "my-resource.openai.azure.com")
+    'azure.ai.openai'
+    """
+    host = (host or "").lower()
+    if host.endswith(".openai.azure.com"):
+        return "azure.ai.openai"
+    return HOSTS.get(host) or PROVIDERS.get(style, style)
+
+
+def _provider(client: Any) -> str:
+    endpoint = client.endpoint
+    return provider_name(client.style, endpoint.target.host if endpoint is not None else None)
 
 
 _running: dict[Any, Trace] = {}  # conversation id -> its running exchange (the latest)
@@ -98,7 +130,7 @@ class Trace:
         self.store_desc = str(store.get("desc", "store")) if isinstance(store, Mapping) else "store"
         log = client.message_log
         self.log_desc = str(log.get("desc", "message_log")) if isinstance(log, Mapping) else ""
-        self.base = {"gen_ai.provider.name": PROVIDERS.get(client.style, client.style)}
+        self.base = {"gen_ai.provider.name": _provider(client)}
         if cid is not None:
             self.base["gen_ai.conversation.id"] = cid
         self.server = _server(client.endpoint)
@@ -559,7 +591,7 @@ def exchange_trace(client: Any, cid: str | None, streaming: bool) -> Trace | Non
     if not available():
         return None
     trace, tracer = _api()
-    provider = PROVIDERS.get(client.style, client.style)
+    provider = _provider(client)
     attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent",
                              "gen_ai.provider.name": provider,
                              "gen_ai.request.model": client.model}  # fmt: skip
