@@ -165,3 +165,20 @@ def test_cli_forget_removes_the_conversation_and_its_log(tmp_path):
     assert log["query"](conversation_id="a") == () and len(log["query"](conversation_id="b")) == 2
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "nothing stored" in again.stdout
+
+
+def test_cli_forget_with_log_none_leaves_the_log(tmp_path):
+    store = sqlite_store(tmp_path / "chats.db")
+    log = sqlite_log(tmp_path / "history.db")  # the sqlite store's default log, beside it
+    c = create_in_process_client(model="m", generate=model, store=store, message_log=log)
+    run(c, "hi", conversation_id="a")
+    spec = f"sqlite:{tmp_path / 'chats.db'}"
+    cmd = [sys.executable, "-m", "toolnexus", "forget", "a", "--store", spec, "--log", "none"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "forgot a: its transcript"
+    assert store["get"]("a") is None and len(log["query"](conversation_id="a")) == 2
+    missing = subprocess.run([*cmd[:-2], "--log", str(tmp_path / "none.db")],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert missing.returncode == 1 and "no message log there" in missing.stderr
+    assert not (tmp_path / "none.db").exists()
