@@ -44,6 +44,7 @@ def test_there_are_notebooks():
         "03_property_testing_your_store.ipynb",
         "04_history.ipynb",
         "05_tokens_and_save_time.ipynb",
+        "06_tracing.ipynb",
     ]
 
 

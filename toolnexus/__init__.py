@@ -6,7 +6,7 @@ HTTP tools and the message log load on first use, so `import toolnexus` stays li
 
 import typing as _typing
 
-from .api import aask, arun, ask, astream, conversation, run, stream
+from .api import aask, arun, ask, astream, conversation, forget, run, stream
 from .client import (
     Client,
     clear_chat_history,
@@ -83,6 +83,7 @@ __all__ = [
     "execute_tool",
     "file",
     "file_url",
+    "forget",
     "get_chat_history",
     "http_tool",
     "image",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pyrsistent import PMap
 
+from . import otel
 from .client import Client
 from .core.flow import exchange_flow
 from .core.output import output_spec
@@ -21,8 +22,10 @@ from .core.transcript import freeze_transcript
 from .core.wire.parts import check_prompt
 from .drivers import sync
 from .drivers.guard import Guard
+from .types import RunResult, StreamEvent
 
-__all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask"]
+__all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask", "forget",
+           "forget_in"]  # fmt: skip
 
 
 # ---- the run's setup, from the client's plan (see plan.py) ---------------------------
@@ -59,7 +62,8 @@ def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     if conversation_id is None or not client.lookup_tool:
         return tk  # nothing to add (no id to scope it to, or turned off)
     log = client.message_log
-    return client.runtime.lookup_toolkit(tk, log, conversation_id, lambda: lookup_toolkits(tk, log))
+    scoper = lambda: lookup_toolkits(tk, otel.traced_log(log))  # noqa: E731 - its search traced
+    return client.runtime.lookup_toolkit(tk, log, conversation_id, scoper)
 
 
 def _check_run(prompt: Any, conversation_id: Any) -> None:
@@ -110,7 +114,7 @@ def run(
     id: str | None = None,
     cancel: threading.Event | None = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """Run the tool-calling loop for `prompt`; return the RunResult map.
 
     With `conversation_id` (or `id`), the store's transcript is loaded first (unless
@@ -124,7 +128,17 @@ def run(
     cid = _id(conversation_id, id)
     flow, ctx = _setup(client, prompt, toolkit, history, cid, False, output_schema)
     guard = Guard(client.timeout_ms, cancel)
-    return _exhaust(sync.drive(flow, sync.handlers(ctx, guard, False)))
+    t = otel.exchange_trace(client, cid, False)
+    table = otel.traced(sync.handlers(ctx, guard, False), t, False)
+    if t is None:
+        return cast(RunResult, _exhaust(sync.drive(flow, table)))
+    try:
+        result = _exhaust(sync.drive(flow, table))
+    except BaseException as e:
+        t.abort(e)
+        raise
+    t.finish(result)
+    return cast(RunResult, result)
 
 
 def stream(
@@ -137,7 +151,7 @@ def stream(
     id: str | None = None,
     cancel: threading.Event | None = None,
     output_schema: Any = None,
-) -> Iterator[PMap]:
+) -> Iterator[StreamEvent]:
     """Yield the run's events as they happen, ending with {"type": "done", "result"}.
 
     Events: text {delta}, tool_call {id, name, args}, tool_result {id, name, output,
@@ -150,14 +164,22 @@ def stream(
     cid = _id(conversation_id, id)
     flow, ctx = _setup(client, prompt, toolkit, history, cid, True, output_schema)
     guard = Guard(client.timeout_ms, cancel)
-    result = yield from sync.drive(flow, sync.handlers(ctx, guard, True))
+    t = otel.exchange_trace(client, cid, True)
+    try:
+        result = yield from sync.drive(flow, otel.traced(sync.handlers(ctx, guard, True), t, False))
+    except BaseException as e:
+        if t is not None:
+            t.abort(e)
+        raise
+    if t is not None:
+        t.finish(result) if result is not None else t.abort(GeneratorExit())
     yield _done(result)
 
 
-def _done(result: PMap) -> PMap:
+def _done(result: PMap) -> StreamEvent:
     from pyrsistent import pmap
 
-    return pmap({"type": "done", "result": result})
+    return cast(StreamEvent, pmap({"type": "done", "result": result}))
 
 
 def ask(
@@ -168,7 +190,7 @@ def ask(
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """Return `run(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema)`.
 
     With `on_text`, the answer is streamed and each text delta passed to it.
@@ -187,7 +209,7 @@ def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
     """Return {"send", "messages", "reset"} closures keeping history in process (no store)."""
     messages = [freeze_transcript(None)]
 
-    def send(prompt: str, output_schema: Any = None) -> PMap:
+    def send(prompt: str, output_schema: Any = None) -> RunResult:
         r = run(client, prompt, toolkit=toolkit, history=messages[0], output_schema=output_schema)
         messages[0] = r["messages"]
         return r
@@ -207,10 +229,18 @@ async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming,
 
     flow, ctx = _setup(client, prompt, toolkit, history, cid, streaming, output_schema)
     guard = Guard(client.timeout_ms, cancel)
-    events = aio.adrive(flow, aio.ahandlers(ctx, guard, streaming))
+    t = otel.exchange_trace(client, cid, streaming)
+    events = aio.adrive(flow, otel.traced(aio.ahandlers(ctx, guard, streaming), t, True))
     try:
         async for event in events:
+            if t is not None and event["type"] == "__result__":
+                t, done = None, t
+                done.finish(event["result"])
             yield event
+    except BaseException as e:
+        if t is not None:
+            t.abort(e)
+        raise
     finally:
         await events.aclose()
 
@@ -225,14 +255,14 @@ async def arun(
     id: str | None = None,
     cancel: Any = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """The async twin of `run` (same semantics; `cancel` is an asyncio.Event)."""
     cid = _id(conversation_id, id)
     events = _aevents(client, prompt, toolkit, history, cid, cancel, False, output_schema)
     try:
         async for event in events:
             if event["type"] == "__result__":
-                return event["result"]
+                return cast(RunResult, event["result"])
     finally:
         await events.aclose()
     raise RuntimeError("run ended without a result")  # pragma: no cover
@@ -248,13 +278,17 @@ async def astream(
     id: str | None = None,
     cancel: Any = None,
     output_schema: Any = None,
-) -> AsyncIterator[PMap]:
+) -> AsyncIterator[StreamEvent]:
     """The async twin of `stream`: an async generator of the same events."""
     cid = _id(conversation_id, id)
     events = _aevents(client, prompt, toolkit, history, cid, cancel, True, output_schema)
     try:
         async for event in events:
-            yield _done(event["result"]) if event["type"] == "__result__" else event
+            yield (
+                _done(event["result"])
+                if event["type"] == "__result__"
+                else cast(StreamEvent, event)
+            )
     finally:
         await events.aclose()
 
@@ -267,7 +301,7 @@ async def aask(
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,
-) -> PMap:
+) -> RunResult:
     """The async twin of `ask` (`on_text` may be plain or async)."""
     if on_text is None:
         return await arun(client, prompt, toolkit=toolkit, id=id, output_schema=output_schema)
@@ -280,3 +314,58 @@ async def aask(
         elif event["type"] == "done":
             return event["result"]
     raise RuntimeError("stream ended without a done event")  # pragma: no cover
+
+
+# ---- forgetting a conversation ----------------------------------------------------------
+
+
+def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
+              lock: Callable | None = None) -> dict:  # fmt: skip
+    """Remove a conversation from `store` (its "delete") and its entries from `log`, under
+    `lock(conversation_id)` when given; return {"conversation_id", "log_entries"} (how many
+    log entries went). Other conversations are not touched."""
+    _check_id(conversation_id)
+    delete = store.get("delete") if isinstance(store, Mapping) else None
+    if not callable(delete):
+        desc = store.get("desc", "this store") if isinstance(store, Mapping) else "this store"
+        raise TypeError(
+            f'{desc} has no "delete": it cannot forget a conversation (give the store a '
+            "delete(id) function, or use one of toolnexus.store's, which all have one)"
+        )
+    if log is not None:
+        from .history.wiring import require_log
+
+        log = require_log(log)  # checked before anything is removed
+    with lock(conversation_id) if lock is not None else _nothing():
+        delete(conversation_id)
+        removed = log["clear"](conversation_id=conversation_id) if log is not None else 0
+    return {"conversation_id": conversation_id, "log_entries": removed}
+
+
+def forget(client: Client, conversation_id: str) -> dict:
+    """Remove a conversation's transcript, its message-log entries and what the client's
+    runtime derived from it (its memo, its lookup tool); return {"conversation_id",
+    "log_entries"}. Taken under the conversation's lock, so no exchange saves it meanwhile.
+    """
+    from .plan import conversation_lock
+
+    _check_id(conversation_id)  # before any span or lock
+    lock = conversation_lock(client.lock, client.store, client.runtime)
+    try:
+        with otel.forget_span(client.store, conversation_id) as went:
+            done = forget_in(client.store, client.message_log, conversation_id, lock)
+            went(done["log_entries"])
+        return done
+    finally:  # a cache only: dropped even when the store could not delete
+        client.runtime.forget(conversation_id)
+
+
+def _check_id(conversation_id: Any) -> None:
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+
+
+def _nothing() -> Any:
+    from contextlib import nullcontext
+
+    return nullcontext()

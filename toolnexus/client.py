@@ -401,12 +401,21 @@ def metrics(client: Client) -> str:
 def get_chat_history(client: Client, **filters: Any) -> tuple:
     """Return the client's message log entries matching `filters` (see the log's query)."""
     from .history.wiring import require_log
+    from .otel import traced_log
 
-    return require_log(client.message_log)["query"](**filters)
+    return traced_log(require_log(client.message_log))["query"](**filters)
 
 
-def clear_chat_history(client: Client, before: Any = None) -> int:
-    """Remove the client's message log entries up to `before` (all if None); return how many."""
+def clear_chat_history(
+    client: Client, before: Any = None, *, conversation_id: str | None = None
+) -> int:
+    """Remove the client's message log entries up to `before` (all if None), only those of
+    `conversation_id` when given; return how many."""
     from .history.wiring import require_log
 
-    return require_log(client.message_log)["clear"](before=before)
+    log = require_log(client.message_log)
+    if conversation_id is None:
+        return log["clear"](before=before)
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+    return log["clear"](before=before, conversation_id=conversation_id)

@@ -152,6 +152,12 @@ class Runtime:
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
 
+    def forget(self, conversation_id: str) -> None:
+        """Drop what this runtime keeps of a conversation: its memo and its lookup toolkit."""
+        with self._lock:
+            self._memo.pop(conversation_id, None)
+            self._lookup.pop(conversation_id, None)
+
     def lookup_toolkit(
         self, tk: Any, log: Any, conversation_id: str, scoper: Callable[[], Callable]
     ) -> Any:

@@ -11,8 +11,8 @@ shape you write yourself: a dict of two functions, optionally more.
         return {"get": data.get, "save": data.__setitem__}
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: NotRequired must be seen when each class is made,
+# so `Usage.__required_keys__` (runtime introspection) holds only the three counts.
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
@@ -65,6 +65,7 @@ class ToolResult(TypedDict):
 class ToolCall(TypedDict):
     """One tool call of a run, with its result."""
 
+    id: str
     name: str
     args: Mapping[str, Any]
     output: Any

@@ -39,3 +39,6 @@ def delta(e: StreamEvent) -> str:
 
 create_client(base_url="http://x", model="m", max_turns="ten")  # E-typed-options: arg-type
 create_client(base_url="http://x", model="m", retrys=3)  # E-typed-options: call-arg
+result = run(client, "hi")
+result["txet"]  # E: typeddict-item
+tokens_text: str = result["usage"]["total_tokens"]  # E: assignment

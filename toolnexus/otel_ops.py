@@ -1,0 +1,255 @@
+"""The tool and store spans of an exchange (see toolnexus/otel.py, which wraps the effect
+table with these): execute_tool per call, and the memory operations and lock events of
+the "io" effect's ops. Imported only when an exchange is traced."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .otel import _error_type, _json
+
+if TYPE_CHECKING:
+    from .otel import Trace
+
+__all__ = ["io", "sync_tools", "async_tools"]
+
+
+# ---- tool spans ----------------------------------------------------------------------------
+
+
+def _tool_attrs(name: str, call: Mapping | None) -> dict:
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+             "gen_ai.tool.type": "function"}  # fmt: skip
+    if call is not None:
+        attrs["gen_ai.tool.call.id"] = call["id"]
+    return attrs
+
+
+def _tool_end(t: Trace, span: Any, result: Any, end: int | None = None) -> None:
+    if isinstance(result, Mapping) and result.get("is_error"):
+        output, meta = result.get("output"), result.get("metadata") or {}
+        raised = "traceback" in meta and isinstance(output, str)
+        span.set_attribute(
+            "error.type", (output.split(":", 1)[0] if raised else "") or "tool_error"
+        )
+        span.set_status(t.trace.Status(t.trace.StatusCode.ERROR, "tool_error"))
+    elif t.content and isinstance(result, Mapping):
+        span.set_attribute("gen_ai.tool.call.result", _json(result.get("output")))
+    span.end(end_time=end)
+
+
+def _traced_execute(t: Trace, fn: Callable, name: str, calls: Sequence, seen: set) -> Callable:
+    """Wrap a tool's execute: its span runs as long as the tool, and is the current span
+    while it runs (spans the tool makes itself are its children)."""
+    from opentelemetry import context as otel_context
+
+    def begin(args: Any) -> tuple[Any, Any]:
+        call = next((c for c in calls if c["args"] is args), None)  # each call's own args
+        if call is not None:
+            seen.add(call["id"])
+        span = t.start(f"execute_tool {name}", _tool_attrs(name, call), "INTERNAL")
+        if t.content:
+            span.set_attribute("gen_ai.tool.call.arguments", _json(args))
+        return span, otel_context.attach(t.trace.set_span_in_context(span, t.context))
+
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - a callable object's async __call__
+    ):
+
+        async def run_async(args: Any) -> Any:
+            span, token = begin(args)
+            try:
+                result = await fn(args)
+            except BaseException as e:
+                t.fail(span, e)
+                raise
+            finally:
+                otel_context.detach(token)
+            _tool_end(t, span, result)
+            return result
+
+        return run_async
+
+    def run(args: Any) -> Any:
+        span, token = begin(args)
+        try:
+            result = fn(args)
+        except BaseException as e:
+            t.fail(span, e)
+            raise
+        finally:
+            otel_context.detach(token)
+        _tool_end(t, span, result)
+        return result
+
+    return run
+
+
+def _traced_toolkit(t: Trace, tk: Any, calls: Sequence[Mapping], seen: set) -> Any:
+    """Return `tk` whose tools called in this turn make their spans."""
+    if not tk or "index" not in tk:
+        return tk
+    index = tk["index"]
+    for name in {c["name"] for c in calls}:
+        tool = index.get(name)
+        if tool is not None and callable(tool.get("execute")):
+            wrapped = _traced_execute(t, tool["execute"], name, calls, seen)
+            index = index.set(name, tool.set("execute", wrapped))
+    return tk.set("index", index)
+
+
+def _untraced(t: Trace, calls: Sequence[Mapping], ran: Sequence, seen: set, started: int) -> None:
+    """A span for each call no tool ran (an unknown tool's error result)."""
+    for call, (result, seconds) in zip(calls, ran, strict=False):
+        if call["id"] not in seen:
+            span = t.start(f"execute_tool {call['name']}", _tool_attrs(call["name"], call),
+                           "INTERNAL", at=started)  # fmt: skip
+            _tool_end(t, span, result, started + int(seconds * 1e9))
+
+
+def sync_tools(t: Trace, inner: Callable) -> Callable:
+    def tools(tk: Any, calls: Sequence[Mapping]) -> list:
+        started, seen = time.time_ns(), set()
+        ran = inner(_traced_toolkit(t, tk, calls, seen), calls)
+        _untraced(t, calls, ran, seen, started)
+        return ran
+
+    return tools
+
+
+def async_tools(t: Trace, inner: Callable) -> Callable:
+    async def tools(tk: Any, calls: Sequence[Mapping]) -> list:
+        started, seen = time.time_ns(), set()
+        ran = await inner(_traced_toolkit(t, tk, calls, seen), calls)
+        _untraced(t, calls, ran, seen, started)
+        return ran
+
+    return tools
+
+
+# ---- store, log and lock (the "io" effect's ops) -----------------------------------------
+
+
+def _kind(t: Trace, op: Any) -> str | None:
+    """What an io op is: load, save, log, lock (or None: not traced)."""
+    from .core import flow
+
+    cfg, fn = t.cfg, op.fn
+    if fn is flow._enter:
+        return "lock"
+    if fn is flow._quiet and op.args and op.args[0] is cfg["log"]:
+        return "log"
+    for kind, names in (("load", ("get", "lock_load")), ("log", ("log",)),
+                        ("save", ("save", "save_release", "save_logged",
+                                  "save_logged_release"))):  # fmt: skip
+        if any(fn is cfg[n] and fn is not None for n in names):
+            return kind
+    return None
+
+
+_MEMORY = {"load": "search_memory", "save": "upsert_memory", "log": "create_memory"}
+
+
+def _count(kind: str, lock_load: bool, args: tuple, value: Any) -> int | None:
+    """How many records the op read or wrote (messages; log entries)."""
+    if kind == "load":
+        loaded = value[1] if lock_load else value  # lock_load returns (held, loaded)
+        return len(loaded) if loaded is not None else 0
+    if kind == "save":
+        messages = next((a for a in args if isinstance(a, Sequence) and not isinstance(a, str)),
+                        None)  # fmt: skip
+        return len(messages) if messages is not None else None
+    answers = args[-2] if len(args) >= 2 else ()
+    return 1 + len(answers) if isinstance(answers, tuple | list) else None
+
+
+def _memory_start(t: Trace, kind: str, lock_load: bool) -> Any:
+    log = kind == "log"
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": _MEMORY[kind],
+        "gen_ai.memory.store.id": t.log_desc if log else t.store_desc,
+        "toolnexus.memory.kind": "message_log" if log else "transcript",
+    }
+    if lock_load:
+        attrs["toolnexus.lock.taken"] = True
+    return t.start(_MEMORY[kind], attrs)
+
+
+def _done_op(t: Trace, kind: str, op: Any, span: Any, t0: float, value: Any) -> None:
+    lock_load = op.fn is t.cfg["lock_load"]
+    if kind == "lock" or lock_load:
+        t.event("toolnexus.lock.acquired", {"toolnexus.lock.wait_seconds": time.perf_counter() - t0,
+                                            "toolnexus.lock.with_load": lock_load})  # fmt: skip
+    if span is not None:
+        count = _count(kind, lock_load, op.args, value)
+        if count is not None:
+            span.set_attribute("gen_ai.memory.record.count", count)
+        span.end()
+
+
+def _failed_op(t: Trace, kind: str, span: Any, e: BaseException) -> None:
+    if kind == "lock":
+        t.event("toolnexus.lock.failed", {"error.type": _error_type(e)})
+    if span is not None:
+        t.fail(span, e)
+
+
+def _traced_op(t: Trace, op: Any) -> Any:
+    kind = _kind(t, op)
+    if kind is None:
+        return op
+    fn = op.fn
+    target = op.args[0] if fn is _quiet_fn() else fn
+    lock_load = target is t.cfg["lock_load"]
+
+    def begin() -> tuple[Any, float]:
+        return (None if kind == "lock" else _memory_start(t, kind, lock_load)), time.perf_counter()
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_async(*args: Any) -> Any:
+            span, t0 = begin()
+            try:
+                value = await fn(*args)
+            except BaseException as e:
+                _failed_op(t, kind, span, e)
+                raise
+            _done_op(t, kind, op, span, t0, value)
+            return value
+
+        return op._replace(fn=run_async)
+
+    def run(*args: Any) -> Any:
+        span, t0 = begin()
+        try:
+            value = fn(*args)
+        except BaseException as e:
+            _failed_op(t, kind, span, e)
+            raise
+        _done_op(t, kind, op, span, t0, value)
+        return value
+
+    return op._replace(fn=run)
+
+
+def _quiet_fn() -> Any:
+    from .core import flow
+
+    return flow._quiet
+
+
+def io(t: Trace, inner: Callable, asynchronous: bool) -> Callable:
+    if asynchronous:
+
+        async def aio(ops: Sequence) -> tuple:
+            return await inner(tuple(_traced_op(t, op) for op in ops))
+
+        return aio
+
+    def io(ops: Sequence) -> tuple:
+        return inner(tuple(_traced_op(t, op) for op in ops))
+
+    return io
