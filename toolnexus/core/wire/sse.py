@@ -215,6 +215,17 @@ def _whole(text: str, where: str) -> str:
     return joined
 
 
+def _has_surrogate(value: Any) -> bool:
+    # Whether any string in a decoded value holds a UTF-16 surrogate (allocation-free walk).
+    if isinstance(value, str):
+        return not value.isascii() and _SURROGATE.search(value) is not None
+    if isinstance(value, Mapping):
+        return any(_has_surrogate(v) for v in value.values())
+    if isinstance(value, (list, tuple, PVector)):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
 def whole_characters(value: Any, where: str = "its answer") -> Any:
     """Return `value` (a decoded turn: maps, sequences, strings) with every string's split
     surrogate pairs joined (the same value when there are none); a lone surrogate is a
@@ -223,6 +234,8 @@ def whole_characters(value: Any, where: str = "its answer") -> Any:
     >>> whole_characters({"text": ["\\ud83d" + "\\ude00"]})["text"][0] == "\\U0001f600"
     True
     """
+    if not _has_surrogate(value):  # the usual case: one walk, nothing built
+        return value
     if isinstance(value, str):
         return _whole(value, where)
     if isinstance(value, Mapping):
