@@ -8,7 +8,7 @@ import durable_store_cases as cases
 import pytest
 from pyrsistent import freeze, thaw
 
-from toolnexus.store import StoreCorruptError, StoreUnavailableError, _pq
+from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.postgres import postgres_store
 
 
@@ -208,9 +208,9 @@ class _TracedConnection:
         else:
             setattr(self._conn, name, value)
 
-    def execute(self, query, *args):
+    def execute(self, query, *args, **kwargs):
         self._sent.append(" ".join(str(query).split())[:40])
-        return self._conn.execute(query, *args)
+        return self._conn.execute(query, *args, **kwargs)
 
     @contextmanager
     def transaction(self):
@@ -218,19 +218,6 @@ class _TracedConnection:
         with self._conn.transaction():
             yield
         self._sent.append("COMMIT")
-
-
-@pytest.fixture(autouse=True)
-def _trace_pq(monkeypatch):
-    """Statements the store sends through libpq directly (store._pq) are traced too."""
-    sent_directly = _pq.execute
-
-    def execute(conn, query, params=()):
-        if isinstance(conn, _TracedConnection):
-            conn._sent.append(" ".join(str(query).split())[:40])
-        return sent_directly(conn, query, params)
-
-    monkeypatch.setattr(_pq, "execute", execute)
 
 
 def test_an_append_to_what_was_read_is_one_statement(pool, table):

@@ -389,6 +389,12 @@ def _advisory_key(id: str) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
+# Run on every exchange: prepared once per session by psycopg (`prepare=True`), unless
+# the connection's prepare_threshold is None (PgBouncer in transaction mode).
+_TRY = "SELECT pg_try_advisory_lock(%s)"
+_UNLOCK = "SELECT pg_advisory_unlock(%s)"
+
+
 def postgres_lock(
     pool_or_dsn: Any,
     *,
@@ -409,7 +415,6 @@ def postgres_lock(
     with needs_extra("postgres_lock"):
         import psycopg
 
-    from . import _pq
     from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
 
     if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
@@ -481,7 +486,7 @@ def postgres_lock(
                 conn.autocommit = True
             # A free lock (the usual case) is one statement; only a held one is waited
             # for, bounded by lock_timeout (three statements).
-            if _pq.execute(conn, "SELECT pg_try_advisory_lock(%s)", (key,)).get_value(0, 0) != b"t":
+            if not conn.execute(_TRY, (key,), prepare=True).fetchone()[0]:
                 ms = max(1, int(seconds * 1000))
                 conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
                 try:
@@ -505,10 +510,7 @@ def postgres_lock(
         def release() -> None:
             holding.pop(id, None)
             try:
-                if (
-                    _pq.execute(conn, "SELECT pg_advisory_unlock(%s)", (key,)).get_value(0, 0)
-                    != b"t"
-                ):
+                if not conn.execute(_UNLOCK, (key,), prepare=True).fetchone()[0]:
                     _warn_lost(f"{what} for {id!r:.120}")
                 if not autocommit:
                     conn.autocommit = autocommit

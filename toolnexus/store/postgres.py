@@ -12,7 +12,7 @@ from typing import Any
 
 from .._extras import needs_extra
 from ..core.transcript import freeze_transcript
-from . import _connect, _pq, _rows
+from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 from .locks import LockLostError, paired_lock, postgres_lock
 
@@ -100,16 +100,23 @@ def _array(texts: Sequence[str]) -> str:
     return json.dumps(texts, ensure_ascii=False)
 
 
-def _joined(result: Any, codec: str) -> tuple[tuple, list[tuple[int, str]]]:
+def run(conn: Any, query: str, params: Sequence[Any] = ()) -> Any:
+    """Execute one statement of the store's on `conn` through psycopg; return its cursor.
+
+    Prepared by psycopg once per session (`prepare=True`: the statements run on every
+    exchange), unless the connection's `prepare_threshold` is None (PgBouncer in
+    transaction mode), which psycopg honours by preparing nothing.
+    """
+    return conn.execute(query, params, prepare=True)
+
+
+def _joined(rows: list[tuple]) -> tuple[tuple, list[tuple[int, str]]]:
     """Return the head (version, count, digest) and the (seq, body) rows of "get"'s
-    result: the head is on every row, and one row with no seq means no messages."""
-    get = result.get_value
-    version, count, digest = get(0, 0), get(0, 1), get(0, 2)
-    head = (version if version is None else int(version), count if count is None else int(count),
-            digest if digest is None else digest.decode(codec))  # fmt: skip
-    if get(0, 3) is None:
+    rows: the head is on every row, and one row with no seq means no messages."""
+    head = rows[0][:3]
+    if rows[0][3] is None:
         return head, []
-    return head, [(int(get(i, 3)), get(i, 4).decode(codec)) for i in range(result.ntuples)]
+    return head, [(seq, body) for _, _, _, seq, body in rows]
 
 
 def _ddl_key(table: str) -> int:
@@ -233,8 +240,8 @@ def open_store(
 
     def read(id: str, conn: Any):
         with _connect.pg_autocommit(conn):
-            found = _pq.execute(conn, sql["get"], (id,))  # one statement, one snapshot
-        return _rows.decode_joined(desc, id, *_joined(found, _pq.encoding(conn)), memo)
+            found = run(conn, sql["get"], (id,)).fetchall()  # one statement, one snapshot
+        return _rows.decode_joined(desc, id, *_joined(found), memo)
 
     def get(id: str):
         _check_id(id)
@@ -260,13 +267,11 @@ def open_store(
                     kind, params = "extend", (*plan.head, id, *expected, *rows)
                 with _connect.pg_autocommit(conn):
                     if log is None:
-                        done = _pq.execute(conn, sql[kind], params).get_value(0, 0) == b"1"
+                        done = run(conn, sql[kind], params).fetchone()[0] == 1
                     else:
                         log_sql, log_params = log("head")
                         query = sql[kind + "_logged"].replace("{log}", log_sql)
-                        done = (
-                            _pq.execute(conn, query, (*params, *log_params)).get_value(0, 0) == b"1"
-                        )
+                        done = run(conn, query, (*params, *log_params)).fetchone()[0] == 1
             if extend is None or not done:
                 with conn.transaction():
                     stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
