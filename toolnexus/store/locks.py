@@ -19,6 +19,7 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import Any
@@ -413,129 +414,33 @@ def postgres_lock(
     within `timeout`): a pool shared with a store then always keeps a connection for it.
     """
     with needs_extra("postgres_lock"):
-        import psycopg
+        import psycopg  # noqa: F401
 
-    from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
+    from ._connect import pg_pool
 
     if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
         raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")
 
     pool, address, owned = pg_pool(pool_or_dsn, timeout=connect_timeout, max_size=64)
-    what = f"postgres_lock({address!r})"
-    ready = threading.Lock()
-
-    def connect(seconds: float) -> Any:
-        try:
-            with ready:
-                if owned:
-                    pg_open(pool, connect_timeout, what)
-            # Getting a connection is bounded by connect_timeout, not by the lock wait:
-            # a short lock timeout must not turn a slow connect into "unavailable".
-            return pool.getconn(timeout=connect_timeout)
-        except Exception as e:
-            if is_pg_unavailable(e):
-                raise pg_unavailable(pool, e, what) from None
-            raise
-
-    # id -> the connection whose session holds its lock (at most one per id: the queue).
-    # A store saves on it while it is held, so a save after the session died fails
-    # instead of writing over what the next holder saved.
-    holding: dict[str, Any] = {}
-
-    # At most max_held locks held at once: a token each (a queue in C, no Condition).
-    slots: SimpleQueue | None = None
-    if max_held:
-        slots = SimpleQueue()
-        for _ in range(max_held):
-            slots.put(None)
+    st = _PgLock(pool, owned, f"postgres_lock({address!r})", connect_timeout, max_held)
+    queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
 
     def take(id: str, seconds: float) -> Callable[[], None]:
-        return take_conn(id, seconds)[0]
-
-    def take_conn(id: str, seconds: float) -> tuple[Callable[[], None], Any]:
-        """Take `id`'s lock; return (its release, the connection holding it)."""
-        if slots is None:
-            return take_slot(id, seconds)
-        start = time.monotonic()
-        try:
-            slots.get(timeout=seconds)
-        except Empty:
-            raise LockTimeoutError(
-                f"{what} for {id!r:.120} not taken within {seconds:.3g}s"
-            ) from None
-        try:
-            release, conn = take_slot(id, max(0.0, seconds - (time.monotonic() - start)))
-        except BaseException:
-            slots.put(None)
-            raise
-
-        def release_slot() -> None:
-            try:
-                release()
-            finally:
-                slots.put(None)
-
-        return release_slot, conn
-
-    def take_slot(id: str, seconds: float) -> tuple[Callable[[], None], Any]:
-        key = _advisory_key(id)
-        conn = connect(seconds)
-        autocommit = conn.autocommit
-        try:
-            if not autocommit:  # setting it costs a call into the driver even when unchanged
-                conn.autocommit = True
-            # A free lock (the usual case) is one statement; only a held one is waited
-            # for, bounded by lock_timeout (three statements).
-            if not conn.execute(_TRY, (key,), prepare=True).fetchone()[0]:
-                ms = max(1, int(seconds * 1000))
-                conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
-                try:
-                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-                finally:
-                    conn.execute("RESET lock_timeout")
-        except psycopg.errors.LockNotAvailable:
-            if not autocommit:
-                conn.autocommit = autocommit
-            pool.putconn(conn)
-            raise LockTimeoutError(
-                f"{what} for {id!r:.120} not taken within {seconds:.3g}s"
-            ) from None
-        except BaseException as e:
-            pool.putconn(conn)
-            if isinstance(e, Exception) and is_pg_unavailable(e):
-                raise pg_unavailable(pool, e, what) from None
-            raise
-        holding[id] = conn
-
-        def release() -> None:
-            holding.pop(id, None)
-            try:
-                if not conn.execute(_UNLOCK, (key,), prepare=True).fetchone()[0]:
-                    _warn_lost(f"{what} for {id!r:.120}")
-                if not autocommit:
-                    conn.autocommit = autocommit
-            except psycopg.OperationalError:
-                _warn_lost(f"{what} for {id!r:.120}")  # the session died: so did its lock
-            finally:
-                pool.putconn(conn)
-
-        return release, conn
-
-    queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
+        return _pg_take(st, id, seconds)[0]
 
     def take_on(id: str) -> Held:
         """Take `id`'s lock as `with lock(id)` does; return it entered, its session's
         connection as `.conn` (autocommit), for a store's statements while it is held."""
 
         def take_now(deadline: float) -> tuple[Callable[[], None], Any]:
-            return take_conn(id, max(0.0, deadline - time.monotonic()))
+            return _pg_take(st, id, max(0.0, deadline - time.monotonic()))
 
         queued, (release, conn) = _queued(queue, id, timeout, take_now)
         return Held(release, queued, conn)
 
     def conn_of(id: str) -> Any:
         """Return the connection holding `id`'s lock while this value holds it, else None."""
-        return holding.get(id)
+        return st.holding.get(id)
 
     hold = _per_id(take, timeout, queue)
     hold.take_on = take_on  # type: ignore[attr-defined]
@@ -543,3 +448,118 @@ def postgres_lock(
     # A pool made from a DSN is ours: `lock.close()` closes it (a caller's pool is theirs).
     hold.close = pool.close if owned else (lambda: None)
     return hold
+
+
+class _PgLock:
+    """What one postgres_lock holds: its pool, the sessions holding locks, its slots."""
+
+    __slots__ = ("pool", "owned", "what", "connect_timeout", "ready", "holding", "slots")
+
+    def __init__(self, pool: Any, owned: bool, what: str, connect_timeout: float, max_held):
+        self.pool, self.owned, self.what, self.connect_timeout = pool, owned, what, connect_timeout
+        self.ready = threading.Lock()
+        # id -> the connection whose session holds its lock (at most one per id: the
+        # queue). A store saves on it while it is held, so a save after the session died
+        # fails instead of writing over what the next holder saved.
+        self.holding: dict[str, Any] = {}
+        # At most max_held locks held at once: a token each (a queue in C, no Condition).
+        self.slots: SimpleQueue | None = None
+        if max_held:
+            self.slots = SimpleQueue()
+            for _ in range(max_held):
+                self.slots.put(None)
+
+
+def _pg_connect(st: _PgLock) -> Any:
+    from ._connect import is_pg_unavailable, pg_open, pg_unavailable
+
+    try:
+        with st.ready:
+            if st.owned:
+                pg_open(st.pool, st.connect_timeout, st.what)
+        # Getting a connection is bounded by connect_timeout, not by the lock wait:
+        # a short lock timeout must not turn a slow connect into "unavailable".
+        return st.pool.getconn(timeout=st.connect_timeout)
+    except Exception as e:
+        if is_pg_unavailable(e):
+            raise pg_unavailable(st.pool, e, st.what) from None
+        raise
+
+
+def _pg_take(st: _PgLock, id: str, seconds: float) -> tuple[Callable[[], None], Any]:
+    """Take `id`'s lock (a slot first, with max_held); return (its release, the
+    connection holding it)."""
+    slots = st.slots
+    if slots is None:
+        return _pg_take_slot(st, id, seconds)
+    start = time.monotonic()
+    try:
+        slots.get(timeout=seconds)
+    except Empty:
+        raise LockTimeoutError(
+            f"{st.what} for {id!r:.120} not taken within {seconds:.3g}s"
+        ) from None
+    try:
+        release, conn = _pg_take_slot(st, id, max(0.0, seconds - (time.monotonic() - start)))
+    except BaseException:
+        slots.put(None)
+        raise
+
+    def release_slot() -> None:
+        try:
+            release()
+        finally:
+            slots.put(None)
+
+    return release_slot, conn
+
+
+def _pg_take_slot(st: _PgLock, id: str, seconds: float) -> tuple[Callable[[], None], Any]:
+    import psycopg
+
+    from ._connect import is_pg_unavailable, pg_unavailable
+
+    key, pool = _advisory_key(id), st.pool
+    conn = _pg_connect(st)
+    autocommit = conn.autocommit
+    try:
+        if not autocommit:  # setting it costs a call into the driver even when unchanged
+            conn.autocommit = True
+        # A free lock (the usual case) is one statement; only a held one is waited
+        # for, bounded by lock_timeout (three statements).
+        if not conn.execute(_TRY, (key,), prepare=True).fetchone()[0]:
+            ms = max(1, int(seconds * 1000))
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            finally:
+                conn.execute("RESET lock_timeout")
+    except psycopg.errors.LockNotAvailable:
+        if not autocommit:
+            conn.autocommit = autocommit
+        pool.putconn(conn)
+        raise LockTimeoutError(
+            f"{st.what} for {id!r:.120} not taken within {seconds:.3g}s"
+        ) from None
+    except BaseException as e:
+        pool.putconn(conn)
+        if isinstance(e, Exception) and is_pg_unavailable(e):
+            raise pg_unavailable(pool, e, st.what) from None
+        raise
+    st.holding[id] = conn
+    return partial(_pg_release, st, id, key, conn, autocommit), conn
+
+
+def _pg_release(st: _PgLock, id: str, key: int, conn: Any, autocommit: bool) -> None:
+    import psycopg
+
+    st.holding.pop(id, None)
+    try:
+        if not conn.execute(_UNLOCK, (key,), prepare=True).fetchone()[0]:
+            _warn_lost(f"{st.what} for {id!r:.120}")
+        if not autocommit:
+            conn.autocommit = autocommit
+    except psycopg.OperationalError:
+        _warn_lost(f"{st.what} for {id!r:.120}")  # the session died: so did its lock
+    finally:
+        st.pool.putconn(conn)
