@@ -269,86 +269,16 @@ def redis_lock(
     held: taking a lock starts no thread of its own.
     """
     with needs_extra("redis_lock"):
-        import redis as redis_py
+        import redis  # noqa: F401
 
-    from ._connect import redis_address, redis_client, redis_unavailable
+    from ._connect import redis_client
 
-    client = redis_client(redis_client_or_url)
-    what = f"redis_lock({redis_address(client)!r})"
-    renew, unlock = client.register_script(_RENEW), client.register_script(_RELEASE)
-    ttl_ms = max(1, int(ttl * 1000))
-    held: dict[str, tuple[str, threading.Event]] = {}  # key -> (token, lost)
-    guard = threading.Lock()
-    renewer: list[threading.Thread] = []  # the running renewer, if any
-
-    def renew_held() -> None:
-        while True:
-            time.sleep(ttl / 3)
-            with guard:
-                if not held:
-                    renewer.clear()  # under the guard: a take now starts a new renewer
-                    return
-                batch = list(held.items())
-            pipe = client.pipeline(transaction=False)
-            for key, (token, _) in batch:
-                renew(keys=[key], args=[token, ttl_ms], client=pipe)
-            try:
-                results = pipe.execute()
-            except redis_py.RedisError:
-                continue  # a blip: try again next period, the ttl still covers them
-            for (_, (_, lost)), renewed in zip(batch, results, strict=True):
-                if not renewed:
-                    lost.set()
-
-    def poll(key: str, token: str, seconds: float) -> None:
-        try:
-            _poll(lambda: bool(client.set(key, token, nx=True, px=ttl_ms)), seconds, what)
-        except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
-            raise redis_unavailable(client, e, what) from None
-
-    def track(key: str, token: str) -> threading.Event:
-        """Hand a taken lock to the renewer; return the event it sets if the lock is lost."""
-        lost = threading.Event()
-        with guard:
-            held[key] = (token, lost)
-            if not renewer or not renewer[0].is_alive():
-                renewer[:] = ()
-                renewer.append(
-                    threading.Thread(
-                        target=renew_held, name=f"toolnexus-redis-lock {prefix}", daemon=True
-                    )
-                )
-                renewer[0].start()
-        return lost
-
-    def releaser(id: str, key: str, token: str, lost: threading.Event) -> Callable:
-        def untrack() -> None:
-            with guard:
-                held.pop(key, None)
-
-        def release(via: Callable | None = None) -> bool:
-            if via is None:
-                untrack()  # even if the unlock fails: the renewer stops renewing it
-            # Read before the unlock: a renewal already under way when we let go may
-            # find the key gone, which says nothing about the time we held it.
-            was_lost = lost.is_set()
-            try:
-                released = unlock(keys=[key], args=[token]) if via is None else via(key, token)
-            except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
-                raise redis_unavailable(client, e, what) from None
-            if released is None:  # `via` left it held (its save did not go through)
-                return False
-            untrack()
-            if was_lost or not released:
-                _warn_lost(f"{what} for {id!r:.120}")
-            return True
-
-        return release
+    st = _RedisLock(redis_client(redis_client_or_url), ttl, prefix)
 
     def take(id: str, seconds: float) -> Callable[[], None]:
         key, token = prefix + id, secrets.token_hex(16)
-        poll(key, token, seconds)
-        return releaser(id, key, token, track(key, token))
+        _redis_poll(st, key, token, seconds)
+        return partial(_redis_release, st, id, key, token, _redis_track(st, key, token))
 
     queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
 
@@ -363,25 +293,124 @@ def redis_lock(
         key, token = prefix + id, secrets.token_hex(16)
 
         def take_now(deadline: float) -> tuple[Any, threading.Event]:
-            value = first_try(key, token, ttl_ms)
+            value = first_try(key, token, st.ttl_ms)
             if value is None:
-                poll(key, token, max(0.0, deadline - time.monotonic()))
-            return value, track(key, token)
+                _redis_poll(st, key, token, max(0.0, deadline - time.monotonic()))
+            return value, _redis_track(st, key, token)
 
         queued, (value, lost) = _queued(queue, id, timeout, take_now)
-        return Taken(releaser(id, key, token, lost), queued), value
+        return Taken(partial(_redis_release, st, id, key, token, lost), queued), value
 
     def token_of(id: str) -> str | None:
         """Return the token of `id`'s lock while this value holds it, else None: a store
         writes only if the lock key still holds it (its save is fenced by the lock)."""
-        with guard:
-            entry = held.get(prefix + id)
+        with st.guard:
+            entry = st.held.get(prefix + id)
         return entry[0] if entry is not None else None
 
     hold = _per_id(take, timeout, queue)
     hold.take_with = take_with  # type: ignore[attr-defined]
     hold.token_of = token_of  # type: ignore[attr-defined]
     return hold
+
+
+class _RedisLock:
+    """What one redis_lock holds: its client, scripts, the locks held and their renewer."""
+
+    __slots__ = ("client", "what", "renew", "unlock", "ttl", "ttl_ms", "prefix", "held",
+                 "guard", "renewer")  # fmt: skip
+
+    def __init__(self, client: Any, ttl: float, prefix: str):
+        from ._connect import redis_address
+
+        self.client, self.ttl, self.prefix = client, ttl, prefix
+        self.what = f"redis_lock({redis_address(client)!r})"
+        self.renew, self.unlock = client.register_script(_RENEW), client.register_script(_RELEASE)
+        self.ttl_ms = max(1, int(ttl * 1000))
+        self.held: dict[str, tuple[str, threading.Event]] = {}  # key -> (token, lost)
+        self.guard = threading.Lock()
+        self.renewer: list[threading.Thread] = []  # the running renewer, if any
+
+
+def _redis_renew_held(st: _RedisLock) -> None:
+    """The renewer: every ttl/3, renew every lock held (one pipelined round trip)."""
+    import redis as redis_py
+
+    while True:
+        time.sleep(st.ttl / 3)
+        with st.guard:
+            if not st.held:
+                st.renewer.clear()  # under the guard: a take now starts a new renewer
+                return
+            batch = list(st.held.items())
+        pipe = st.client.pipeline(transaction=False)
+        for key, (token, _) in batch:
+            st.renew(keys=[key], args=[token, st.ttl_ms], client=pipe)
+        try:
+            results = pipe.execute()
+        except redis_py.RedisError:
+            continue  # a blip: try again next period, the ttl still covers them
+        for (_, (_, lost)), renewed in zip(batch, results, strict=True):
+            if not renewed:
+                lost.set()
+
+
+def _redis_poll(st: _RedisLock, key: str, token: str, seconds: float) -> None:
+    import redis as redis_py
+
+    from ._connect import redis_unavailable
+
+    try:
+        set_key = partial(st.client.set, key, token, nx=True, px=st.ttl_ms)
+        _poll(lambda: bool(set_key()), seconds, st.what)
+    except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+        raise redis_unavailable(st.client, e, st.what) from None
+
+
+def _redis_track(st: _RedisLock, key: str, token: str) -> threading.Event:
+    """Hand a taken lock to the renewer; return the event it sets if the lock is lost."""
+    lost = threading.Event()
+    with st.guard:
+        st.held[key] = (token, lost)
+        if not st.renewer or not st.renewer[0].is_alive():
+            st.renewer[:] = ()
+            name = f"toolnexus-redis-lock {st.prefix}"
+            st.renewer.append(
+                threading.Thread(target=_redis_renew_held, args=(st,), name=name, daemon=True)
+            )
+            st.renewer[0].start()
+    return lost
+
+
+def _redis_untrack(st: _RedisLock, key: str) -> None:
+    with st.guard:
+        st.held.pop(key, None)
+
+
+def _redis_release(
+    st: _RedisLock, id: str, key: str, token: str, lost: threading.Event, via: Any = None
+) -> bool:
+    """Unlock (or let `via(key, token)`, a store's script, do it); return False when
+    `via` left it held (its save did not go through), else True."""
+    import redis as redis_py
+
+    from ._connect import redis_unavailable
+
+    if via is None:
+        _redis_untrack(st, key)  # even if the unlock fails: the renewer stops renewing it
+    # Read before the unlock: a renewal already under way when we let go may
+    # find the key gone, which says nothing about the time we held it.
+    was_lost = lost.is_set()
+    try:
+        released = st.unlock(keys=[key], args=[token]) if via is None else via(key, token)
+    except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+        raise redis_unavailable(st.client, e, st.what) from None
+    if released is None:  # `via` left it held (its save did not go through)
+        return False
+    _redis_untrack(st, key)
+    if was_lost or not released:
+        _warn_lost(f"{st.what} for {id!r:.120}")
+    return True
 
 
 def _advisory_key(id: str) -> int:
