@@ -11,7 +11,6 @@ default, so processes racing on one conversation id lose no turn without any opt
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import threading
@@ -21,11 +20,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from pathlib import Path
-from queue import Empty, SimpleQueue
 from typing import Any
 
 from .._extras import needs_extra
 from ._held import Held, Taken
+from ._pg_lock import PgLock
+from ._pg_lock import advisory_key as _advisory_key  # noqa: F401  # tests reach it here
+from ._pg_lock import take as take_pg
 
 __all__ = [
     "local_lock",
@@ -413,18 +414,6 @@ def _redis_release(
     return True
 
 
-def _advisory_key(id: str) -> int:
-    """Return the signed 64-bit advisory lock key of a conversation id."""
-    digest = hashlib.blake2b(id.encode("utf-8", "surrogatepass"), digest_size=8, person=b"tnx-lock")
-    return int.from_bytes(digest.digest(), "big", signed=True)
-
-
-# Run on every exchange: prepared once per session by psycopg (`prepare=True`), unless
-# the connection's prepare_threshold is None (PgBouncer in transaction mode).
-_TRY = "SELECT pg_try_advisory_lock(%s)"
-_UNLOCK = "SELECT pg_advisory_unlock(%s)"
-
-
 def postgres_lock(
     pool_or_dsn: Any,
     *,
@@ -451,21 +440,27 @@ def postgres_lock(
         raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")
 
     pool, address, owned = pg_pool(pool_or_dsn, timeout=connect_timeout, max_size=64)
-    st = _PgLock(pool, owned, f"postgres_lock({address!r})", connect_timeout, max_held)
+    what = f"postgres_lock({address!r})"
+    st = PgLock(pool, owned, what, connect_timeout, max_held, LockTimeoutError, _warn_lost)
     queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
 
     def take(id: str, seconds: float) -> Callable[[], None]:
-        return _pg_take(st, id, seconds)[0]
+        return take_pg(st, id, seconds, None)[0]
 
-    def take_on(id: str) -> Held:
+    def take_on(id: str, also: Callable[[Any], Any] | None = None) -> Held:
         """Take `id`'s lock as `with lock(id)` does; return it entered, its session's
-        connection as `.conn` (autocommit), for a store's statements while it is held."""
+        connection as `.conn` (autocommit), for a store's statements while it is held.
 
-        def take_now(deadline: float) -> tuple[Callable[[], None], Any]:
-            return _pg_take(st, id, max(0.0, deadline - time.monotonic()))
+        `also(conn)` sends a store's statement in the same round trip as the take
+        (psycopg's pipeline mode) and returns its cursor: `.first` is that cursor when
+        the lock was free at once, else None (read again: it ran before the lock was).
+        """
 
-        queued, (release, conn) = _queued(queue, id, timeout, take_now)
-        return Held(release, queued, conn)
+        def take_now(deadline: float) -> tuple[Callable[[], None], Any, Any]:
+            return take_pg(st, id, max(0.0, deadline - time.monotonic()), also)
+
+        queued, (release, conn, first) = _queued(queue, id, timeout, take_now)
+        return Held(release, queued, conn, first)
 
     def conn_of(id: str) -> Any:
         """Return the connection holding `id`'s lock while this value holds it, else None."""
@@ -477,118 +472,3 @@ def postgres_lock(
     # A pool made from a DSN is ours: `lock.close()` closes it (a caller's pool is theirs).
     hold.close = pool.close if owned else (lambda: None)
     return hold
-
-
-class _PgLock:
-    """What one postgres_lock holds: its pool, the sessions holding locks, its slots."""
-
-    __slots__ = ("pool", "owned", "what", "connect_timeout", "ready", "holding", "slots")
-
-    def __init__(self, pool: Any, owned: bool, what: str, connect_timeout: float, max_held):
-        self.pool, self.owned, self.what, self.connect_timeout = pool, owned, what, connect_timeout
-        self.ready = threading.Lock()
-        # id -> the connection whose session holds its lock (at most one per id: the
-        # queue). A store saves on it while it is held, so a save after the session died
-        # fails instead of writing over what the next holder saved.
-        self.holding: dict[str, Any] = {}
-        # At most max_held locks held at once: a token each (a queue in C, no Condition).
-        self.slots: SimpleQueue | None = None
-        if max_held:
-            self.slots = SimpleQueue()
-            for _ in range(max_held):
-                self.slots.put(None)
-
-
-def _pg_connect(st: _PgLock) -> Any:
-    from ._connect import is_pg_unavailable, pg_open, pg_unavailable
-
-    try:
-        with st.ready:
-            if st.owned:
-                pg_open(st.pool, st.connect_timeout, st.what)
-        # Getting a connection is bounded by connect_timeout, not by the lock wait:
-        # a short lock timeout must not turn a slow connect into "unavailable".
-        return st.pool.getconn(timeout=st.connect_timeout)
-    except Exception as e:
-        if is_pg_unavailable(e):
-            raise pg_unavailable(st.pool, e, st.what) from None
-        raise
-
-
-def _pg_take(st: _PgLock, id: str, seconds: float) -> tuple[Callable[[], None], Any]:
-    """Take `id`'s lock (a slot first, with max_held); return (its release, the
-    connection holding it)."""
-    slots = st.slots
-    if slots is None:
-        return _pg_take_slot(st, id, seconds)
-    start = time.monotonic()
-    try:
-        slots.get(timeout=seconds)
-    except Empty:
-        raise LockTimeoutError(
-            f"{st.what} for {id!r:.120} not taken within {seconds:.3g}s"
-        ) from None
-    try:
-        release, conn = _pg_take_slot(st, id, max(0.0, seconds - (time.monotonic() - start)))
-    except BaseException:
-        slots.put(None)
-        raise
-
-    def release_slot() -> None:
-        try:
-            release()
-        finally:
-            slots.put(None)
-
-    return release_slot, conn
-
-
-def _pg_take_slot(st: _PgLock, id: str, seconds: float) -> tuple[Callable[[], None], Any]:
-    import psycopg
-
-    from ._connect import is_pg_unavailable, pg_unavailable
-
-    key, pool = _advisory_key(id), st.pool
-    conn = _pg_connect(st)
-    autocommit = conn.autocommit
-    try:
-        if not autocommit:  # setting it costs a call into the driver even when unchanged
-            conn.autocommit = True
-        # A free lock (the usual case) is one statement; only a held one is waited
-        # for, bounded by lock_timeout (three statements).
-        if not conn.execute(_TRY, (key,), prepare=True).fetchone()[0]:
-            ms = max(1, int(seconds * 1000))
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
-            try:
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-            finally:
-                conn.execute("RESET lock_timeout")
-    except psycopg.errors.LockNotAvailable:
-        if not autocommit:
-            conn.autocommit = autocommit
-        pool.putconn(conn)
-        raise LockTimeoutError(
-            f"{st.what} for {id!r:.120} not taken within {seconds:.3g}s"
-        ) from None
-    except BaseException as e:
-        pool.putconn(conn)
-        if isinstance(e, Exception) and is_pg_unavailable(e):
-            raise pg_unavailable(pool, e, st.what) from None
-        raise
-    st.holding[id] = conn
-    return partial(_pg_release, st, id, key, conn, autocommit), conn
-
-
-def _pg_release(st: _PgLock, id: str, key: int, conn: Any, autocommit: bool) -> None:
-    import psycopg
-
-    st.holding.pop(id, None)
-    try:
-        if not conn.execute(_UNLOCK, (key,), prepare=True).fetchone()[0]:
-            _warn_lost(f"{st.what} for {id!r:.120}")
-        if not autocommit:
-            conn.autocommit = autocommit
-    except psycopg.OperationalError:
-        _warn_lost(f"{st.what} for {id!r:.120}")  # the session died: so did its lock
-    finally:
-        st.pool.putconn(conn)

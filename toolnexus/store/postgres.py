@@ -8,6 +8,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from .._extras import needs_extra
@@ -332,6 +333,10 @@ def _connection(st: _Pg, held: Any = None):
 def _read(st: _Pg, id: str, conn: Any):
     with _connect.pg_autocommit(conn):
         found = run(conn, st.sql["get"], (id,)).fetchall()  # one statement, one snapshot
+    return _decoded(st, id, found)
+
+
+def _decoded(st: _Pg, id: str, found: list[tuple]):
     return _rows.decode_joined(st.desc, id, *_joined(found), st.memo)
 
 
@@ -432,9 +437,14 @@ def _fork_in(st: _Pg, src: str, dst: str, at: int | None, check) -> int:
 
 def _lock_load(st: _Pg, id: str) -> tuple[Any, Any]:
     _check_id(id)
-    held = st.lock.inner().take_on(id)
+    _prepare(st)  # the tables exist before the read that goes with the take
+    with _errors(st, id):  # the read's errors, raised as the take's
+        # The usual case is one round trip: the read goes in the take's pipeline.
+        held = st.lock.inner().take_on(id, partial(run, query=st.sql["get"], params=(id,)))
     try:
         with _errors(st, id), _connection(st, held.conn) as conn:
+            if held.first is not None:
+                return held, _decoded(st, id, held.first.fetchall())
             return held, _read(st, id, conn)
     except BaseException:
         held.release()  # the read's error is the one to raise
