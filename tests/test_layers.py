@@ -51,6 +51,25 @@ def test_no_module_over_600_lines():
     assert not long
 
 
+# Functions over 80 lines not yet split: the contract kit's hypothesis state machine
+# (its rules are methods of one class built in the function) and the fake provider's
+# request handler (outside the stores; other work edits it).
+_LONG_ALLOWED = {("testing/contract.py", "store_contract_machine"),
+                 ("testing/fake_provider.py", "_handler")}  # fmt: skip
+
+
+def test_no_function_over_80_lines():
+    """Small functions: the store and log factories are state records plus top-level
+    functions, and nothing else in the package grows past 80 lines."""
+    long = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > 80:
+                    long.add((path.relative_to(ROOT).as_posix(), node.name))
+    assert long <= _LONG_ALLOWED, sorted(long - _LONG_ALLOWED)
+
+
 def test_no_module_level_cache_keyed_by_identity():
     """Speed state lives in a client's runtime, never in a global keyed by id()."""
     for path in ROOT.rglob("*.py"):

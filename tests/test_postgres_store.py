@@ -8,7 +8,7 @@ import durable_store_cases as cases
 import pytest
 from pyrsistent import freeze, thaw
 
-from toolnexus.store import StoreCorruptError, StoreUnavailableError, _pq
+from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.postgres import postgres_store
 
 
@@ -178,7 +178,7 @@ class _Traced:
     """A pool whose connections record each round trip the store makes (the server is real)."""
 
     def __init__(self, pool):
-        self.pool, self.conninfo, self.sent = pool, pool.conninfo, []
+        self.pool, self.conninfo, self.sent = pool, pool.conninfo, _Sent()
         self.max_size = pool.max_size
 
     # The store's paired lock borrows connections too: the store's fused calls read and
@@ -195,6 +195,14 @@ class _Traced:
             yield _TracedConnection(conn, self.sent)
 
 
+class _Sent(list):
+    """The statements sent, and `batches`: those sent together in one pipeline."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches = []
+
+
 class _TracedConnection:
     def __init__(self, conn, sent):
         self._conn, self._sent = conn, sent
@@ -208,9 +216,16 @@ class _TracedConnection:
         else:
             setattr(self._conn, name, value)
 
-    def execute(self, query, *args):
+    def execute(self, query, *args, **kwargs):
         self._sent.append(" ".join(str(query).split())[:40])
-        return self._conn.execute(query, *args)
+        return self._conn.execute(query, *args, **kwargs)
+
+    @contextmanager
+    def pipeline(self):
+        start = len(self._sent)
+        with self._conn.pipeline() as p:
+            yield p
+        self._sent.batches.append(list(self._sent[start:]))
 
     @contextmanager
     def transaction(self):
@@ -218,19 +233,6 @@ class _TracedConnection:
         with self._conn.transaction():
             yield
         self._sent.append("COMMIT")
-
-
-@pytest.fixture(autouse=True)
-def _trace_pq(monkeypatch):
-    """Statements the store sends through libpq directly (store._pq) are traced too."""
-    sent_directly = _pq.execute
-
-    def execute(conn, query, params=()):
-        if isinstance(conn, _TracedConnection):
-            conn._sent.append(" ".join(str(query).split())[:40])
-        return sent_directly(conn, query, params)
-
-    monkeypatch.setattr(_pq, "execute", execute)
 
 
 def test_an_append_to_what_was_read_is_one_statement(pool, table):
@@ -551,3 +553,67 @@ def test_a_conversation_seen_absent_then_created_elsewhere_is_saved_whole(pool, 
     theirs["save"](cid, cases.turns(2, "theirs"))
     mine["save"](cid, cases.turns(1, "mine"))  # the start finds a head: saved the general way
     assert [m["content"] for m in theirs["get"](cid)] == ["mine0"]
+
+
+def test_a_lock_load_on_a_free_lock_is_one_round_trip(pool, table):
+    """The take and the read go in one pipeline (psycopg's pipeline mode): one round trip."""
+    traced = _Traced(pool)
+    store, cid = postgres_store(traced, table), cases.new_id()
+    store["save"](cid, cases.turns(1))
+    held, read = store["lock_load"](cid)
+    try:
+        assert thaw(read) == cases.turns(1)
+        (batch,) = traced.sent.batches
+        assert [s[:29] for s in batch] == [
+            "SELECT pg_try_advisory_lock(%",  # the take
+            "SELECT h.version, h.count, h.",  # the read ("get")
+        ], batch
+    finally:
+        held.release()
+
+
+def test_a_lock_load_that_waited_reads_what_the_holder_saved(pool, table):
+    """The read sent with the take ran before the lock was ours when another session held
+    it: it is dropped, and the transcript is read again once the lock is taken."""
+    import threading
+    import time
+
+    import psycopg
+
+    from toolnexus.store.locks import _advisory_key
+
+    store, other, cid = postgres_store(pool, table), postgres_store(pool, table), cases.new_id()
+    store["save"](cid, cases.turns(1))
+    with psycopg.connect(pool.conninfo, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (_advisory_key(cid),))
+
+        def save_then_unlock():
+            time.sleep(0.3)
+            other["save"](cid, cases.turns(2))
+            holder.execute("SELECT pg_advisory_unlock(%s)", (_advisory_key(cid),))
+
+        t = threading.Thread(target=save_then_unlock)
+        t.start()
+        held, read = store["lock_load"](cid)
+        t.join()
+    try:
+        assert thaw(read) == cases.turns(2)
+    finally:
+        held.release()
+
+
+def test_a_failed_read_in_the_take_pipeline_frees_the_lock(pool, table):
+    import psycopg
+
+    from toolnexus.store.locks import _advisory_key
+    from toolnexus.store.postgres import StoreRefusedError
+
+    store, cid = postgres_store(pool, table), cases.new_id()
+    store["save"](cid, cases.turns(1))
+    with pool.connection() as c:
+        c.execute(f"DROP TABLE {table}")  # behind the store's back
+    with pytest.raises(StoreRefusedError, match="UndefinedTable"):
+        store["lock_load"](cid)
+    with psycopg.connect(pool.conninfo, autocommit=True) as other:
+        key = _advisory_key(cid)
+        assert other.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (True,)

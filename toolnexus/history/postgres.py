@@ -194,39 +194,13 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
             "(ask an administrator to run CREATE EXTENSION pg_trgm)",
             what,
         )
-    t = sql.Identifier(table)
-    inserts: dict[int, Any] = {}  # rows -> one multi-row INSERT (a statement is atomic)
-
-    def insert(n: int) -> Any:
-        if n not in inserts:
-            rows = sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s, %s)")] * n)
-            # Rendered once: a composed statement would be rendered again on every execute.
-            inserts[n] = (
-                sql.SQL(
-                    "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
-                    "VALUES {} ON CONFLICT (id) DO NOTHING"
-                )
-                .format(t, rows)
-                .as_string(None)
-            )
-        return inserts[n]
+    st = _PgLog(pool, what, sql.Identifier(table))
 
     def record_many(entries: Iterable[Mapping]) -> None:
-        rows = _rows_of(entries)
-        if not rows:
-            return
-        chunks = [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
-        with _connection(pool, what) as conn:
-            if len(chunks) > 1:  # all or nothing across statements: one transaction
-                with conn.transaction():
-                    for chunk in chunks:
-                        conn.execute(insert(len(chunk)), [v for row in chunk for v in row])
-                return
-            with pg_autocommit(conn):  # one statement: all rows or none, no BEGIN/COMMIT
-                conn.execute(insert(len(rows)), [v for row in rows for v in row])
+        _record_many(st, entries)
 
     def record(e: Mapping) -> None:
-        record_many((e,))
+        _record_many(st, (e,))
 
     def query(
         *,
@@ -236,29 +210,10 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
         limit: int | None = None,
         conversation_id: str | None = None,
     ) -> tuple:
-        q = check_query(contains, since, until, limit, conversation_id)
-        if q["limit"] == 0:
-            return ()
-        conds, params = _where(q)
-        where = sql.SQL(" WHERE " + " AND ".join(conds) if conds else "")
-        stmt = sql.SQL(
-            "SELECT id, conversation_id, text, ts AT TIME ZONE 'UTC', direction FROM "
-            "(SELECT * FROM {}{} ORDER BY ts DESC, seq DESC LIMIT %s) AS newest ORDER BY ts, seq"
-        ).format(t, where)
-        with _connection(pool, what) as conn:
-            rows = conn.execute(stmt, (*params, q["limit"])).fetchall()
-        return tuple(_to_entry(r) for r in rows)
+        return _query(st, check_query(contains, since, until, limit, conversation_id))
 
     def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
-        conds, params = [], []
-        if before is not None:
-            conds, params = ["ts <= %s"], [cutoff(before)]
-        if conversation_id is not None:
-            conds.append("conversation_id = %s")
-            params.append(conversation_id)
-        where = " WHERE " + " AND ".join(conds) if conds else ""
-        with _connection(pool, what) as conn:
-            return conn.execute(sql.SQL("DELETE FROM {}" + where).format(t), params).rowcount
+        return _clear(st, before, conversation_id)
 
     def close() -> None:
         if owned:
@@ -273,3 +228,75 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
         "index": "trigram" if trigram else "scan",
         "desc": what,  # the address is redacted: never a password
     }
+
+
+class _PgLog:
+    """What one PostgreSQL log holds: its pool, table and rendered INSERTs."""
+
+    __slots__ = ("pool", "what", "t", "inserts")
+
+    def __init__(self, pool: Any, what: str, t: Any):
+        self.pool, self.what, self.t = pool, what, t
+        self.inserts: dict[int, str] = {}  # rows -> one multi-row INSERT (a statement is atomic)
+
+
+def _insert(st: _PgLog, n: int) -> str:
+    from psycopg import sql
+
+    if n not in st.inserts:
+        rows = sql.SQL(", ").join([sql.SQL("(%s, %s, %s, %s, %s, %s)")] * n)
+        # Rendered once: a composed statement would be rendered again on every execute.
+        st.inserts[n] = (
+            sql.SQL(
+                "INSERT INTO {} (id, conversation_id, text, folded, ts, direction) "
+                "VALUES {} ON CONFLICT (id) DO NOTHING"
+            )
+            .format(st.t, rows)
+            .as_string(None)
+        )
+    return st.inserts[n]
+
+
+def _record_many(st: _PgLog, entries: Iterable[Mapping]) -> None:
+    rows = _rows_of(entries)
+    if not rows:
+        return
+    chunks = [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
+    with _connection(st.pool, st.what) as conn:
+        if len(chunks) > 1:  # all or nothing across statements: one transaction
+            with conn.transaction():
+                for chunk in chunks:
+                    conn.execute(_insert(st, len(chunk)), [v for row in chunk for v in row])
+            return
+        with pg_autocommit(conn):  # one statement: all rows or none, no BEGIN/COMMIT
+            conn.execute(_insert(st, len(rows)), [v for row in rows for v in row])
+
+
+def _query(st: _PgLog, q: Mapping) -> tuple:
+    from psycopg import sql
+
+    if q["limit"] == 0:
+        return ()
+    conds, params = _where(q)
+    where = sql.SQL(" WHERE " + " AND ".join(conds) if conds else "")
+    stmt = sql.SQL(
+        "SELECT id, conversation_id, text, ts AT TIME ZONE 'UTC', direction FROM "
+        "(SELECT * FROM {}{} ORDER BY ts DESC, seq DESC LIMIT %s) AS newest ORDER BY ts, seq"
+    ).format(st.t, where)
+    with _connection(st.pool, st.what) as conn:
+        rows = conn.execute(stmt, (*params, q["limit"])).fetchall()
+    return tuple(_to_entry(r) for r in rows)
+
+
+def _clear(st: _PgLog, before: datetime | None, conversation_id: str | None) -> int:
+    from psycopg import sql
+
+    conds, params = [], []
+    if before is not None:
+        conds, params = ["ts <= %s"], [cutoff(before)]
+    if conversation_id is not None:
+        conds.append("conversation_id = %s")
+        params.append(conversation_id)
+    where = " WHERE " + " AND ".join(conds) if conds else ""
+    with _connection(st.pool, st.what) as conn:
+        return conn.execute(sql.SQL("DELETE FROM {}" + where).format(st.t), params).rowcount

@@ -202,39 +202,13 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
         kind = _setup(con, fts)
     except sqlite3.OperationalError as e:  # a read-only file or directory, not a crash
         raise _open_error(path, e) from None
-    # One connection, used under a lock: sqlite3 objects must not be shared concurrently.
-    lock = threading.Lock()
+    st = _SqliteLog(con, kind)
 
     def record_many(entries: Iterable[Mapping]) -> None:
-        checked = [check_entry(e) for e in entries]  # all or nothing: validate first
-        if not checked:
-            return
-        with lock:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                for e in checked:
-                    cur = con.execute(
-                        f"INSERT OR IGNORE INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-                        (
-                            e["id"],
-                            e["conversation_id"],
-                            e["text"],
-                            micros(e["timestamp"]),
-                            e["direction"],
-                        ),
-                    )
-                    if cur.rowcount == 1:  # an id already recorded is left as it was
-                        con.execute(
-                            "INSERT INTO messages_fts (rowid, folded) VALUES (?, ?)",
-                            (cur.lastrowid, fold(e["text"])),
-                        )
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        _record_many(st, entries)
 
     def record(e: Mapping) -> None:
-        record_many((e,))
+        _record_many(st, (e,))
 
     def query(
         *,
@@ -244,45 +218,13 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
         limit: int | None = None,
         conversation_id: str | None = None,
     ) -> tuple:
-        q = check_query(contains, since, until, limit, conversation_id)
-        if q["limit"] == 0:
-            return ()
-        conds, params = _where(q, kind)
-        where = f"WHERE {' AND '.join(conds)}" if conds else ""
-        # Newest `limit` first in the inner query, then back to oldest first.
-        sql = (
-            f"SELECT {_COLUMNS} FROM (SELECT seq, {_COLUMNS} FROM messages {where} "
-            "ORDER BY ts DESC, seq DESC LIMIT ?) ORDER BY ts, seq"
-        )
-        with lock:
-            rows = con.execute(sql, (*params, -1 if q["limit"] is None else q["limit"]))
-            rows = rows.fetchall()
-        return tuple(_to_entry(r) for r in rows)
+        return _query(st, check_query(contains, since, until, limit, conversation_id))
 
     def clear(*, before: datetime | None = None, conversation_id: str | None = None) -> int:
-        conds, params = [], []
-        if before is not None:
-            conds, params = ["ts <= ?"], [micros(cutoff(before))]
-        if conversation_id is not None:
-            conds.append("conversation_id = ?")
-            params.append(conversation_id)
-        where = " WHERE " + " AND ".join(conds) if conds else ""
-        with lock:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                con.execute(
-                    f"DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages{where})",
-                    params,
-                )
-                removed = con.execute(f"DELETE FROM messages{where}", params).rowcount
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        return removed
+        return _clear(st, before, conversation_id)
 
     def close() -> None:
-        with lock:
+        with st.lock:
             con.close()
 
     return {
@@ -294,3 +236,78 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
         "fts": kind,
         "desc": f"sqlite_log({Path(path).name!r})",
     }
+
+
+class _SqliteLog:
+    """What one SQLite log holds: its connection (used under a lock: sqlite3 objects
+    must not be shared concurrently) and its text index."""
+
+    __slots__ = ("con", "kind", "lock")
+
+    def __init__(self, con: sqlite3.Connection, kind: str):
+        self.con, self.kind, self.lock = con, kind, threading.Lock()
+
+
+def _record_many(st: _SqliteLog, entries: Iterable[Mapping]) -> None:
+    checked = [check_entry(e) for e in entries]  # all or nothing: validate first
+    if not checked:
+        return
+    con = st.con
+    with st.lock:
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            for e in checked:
+                cur = con.execute(
+                    f"INSERT OR IGNORE INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                    (e["id"], e["conversation_id"], e["text"], micros(e["timestamp"]),
+                     e["direction"]),
+                )  # fmt: skip
+                if cur.rowcount == 1:  # an id already recorded is left as it was
+                    con.execute(
+                        "INSERT INTO messages_fts (rowid, folded) VALUES (?, ?)",
+                        (cur.lastrowid, fold(e["text"])),
+                    )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+def _query(st: _SqliteLog, q: Mapping) -> tuple:
+    if q["limit"] == 0:
+        return ()
+    conds, params = _where(q, st.kind)
+    where = f"WHERE {' AND '.join(conds)}" if conds else ""
+    # Newest `limit` first in the inner query, then back to oldest first.
+    sql = (
+        f"SELECT {_COLUMNS} FROM (SELECT seq, {_COLUMNS} FROM messages {where} "
+        "ORDER BY ts DESC, seq DESC LIMIT ?) ORDER BY ts, seq"
+    )
+    with st.lock:
+        rows = st.con.execute(sql, (*params, -1 if q["limit"] is None else q["limit"]))
+        rows = rows.fetchall()
+    return tuple(_to_entry(r) for r in rows)
+
+
+def _clear(st: _SqliteLog, before: datetime | None, conversation_id: str | None) -> int:
+    conds, params = [], []
+    if before is not None:
+        conds, params = ["ts <= ?"], [micros(cutoff(before))]
+    if conversation_id is not None:
+        conds.append("conversation_id = ?")
+        params.append(conversation_id)
+    where = " WHERE " + " AND ".join(conds) if conds else ""
+    con = st.con
+    with st.lock:
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            con.execute(
+                f"DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages{where})",
+                params,
+            )
+            removed = con.execute(f"DELETE FROM messages{where}", params).rowcount
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return removed

@@ -58,12 +58,16 @@ class Taken:
 
 class Held:
     """A PostgreSQL lock taken by `postgres_lock(...).take_on`: entered; `.conn` is the
-    connection whose session holds it, and `__exit__` (or `release`) lets it go."""
+    connection whose session holds it, and `__exit__` (or `release`) lets it go. `first`:
+    the cursor of a statement sent in the take's round trip (see `take_on`), or None."""
 
-    __slots__ = ("_release", "_queued", "conn", "_open")
+    __slots__ = ("_release", "_queued", "conn", "_open", "first")
 
-    def __init__(self, release: Callable[[], None], queued: AbstractContextManager, conn: Any):
+    def __init__(
+        self, release: Callable[[], None], queued: AbstractContextManager, conn: Any, first=None
+    ):
         self._release, self._queued, self.conn, self._open = release, queued, conn, True
+        self.first = first
 
     def __enter__(self) -> Held:
         return self

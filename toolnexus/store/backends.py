@@ -20,6 +20,7 @@ from typing import Any
 
 from .._extras import needs_extra
 from . import _connect
+from .errors import StoreCorruptError, StoreUnavailableError
 
 __all__ = ["postgres_backend", "redis_backend", "sqlite_backend", "open_backend", "lazy_log"]
 
@@ -108,9 +109,8 @@ def postgres_backend(
     with needs_extra("postgres_backend"):
         import psycopg  # noqa: F401
 
-    from ..history.postgres import guarded_insert, postgres_log
-    from .errors import StoreCorruptError, StoreUnavailableError
-    from .postgres import StoreRefusedError, open_store
+    from ..history.postgres import postgres_log
+    from .postgres import open_store
 
     raw, address, owned = _connect.pg_pool(dsn_or_pool, timeout=timeout, max_size=max_size)
     desc = f"postgres_backend({address!r}, table={table!r}, log_table={log_table!r})"
@@ -119,7 +119,7 @@ def postgres_backend(
     keep = min(4, max(1, size // 4))  # connections the lock never holds
     store, write = open_store(pool, address, False, table, timeout, lock_timeout, keep)
     log = lazy_log(lambda: postgres_log(pool, log_table, timeout=timeout), desc)
-    own_record = log["record_many"]
+    st = _LoggedSave(write, log, log_table)
 
     def save_logged(
         id: str,
@@ -131,26 +131,7 @@ def postgres_backend(
         """Save, recording `entries` in the same statement when `message_log` is this
         bundle's own log; return whether they were recorded (else the caller does).
         With `held` (the connection of the conversation's lock), on that connection."""
-        alone = partial(write, id, transcript, held=held)
-        if message_log.get("record_many") is not own_record or not entries:
-            alone()
-            return False
-        try:
-            log["ready"]()  # the log's table exists before a statement writes to it
-        except StoreUnavailableError:
-            raise  # the save could not go either: nothing is saved, the run raises
-        except Exception:  # the log cannot be set up: the save alone; the caller reports
-            alone()
-            return False
-        try:
-            write(id, transcript, partial(guarded_insert, log_table, entries), held=held)
-            return True
-        except (StoreRefusedError, StoreCorruptError, ValueError):
-            # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
-            # and the caller records the log as usual, which reports why. A fault of the
-            # store's own raises again here.
-            alone()
-            return False
+        return _save_logged(st, id, transcript, message_log, entries, held)
 
     def save_logged_release(
         lock: Any,
@@ -163,15 +144,14 @@ def postgres_backend(
         release it; return (logged, a failed release's error); a failed save raises after
         the release."""
         try:
-            logged = save_logged(id, transcript, message_log, entries, held=lock.conn)
+            logged = _save_logged(st, id, transcript, message_log, entries, lock.conn)
         except BaseException:
             lock.release()
             raise
         return logged, lock.release()
 
     save = store["save"]
-    save_logged.save = save  # type: ignore[attr-defined]  # the save it stands for
-    save_logged_release.save = save  # type: ignore[attr-defined]
+    save_logged.save = save_logged_release.save = save  # type: ignore[attr-defined]
     save_logged_release.lock = store["lock"]  # type: ignore[attr-defined]
     store = {**store, "save_logged": save_logged, "save_logged_release": save_logged_release}
 
@@ -182,6 +162,50 @@ def postgres_backend(
             raw.close()
 
     return {"store": store, "lock": store["lock"], "log": log, "close": close, "desc": desc}
+
+
+class _LoggedSave:
+    """What a PostgreSQL bundle's fused save needs: the store's write, its own log."""
+
+    __slots__ = ("write", "log", "log_table", "own_record", "guarded", "refused")
+
+    def __init__(self, write: Callable, log: dict, log_table: str):
+        from ..history.postgres import guarded_insert
+        from .postgres import StoreRefusedError
+
+        self.write, self.log, self.log_table = write, log, log_table
+        self.own_record = log["record_many"]
+        self.guarded, self.refused = guarded_insert, StoreRefusedError
+
+
+def _save_logged(
+    st: _LoggedSave,
+    id: str,
+    transcript: Sequence[Mapping],
+    message_log: Mapping,
+    entries: Sequence[Mapping],
+    held: Any,
+) -> bool:
+    alone = partial(st.write, id, transcript, held=held)
+    if message_log.get("record_many") is not st.own_record or not entries:
+        alone()
+        return False
+    try:
+        st.log["ready"]()  # the log's table exists before a statement writes to it
+    except StoreUnavailableError:
+        raise  # the save could not go either: nothing is saved, the run raises
+    except Exception:  # the log cannot be set up: the save alone; the caller reports
+        alone()
+        return False
+    try:
+        st.write(id, transcript, partial(st.guarded, st.log_table, entries), held=held)
+        return True
+    except (st.refused, StoreCorruptError, ValueError):
+        # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
+        # and the caller records the log as usual, which reports why. A fault of the
+        # store's own raises again here.
+        alone()
+        return False
 
 
 def redis_backend(

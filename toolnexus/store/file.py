@@ -256,25 +256,8 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     root.mkdir(parents=True, exist_ok=True)
     sweep_temp_files(root)
 
-    def read(id: str, path: Path) -> PVector | None:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise StoreCorruptError(f"{path} cannot be read: {e}") from None
-        try:
-            transcript, stored = parse_document(raw)
-        except tx.TranscriptFormatError as e:
-            raise StoreCorruptError(f"{path} is not a valid transcript: {e}") from None
-        if stored != id and (stored is not None or _is_digest(path.name)):
-            raise StoreCorruptError(
-                f"{path} holds conversation {stored!r:.120}, not {id!r:.120} (a name collision)"
-            )
-        return transcript
-
     def get(id: str):
-        return read(id, root / file_name_for(id))
+        return _read(id, root / file_name_for(id))
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         name = file_name_for(id)
@@ -284,33 +267,10 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     save.stored_view = tx.freeze_transcript  # type: ignore[attr-defined]  # get returns it
 
     def delete(id: str) -> None:
-        path = root / file_name_for(id)
-        if _is_digest(path.name):
-            try:
-                stored = parse_document(path.read_bytes())[1]
-            except (OSError, tx.TranscriptFormatError):
-                stored = None  # missing or unreadable: nothing of another conversation's
-            if stored is not None and stored != id:  # never delete another one's file
-                raise StoreCorruptError(
-                    f"{path} holds conversation {stored!r:.120}, not {id!r:.120}"
-                )
-        path.unlink(missing_ok=True)
-
-    def stored_id(path: Path) -> str | None:
-        try:
-            return parse_document(path.read_bytes())[1]
-        except FileNotFoundError:
-            return None
-        except (OSError, tx.TranscriptFormatError) as e:
-            raise StoreCorruptError(f"{path} is not a valid transcript: {e}") from None
+        _delete(root, id)
 
     def ids():
-        found = []
-        for p in root.iterdir():
-            if p.name.startswith("."):
-                continue
-            found.append(stored_id(p) if _is_digest(p.name) else id_for_file_name(p.name))
-        return tuple(sorted(i for i in found if i is not None))
+        return _ids(root)
 
     return {
         "get": get,
@@ -320,3 +280,52 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
         "lock": paired_lock(lambda: file_lock_beside(root, lock_timeout)),
         "desc": f"file({str(root)!r})",
     }
+
+
+def _read(id: str, path: Path) -> PVector | None:
+    """Return the transcript of `id` in the file at `path`, None if there is none."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise StoreCorruptError(f"{path} cannot be read: {e}") from None
+    try:
+        transcript, stored = parse_document(raw)
+    except tx.TranscriptFormatError as e:
+        raise StoreCorruptError(f"{path} is not a valid transcript: {e}") from None
+    if stored != id and (stored is not None or _is_digest(path.name)):
+        raise StoreCorruptError(
+            f"{path} holds conversation {stored!r:.120}, not {id!r:.120} (a name collision)"
+        )
+    return transcript
+
+
+def _delete(root: Path, id: str) -> None:
+    path = root / file_name_for(id)
+    if _is_digest(path.name):
+        try:
+            stored = parse_document(path.read_bytes())[1]
+        except (OSError, tx.TranscriptFormatError):
+            stored = None  # missing or unreadable: nothing of another conversation's
+        if stored is not None and stored != id:  # never delete another one's file
+            raise StoreCorruptError(f"{path} holds conversation {stored!r:.120}, not {id!r:.120}")
+    path.unlink(missing_ok=True)
+
+
+def _stored_id(path: Path) -> str | None:
+    try:
+        return parse_document(path.read_bytes())[1]
+    except FileNotFoundError:
+        return None
+    except (OSError, tx.TranscriptFormatError) as e:
+        raise StoreCorruptError(f"{path} is not a valid transcript: {e}") from None
+
+
+def _ids(root: Path) -> tuple:
+    found = []
+    for p in root.iterdir():
+        if p.name.startswith("."):
+            continue
+        found.append(_stored_id(p) if _is_digest(p.name) else id_for_file_name(p.name))
+    return tuple(sorted(i for i in found if i is not None))

@@ -11,7 +11,6 @@ default, so processes racing on one conversation id lose no turn without any opt
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import threading
@@ -19,12 +18,15 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from pathlib import Path
-from queue import Empty, SimpleQueue
 from typing import Any
 
 from .._extras import needs_extra
 from ._held import Held, Taken
+from ._pg_lock import PgLock
+from ._pg_lock import advisory_key as _advisory_key  # noqa: F401  # tests reach it here
+from ._pg_lock import take as take_pg
 
 __all__ = [
     "local_lock",
@@ -268,86 +270,16 @@ def redis_lock(
     held: taking a lock starts no thread of its own.
     """
     with needs_extra("redis_lock"):
-        import redis as redis_py
+        import redis  # noqa: F401
 
-    from ._connect import redis_address, redis_client, redis_unavailable
+    from ._connect import redis_client
 
-    client = redis_client(redis_client_or_url)
-    what = f"redis_lock({redis_address(client)!r})"
-    renew, unlock = client.register_script(_RENEW), client.register_script(_RELEASE)
-    ttl_ms = max(1, int(ttl * 1000))
-    held: dict[str, tuple[str, threading.Event]] = {}  # key -> (token, lost)
-    guard = threading.Lock()
-    renewer: list[threading.Thread] = []  # the running renewer, if any
-
-    def renew_held() -> None:
-        while True:
-            time.sleep(ttl / 3)
-            with guard:
-                if not held:
-                    renewer.clear()  # under the guard: a take now starts a new renewer
-                    return
-                batch = list(held.items())
-            pipe = client.pipeline(transaction=False)
-            for key, (token, _) in batch:
-                renew(keys=[key], args=[token, ttl_ms], client=pipe)
-            try:
-                results = pipe.execute()
-            except redis_py.RedisError:
-                continue  # a blip: try again next period, the ttl still covers them
-            for (_, (_, lost)), renewed in zip(batch, results, strict=True):
-                if not renewed:
-                    lost.set()
-
-    def poll(key: str, token: str, seconds: float) -> None:
-        try:
-            _poll(lambda: bool(client.set(key, token, nx=True, px=ttl_ms)), seconds, what)
-        except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
-            raise redis_unavailable(client, e, what) from None
-
-    def track(key: str, token: str) -> threading.Event:
-        """Hand a taken lock to the renewer; return the event it sets if the lock is lost."""
-        lost = threading.Event()
-        with guard:
-            held[key] = (token, lost)
-            if not renewer or not renewer[0].is_alive():
-                renewer[:] = ()
-                renewer.append(
-                    threading.Thread(
-                        target=renew_held, name=f"toolnexus-redis-lock {prefix}", daemon=True
-                    )
-                )
-                renewer[0].start()
-        return lost
-
-    def releaser(id: str, key: str, token: str, lost: threading.Event) -> Callable:
-        def untrack() -> None:
-            with guard:
-                held.pop(key, None)
-
-        def release(via: Callable | None = None) -> bool:
-            if via is None:
-                untrack()  # even if the unlock fails: the renewer stops renewing it
-            # Read before the unlock: a renewal already under way when we let go may
-            # find the key gone, which says nothing about the time we held it.
-            was_lost = lost.is_set()
-            try:
-                released = unlock(keys=[key], args=[token]) if via is None else via(key, token)
-            except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
-                raise redis_unavailable(client, e, what) from None
-            if released is None:  # `via` left it held (its save did not go through)
-                return False
-            untrack()
-            if was_lost or not released:
-                _warn_lost(f"{what} for {id!r:.120}")
-            return True
-
-        return release
+    st = _RedisLock(redis_client(redis_client_or_url), ttl, prefix)
 
     def take(id: str, seconds: float) -> Callable[[], None]:
         key, token = prefix + id, secrets.token_hex(16)
-        poll(key, token, seconds)
-        return releaser(id, key, token, track(key, token))
+        _redis_poll(st, key, token, seconds)
+        return partial(_redis_release, st, id, key, token, _redis_track(st, key, token))
 
     queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
 
@@ -362,19 +294,19 @@ def redis_lock(
         key, token = prefix + id, secrets.token_hex(16)
 
         def take_now(deadline: float) -> tuple[Any, threading.Event]:
-            value = first_try(key, token, ttl_ms)
+            value = first_try(key, token, st.ttl_ms)
             if value is None:
-                poll(key, token, max(0.0, deadline - time.monotonic()))
-            return value, track(key, token)
+                _redis_poll(st, key, token, max(0.0, deadline - time.monotonic()))
+            return value, _redis_track(st, key, token)
 
         queued, (value, lost) = _queued(queue, id, timeout, take_now)
-        return Taken(releaser(id, key, token, lost), queued), value
+        return Taken(partial(_redis_release, st, id, key, token, lost), queued), value
 
     def token_of(id: str) -> str | None:
         """Return the token of `id`'s lock while this value holds it, else None: a store
         writes only if the lock key still holds it (its save is fenced by the lock)."""
-        with guard:
-            entry = held.get(prefix + id)
+        with st.guard:
+            entry = st.held.get(prefix + id)
         return entry[0] if entry is not None else None
 
     hold = _per_id(take, timeout, queue)
@@ -383,10 +315,103 @@ def redis_lock(
     return hold
 
 
-def _advisory_key(id: str) -> int:
-    """Return the signed 64-bit advisory lock key of a conversation id."""
-    digest = hashlib.blake2b(id.encode("utf-8", "surrogatepass"), digest_size=8, person=b"tnx-lock")
-    return int.from_bytes(digest.digest(), "big", signed=True)
+class _RedisLock:
+    """What one redis_lock holds: its client, scripts, the locks held and their renewer."""
+
+    __slots__ = ("client", "what", "renew", "unlock", "ttl", "ttl_ms", "prefix", "held",
+                 "guard", "renewer")  # fmt: skip
+
+    def __init__(self, client: Any, ttl: float, prefix: str):
+        from ._connect import redis_address
+
+        self.client, self.ttl, self.prefix = client, ttl, prefix
+        self.what = f"redis_lock({redis_address(client)!r})"
+        self.renew, self.unlock = client.register_script(_RENEW), client.register_script(_RELEASE)
+        self.ttl_ms = max(1, int(ttl * 1000))
+        self.held: dict[str, tuple[str, threading.Event]] = {}  # key -> (token, lost)
+        self.guard = threading.Lock()
+        self.renewer: list[threading.Thread] = []  # the running renewer, if any
+
+
+def _redis_renew_held(st: _RedisLock) -> None:
+    """The renewer: every ttl/3, renew every lock held (one pipelined round trip)."""
+    import redis as redis_py
+
+    while True:
+        time.sleep(st.ttl / 3)
+        with st.guard:
+            if not st.held:
+                st.renewer.clear()  # under the guard: a take now starts a new renewer
+                return
+            batch = list(st.held.items())
+        pipe = st.client.pipeline(transaction=False)
+        for key, (token, _) in batch:
+            st.renew(keys=[key], args=[token, st.ttl_ms], client=pipe)
+        try:
+            results = pipe.execute()
+        except redis_py.RedisError:
+            continue  # a blip: try again next period, the ttl still covers them
+        for (_, (_, lost)), renewed in zip(batch, results, strict=True):
+            if not renewed:
+                lost.set()
+
+
+def _redis_poll(st: _RedisLock, key: str, token: str, seconds: float) -> None:
+    import redis as redis_py
+
+    from ._connect import redis_unavailable
+
+    try:
+        set_key = partial(st.client.set, key, token, nx=True, px=st.ttl_ms)
+        _poll(lambda: bool(set_key()), seconds, st.what)
+    except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+        raise redis_unavailable(st.client, e, st.what) from None
+
+
+def _redis_track(st: _RedisLock, key: str, token: str) -> threading.Event:
+    """Hand a taken lock to the renewer; return the event it sets if the lock is lost."""
+    lost = threading.Event()
+    with st.guard:
+        st.held[key] = (token, lost)
+        if not st.renewer or not st.renewer[0].is_alive():
+            st.renewer[:] = ()
+            name = f"toolnexus-redis-lock {st.prefix}"
+            st.renewer.append(
+                threading.Thread(target=_redis_renew_held, args=(st,), name=name, daemon=True)
+            )
+            st.renewer[0].start()
+    return lost
+
+
+def _redis_untrack(st: _RedisLock, key: str) -> None:
+    with st.guard:
+        st.held.pop(key, None)
+
+
+def _redis_release(
+    st: _RedisLock, id: str, key: str, token: str, lost: threading.Event, via: Any = None
+) -> bool:
+    """Unlock (or let `via(key, token)`, a store's script, do it); return False when
+    `via` left it held (its save did not go through), else True."""
+    import redis as redis_py
+
+    from ._connect import redis_unavailable
+
+    if via is None:
+        _redis_untrack(st, key)  # even if the unlock fails: the renewer stops renewing it
+    # Read before the unlock: a renewal already under way when we let go may
+    # find the key gone, which says nothing about the time we held it.
+    was_lost = lost.is_set()
+    try:
+        released = st.unlock(keys=[key], args=[token]) if via is None else via(key, token)
+    except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+        raise redis_unavailable(st.client, e, st.what) from None
+    if released is None:  # `via` left it held (its save did not go through)
+        return False
+    _redis_untrack(st, key)
+    if was_lost or not released:
+        _warn_lost(f"{st.what} for {id!r:.120}")
+    return True
 
 
 def postgres_lock(
@@ -407,133 +432,39 @@ def postgres_lock(
     within `timeout`): a pool shared with a store then always keeps a connection for it.
     """
     with needs_extra("postgres_lock"):
-        import psycopg
+        import psycopg  # noqa: F401
 
-    from . import _pq
-    from ._connect import is_pg_unavailable, pg_open, pg_pool, pg_unavailable
+    from ._connect import pg_pool
 
     if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
         raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")
 
     pool, address, owned = pg_pool(pool_or_dsn, timeout=connect_timeout, max_size=64)
     what = f"postgres_lock({address!r})"
-    ready = threading.Lock()
-
-    def connect(seconds: float) -> Any:
-        try:
-            with ready:
-                if owned:
-                    pg_open(pool, connect_timeout, what)
-            # Getting a connection is bounded by connect_timeout, not by the lock wait:
-            # a short lock timeout must not turn a slow connect into "unavailable".
-            return pool.getconn(timeout=connect_timeout)
-        except Exception as e:
-            if is_pg_unavailable(e):
-                raise pg_unavailable(pool, e, what) from None
-            raise
-
-    # id -> the connection whose session holds its lock (at most one per id: the queue).
-    # A store saves on it while it is held, so a save after the session died fails
-    # instead of writing over what the next holder saved.
-    holding: dict[str, Any] = {}
-
-    # At most max_held locks held at once: a token each (a queue in C, no Condition).
-    slots: SimpleQueue | None = None
-    if max_held:
-        slots = SimpleQueue()
-        for _ in range(max_held):
-            slots.put(None)
-
-    def take(id: str, seconds: float) -> Callable[[], None]:
-        return take_conn(id, seconds)[0]
-
-    def take_conn(id: str, seconds: float) -> tuple[Callable[[], None], Any]:
-        """Take `id`'s lock; return (its release, the connection holding it)."""
-        if slots is None:
-            return take_slot(id, seconds)
-        start = time.monotonic()
-        try:
-            slots.get(timeout=seconds)
-        except Empty:
-            raise LockTimeoutError(
-                f"{what} for {id!r:.120} not taken within {seconds:.3g}s"
-            ) from None
-        try:
-            release, conn = take_slot(id, max(0.0, seconds - (time.monotonic() - start)))
-        except BaseException:
-            slots.put(None)
-            raise
-
-        def release_slot() -> None:
-            try:
-                release()
-            finally:
-                slots.put(None)
-
-        return release_slot, conn
-
-    def take_slot(id: str, seconds: float) -> tuple[Callable[[], None], Any]:
-        key = _advisory_key(id)
-        conn = connect(seconds)
-        autocommit = conn.autocommit
-        try:
-            if not autocommit:  # setting it costs a call into the driver even when unchanged
-                conn.autocommit = True
-            # A free lock (the usual case) is one statement; only a held one is waited
-            # for, bounded by lock_timeout (three statements).
-            if _pq.execute(conn, "SELECT pg_try_advisory_lock(%s)", (key,)).get_value(0, 0) != b"t":
-                ms = max(1, int(seconds * 1000))
-                conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
-                try:
-                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-                finally:
-                    conn.execute("RESET lock_timeout")
-        except psycopg.errors.LockNotAvailable:
-            if not autocommit:
-                conn.autocommit = autocommit
-            pool.putconn(conn)
-            raise LockTimeoutError(
-                f"{what} for {id!r:.120} not taken within {seconds:.3g}s"
-            ) from None
-        except BaseException as e:
-            pool.putconn(conn)
-            if isinstance(e, Exception) and is_pg_unavailable(e):
-                raise pg_unavailable(pool, e, what) from None
-            raise
-        holding[id] = conn
-
-        def release() -> None:
-            holding.pop(id, None)
-            try:
-                if (
-                    _pq.execute(conn, "SELECT pg_advisory_unlock(%s)", (key,)).get_value(0, 0)
-                    != b"t"
-                ):
-                    _warn_lost(f"{what} for {id!r:.120}")
-                if not autocommit:
-                    conn.autocommit = autocommit
-            except psycopg.OperationalError:
-                _warn_lost(f"{what} for {id!r:.120}")  # the session died: so did its lock
-            finally:
-                pool.putconn(conn)
-
-        return release, conn
-
+    st = PgLock(pool, owned, what, connect_timeout, max_held, LockTimeoutError, _warn_lost)
     queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
 
-    def take_on(id: str) -> Held:
+    def take(id: str, seconds: float) -> Callable[[], None]:
+        return take_pg(st, id, seconds, None)[0]
+
+    def take_on(id: str, also: Callable[[Any], Any] | None = None) -> Held:
         """Take `id`'s lock as `with lock(id)` does; return it entered, its session's
-        connection as `.conn` (autocommit), for a store's statements while it is held."""
+        connection as `.conn` (autocommit), for a store's statements while it is held.
 
-        def take_now(deadline: float) -> tuple[Callable[[], None], Any]:
-            return take_conn(id, max(0.0, deadline - time.monotonic()))
+        `also(conn)` sends a store's statement in the same round trip as the take
+        (psycopg's pipeline mode) and returns its cursor: `.first` is that cursor when
+        the lock was free at once, else None (read again: it ran before the lock was).
+        """
 
-        queued, (release, conn) = _queued(queue, id, timeout, take_now)
-        return Held(release, queued, conn)
+        def take_now(deadline: float) -> tuple[Callable[[], None], Any, Any]:
+            return take_pg(st, id, max(0.0, deadline - time.monotonic()), also)
+
+        queued, (release, conn, first) = _queued(queue, id, timeout, take_now)
+        return Held(release, queued, conn, first)
 
     def conn_of(id: str) -> Any:
         """Return the connection holding `id`'s lock while this value holds it, else None."""
-        return holding.get(id)
+        return st.holding.get(id)
 
     hold = _per_id(take, timeout, queue)
     hold.take_on = take_on  # type: ignore[attr-defined]

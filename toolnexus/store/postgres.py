@@ -8,11 +8,12 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from .._extras import needs_extra
 from ..core.transcript import freeze_transcript
-from . import _connect, _pq, _rows
+from . import _connect, _rows
 from .errors import StoreCorruptError, StoreUnavailableError
 from .locks import LockLostError, paired_lock, postgres_lock
 
@@ -100,16 +101,23 @@ def _array(texts: Sequence[str]) -> str:
     return json.dumps(texts, ensure_ascii=False)
 
 
-def _joined(result: Any, codec: str) -> tuple[tuple, list[tuple[int, str]]]:
+def run(conn: Any, query: str, params: Sequence[Any] = ()) -> Any:
+    """Execute one statement of the store's on `conn` through psycopg; return its cursor.
+
+    Prepared by psycopg once per session (`prepare=True`: the statements run on every
+    exchange), unless the connection's `prepare_threshold` is None (PgBouncer in
+    transaction mode), which psycopg honours by preparing nothing.
+    """
+    return conn.execute(query, params, prepare=True)
+
+
+def _joined(rows: list[tuple]) -> tuple[tuple, list[tuple[int, str]]]:
     """Return the head (version, count, digest) and the (seq, body) rows of "get"'s
-    result: the head is on every row, and one row with no seq means no messages."""
-    get = result.get_value
-    version, count, digest = get(0, 0), get(0, 1), get(0, 2)
-    head = (version if version is None else int(version), count if count is None else int(count),
-            digest if digest is None else digest.decode(codec))  # fmt: skip
-    if get(0, 3) is None:
+    rows: the head is on every row, and one row with no seq means no messages."""
+    head = rows[0][:3]
+    if rows[0][3] is None:
         return head, []
-    return head, [(int(get(i, 3)), get(i, 4).decode(codec)) for i in range(result.ntuples)]
+    return head, [(seq, body) for _, _, _, seq, body in rows]
 
 
 def _ddl_key(table: str) -> int:
@@ -177,200 +185,50 @@ def open_store(
     its parameters) records the log rows in the save's own statement or transaction:
     the backend bundle's fused save (see backends.py).
     """
-    import psycopg
-
-    sql = _statements(table)
-    desc = f"postgres({address!r}, table={table!r})"
-    memo = _rows.Memo()
-    ready = threading.Lock()
-    created: list[bool] = []
-
-    @contextmanager
-    def errors(id: str | None):
-        try:
-            yield
-        except StoreUnavailableError:
-            raise
-        except psycopg.errors.ProgramLimitExceeded as e:  # an id over the index's row size
-            size = len(id.encode("utf-8", "surrogatepass")) if isinstance(id, str) else 0
-            raise ValueError(
-                f"{desc}: conversation id {id!r:.60} is too long for PostgreSQL's index "
-                f"({size:,} bytes; keep ids under about 2,000): use a shorter id, or hash "
-                f"long ones (sanitize_ids): {' '.join(str(e).split()):.200}"
-            ) from None
-        except (psycopg.IntegrityError, psycopg.DataError) as e:
-            what = f"conversation {id!r:.120} in " if id is not None else ""
-            raise StoreCorruptError(f"{what}{desc} is corrupt: {e}") from None
-        except Exception as e:
-            if _connect.is_pg_unavailable(e):
-                raise _connect.pg_unavailable(pool, e, desc) from None
-            if isinstance(e, psycopg.Error):
-                raise StoreRefusedError(f"{desc} refused: {type(e).__name__}: {e}") from None
-            raise
-
-    def prepare() -> None:
-        """Open a pool we own and create the tables, on first use."""
-        if created and not owned:
-            return
-        with ready:
-            if owned:
-                _connect.pg_open(pool, timeout, desc)
-            if not created:
-                with pool.connection() as conn, conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ddl_key(table),))
-                    conn.execute(sql["create"])
-                created.append(True)
-
-    @contextmanager
-    def connection(held: Any = None):
-        """A pooled connection (or `held`, a lock's), the tables created on first use."""
-        prepare()
-        if held is not None:
-            yield held
-            return
-        with pool.connection() as conn:
-            yield conn
-
-    def read(id: str, conn: Any):
-        with _connect.pg_autocommit(conn):
-            found = _pq.execute(conn, sql["get"], (id,))  # one statement, one snapshot
-        return _rows.decode_joined(desc, id, *_joined(found, _pq.encoding(conn)), memo)
+    st = _Pg(
+        pool, address, owned, table, timeout, _store_lock(pool, owned, timeout, lock_timeout, keep)
+    )
 
     def get(id: str):
-        _check_id(id)
-        with errors(id), connection() as conn:
-            return read(id, conn)
+        return _get(st, id)
 
     def write(id: str, transcript: Sequence[Mapping], log: Any = None, held: Any = None) -> None:
         """Save; with `log` (its INSERT, guarded by a CTE "head"), in the same statement or
         transaction, so the transcript and its log entries are committed together. With
         `held` (the connection of the conversation's lock), on that connection."""
-        _check_id(id)
-        frozen = _rows.frozen(transcript)
-        extend = _rows.plan_extend(id, frozen, memo)
-        if held is None:
-            held = lock_conn(id)
-        with fenced(id, held), errors(id), connection(held) as conn:
-            if extend is not None:
-                expected, plan = extend
-                rows = (plan.start, _array(plan.encoded))
-                if expected.count == 0 and expected.digest == _rows.GENESIS:  # seen absent
-                    kind, params = "start", (id, *plan.head, *rows)
-                else:
-                    kind, params = "extend", (*plan.head, id, *expected, *rows)
-                with _connect.pg_autocommit(conn):
-                    if log is None:
-                        done = _pq.execute(conn, sql[kind], params).get_value(0, 0) == b"1"
-                    else:
-                        log_sql, log_params = log("head")
-                        query = sql[kind + "_logged"].replace("{log}", log_sql)
-                        done = (
-                            _pq.execute(conn, query, (*params, *log_params)).get_value(0, 0) == b"1"
-                        )
-            if extend is None or not done:
-                with conn.transaction():
-                    stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
-                    plan = _rows.plan_save(id, stored, frozen, memo)
-                    if not plan.append:
-                        conn.execute(sql["clear"], (id,))
-                    params = (id, plan.start, _array(plan.encoded), *plan.head, id)
-                    conn.execute(sql["write"], params)
-                    if log is not None:
-                        query, values = log("saved")
-                        conn.execute("WITH saved AS (SELECT 1) " + query, values)
-        memo.saved(id, frozen, plan)
-
-    def lock_conn(id: str) -> Any:
-        """Return the connection whose session holds `id`'s lock in this process, or None:
-        a save while the lock is held runs on it, so it fails if that session died (and
-        with it the lock, which another writer may have taken since)."""
-        made = lock.peek()
-        return made.conn_of(id) if made is not None else None
-
-    @contextmanager
-    def fenced(id: str, held: Any):
-        try:
-            yield
-        except StoreUnavailableError:
-            if held is None or not held.closed:
-                raise
-            raise LockLostError(
-                f"{desc}: the session holding the lock on conversation {id!r:.120} ended "
-                "while its exchange ran (terminated, or the server restarted): the save was "
-                "refused, so nothing another writer saved since is overwritten; this exchange "
-                "was not saved, ask again"
-            ) from None
+        _write(st, id, transcript, log, held)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
-        write(id, transcript)
-
-    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
+        _write(st, id, transcript)
 
     def delete(id: str) -> None:
-        _check_id(id)
-        memo.forget(id)
-        with errors(id), connection() as conn, conn.transaction():
-            conn.execute(sql["clear"], (id,))
-            conn.execute(sql["drop_head"], (id,))
+        _delete(st, id)
 
     def ids() -> tuple:
-        with errors(None), connection() as conn:
-            return tuple(r[0] for r in conn.execute(sql["ids"]).fetchall())
-
-    size = getattr(pool, "max_size", None) or 2
-    if owned or (size < 2 and getattr(pool, "conninfo", None)):
-        # The lock's own connections: it holds one for a whole exchange, and a pool of
-        # one connection could not serve both the lock and the store.
-        target = pool.conninfo
-        lock = paired_lock(
-            lambda: postgres_lock(target, timeout=lock_timeout, connect_timeout=timeout)
-        )
-    else:
-        held = max(1, (getattr(pool, "max_size", None) or 2) - keep)
-        lock = paired_lock(
-            lambda: postgres_lock(
-                pool, timeout=lock_timeout, connect_timeout=timeout, max_held=held
-            )
-        )
+        return _ids(st)
 
     def close() -> None:
         """Close the pools the store made from a DSN (a pool you gave stays yours)."""
-        lock.close()
+        st.lock.close()
         if owned:
             pool.close()
 
-    fork_sql = _fork_statements(table)
-
     def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
         """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
-        _check_id(src), _check_id(dst)
-        memo.forget(dst)
-        with errors(src), connection() as conn, conn.transaction():
-            return _fork(conn, sql, fork_sql, desc, src, dst, at, check)
+        return _fork_in(st, src, dst, at, check)
 
     def lock_load(id: str) -> tuple[Any, Any]:
         """Take the conversation's lock and read it on the lock's own connection (no
         second pooled connection); return (the entered lock, the transcript or None)."""
-        _check_id(id)
-        held = lock.inner().take_on(id)
-        try:
-            with errors(id), connection(held.conn) as conn:
-                return held, read(id, conn)
-        except BaseException:
-            held.release()  # the read's error is the one to raise
-            raise
+        return _lock_load(st, id)
 
     def save_release(held: Any, id: str, transcript: Sequence[Mapping]) -> BaseException | None:
         """Save on the lock's connection, then release the lock; return a failed release's
         error (the save stands), raise a failed save's (after releasing)."""
-        try:
-            write(id, transcript, held=held.conn)
-        except BaseException:
-            held.release()
-            raise
-        return held.release()
+        return _save_release(st, held, id, transcript)
 
-    lock_load.get, lock_load.lock = get, lock  # type: ignore[attr-defined]  # what they fuse
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
+    lock_load.get, lock_load.lock = get, st.lock  # type: ignore[attr-defined]  # what they fuse
     save_release.save = save  # type: ignore[attr-defined]
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
     store = {
@@ -382,10 +240,224 @@ def open_store(
         "ids": ids,
         "fork": fork,
         "close": close,
-        "lock": lock,
-        "desc": desc,
+        "lock": st.lock,
+        "desc": st.desc,
     }
     return store, write
+
+
+class _Pg:
+    """What one PostgreSQL store holds: its pool, statements, memo and lock."""
+
+    __slots__ = ("pool", "owned", "table", "timeout", "sql", "fork_sql", "desc", "memo",
+                 "ready", "created", "lock")  # fmt: skip
+
+    def __init__(self, pool: Any, address: str, owned: bool, table: str, timeout: float, lock):
+        self.pool, self.owned, self.table, self.timeout = pool, owned, table, timeout
+        self.sql, self.fork_sql = _statements(table), _fork_statements(table)
+        self.desc = f"postgres({address!r}, table={table!r})"
+        self.memo = _rows.Memo()
+        self.ready = threading.Lock()
+        self.created: list[bool] = []
+        self.lock = lock
+
+
+def _store_lock(pool: Any, owned: bool, timeout: float, lock_timeout: float, keep: int) -> Any:
+    """Return the store's lock: on connections of its own from a DSN (it holds one for a
+    whole exchange, and a pool of one connection could not serve both), else sharing
+    `pool` and holding at most all but `keep` of its connections."""
+    size = getattr(pool, "max_size", None) or 2
+    if owned or (size < 2 and getattr(pool, "conninfo", None)):
+        target = pool.conninfo
+        return paired_lock(
+            lambda: postgres_lock(target, timeout=lock_timeout, connect_timeout=timeout)
+        )
+    held = max(1, size - keep)
+    return paired_lock(
+        lambda: postgres_lock(pool, timeout=lock_timeout, connect_timeout=timeout, max_held=held)
+    )
+
+
+@contextmanager
+def _errors(st: _Pg, id: str | None):
+    """Turn psycopg's errors into the store's: too long an id, corrupt, down, refused."""
+    import psycopg
+
+    try:
+        yield
+    except StoreUnavailableError:
+        raise
+    except psycopg.errors.ProgramLimitExceeded as e:  # an id over the index's row size
+        size = len(id.encode("utf-8", "surrogatepass")) if isinstance(id, str) else 0
+        raise ValueError(
+            f"{st.desc}: conversation id {id!r:.60} is too long for PostgreSQL's index "
+            f"({size:,} bytes; keep ids under about 2,000): use a shorter id, or hash "
+            f"long ones (sanitize_ids): {' '.join(str(e).split()):.200}"
+        ) from None
+    except (psycopg.IntegrityError, psycopg.DataError) as e:
+        what = f"conversation {id!r:.120} in " if id is not None else ""
+        raise StoreCorruptError(f"{what}{st.desc} is corrupt: {e}") from None
+    except Exception as e:
+        if _connect.is_pg_unavailable(e):
+            raise _connect.pg_unavailable(st.pool, e, st.desc) from None
+        if isinstance(e, psycopg.Error):
+            raise StoreRefusedError(f"{st.desc} refused: {type(e).__name__}: {e}") from None
+        raise
+
+
+def _prepare(st: _Pg) -> None:
+    """Open a pool we own and create the tables, on first use."""
+    if st.created and not st.owned:
+        return
+    with st.ready:
+        if st.owned:
+            _connect.pg_open(st.pool, st.timeout, st.desc)
+        if not st.created:
+            with st.pool.connection() as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ddl_key(st.table),))
+                conn.execute(st.sql["create"])
+            st.created.append(True)
+
+
+@contextmanager
+def _connection(st: _Pg, held: Any = None):
+    """A pooled connection (or `held`, a lock's), the tables created on first use."""
+    _prepare(st)
+    if held is not None:
+        yield held
+        return
+    with st.pool.connection() as conn:
+        yield conn
+
+
+def _read(st: _Pg, id: str, conn: Any):
+    with _connect.pg_autocommit(conn):
+        found = run(conn, st.sql["get"], (id,)).fetchall()  # one statement, one snapshot
+    return _decoded(st, id, found)
+
+
+def _decoded(st: _Pg, id: str, found: list[tuple]):
+    return _rows.decode_joined(st.desc, id, *_joined(found), st.memo)
+
+
+def _get(st: _Pg, id: str):
+    _check_id(id)
+    with _errors(st, id), _connection(st) as conn:
+        return _read(st, id, conn)
+
+
+def _write(
+    st: _Pg, id: str, transcript: Sequence[Mapping], log: Any = None, held: Any = None
+) -> None:
+    """Save: one autocommit statement when it extends what this process last saw, else
+    the general way (in a transaction, the head row locked)."""
+    _check_id(id)
+    frozen = _rows.frozen(transcript)
+    extend = _rows.plan_extend(id, frozen, st.memo)
+    if held is None:
+        held = _lock_conn(st, id)
+    with _fenced(st, id, held), _errors(st, id), _connection(st, held) as conn:
+        done = extend is not None and _extend(st, conn, id, *extend, log)
+        plan = extend[1] if done else _save_whole(st, conn, id, frozen, log)
+    st.memo.saved(id, frozen, plan)
+
+
+def _extend(st: _Pg, conn: Any, id: str, expected: Any, plan: Any, log: Any) -> bool:
+    """Append in one statement if the head is still `expected`; return whether it was."""
+    rows = (plan.start, _array(plan.encoded))
+    if expected.count == 0 and expected.digest == _rows.GENESIS:  # seen absent
+        kind, params = "start", (id, *plan.head, *rows)
+    else:
+        kind, params = "extend", (*plan.head, id, *expected, *rows)
+    with _connect.pg_autocommit(conn):
+        if log is None:
+            return run(conn, st.sql[kind], params).fetchone()[0] == 1
+        log_sql, log_params = log("head")
+        query = st.sql[kind + "_logged"].replace("{log}", log_sql)
+        return run(conn, query, (*params, *log_params)).fetchone()[0] == 1
+
+
+def _save_whole(st: _Pg, conn: Any, id: str, frozen: Any, log: Any) -> Any:
+    """Save the general way: lock the head row, append or replace; return the plan."""
+    sql = st.sql
+    with conn.transaction():
+        stored = _rows.Head(*conn.execute(sql["lock_head"], (id,)).fetchone())
+        plan = _rows.plan_save(id, stored, frozen, st.memo)
+        if not plan.append:
+            conn.execute(sql["clear"], (id,))
+        conn.execute(sql["write"], (id, plan.start, _array(plan.encoded), *plan.head, id))
+        if log is not None:
+            query, values = log("saved")
+            conn.execute("WITH saved AS (SELECT 1) " + query, values)
+    return plan
+
+
+def _lock_conn(st: _Pg, id: str) -> Any:
+    """Return the connection whose session holds `id`'s lock in this process, or None:
+    a save while the lock is held runs on it, so it fails if that session died (and
+    with it the lock, which another writer may have taken since)."""
+    made = st.lock.peek()
+    return made.conn_of(id) if made is not None else None
+
+
+@contextmanager
+def _fenced(st: _Pg, id: str, held: Any):
+    try:
+        yield
+    except StoreUnavailableError:
+        if held is None or not held.closed:
+            raise
+        raise LockLostError(
+            f"{st.desc}: the session holding the lock on conversation {id!r:.120} ended "
+            "while its exchange ran (terminated, or the server restarted): the save was "
+            "refused, so nothing another writer saved since is overwritten; this exchange "
+            "was not saved, ask again"
+        ) from None
+
+
+def _delete(st: _Pg, id: str) -> None:
+    _check_id(id)
+    st.memo.forget(id)
+    with _errors(st, id), _connection(st) as conn, conn.transaction():
+        conn.execute(st.sql["clear"], (id,))
+        conn.execute(st.sql["drop_head"], (id,))
+
+
+def _ids(st: _Pg) -> tuple:
+    with _errors(st, None), _connection(st) as conn:
+        return tuple(r[0] for r in conn.execute(st.sql["ids"]).fetchall())
+
+
+def _fork_in(st: _Pg, src: str, dst: str, at: int | None, check) -> int:
+    _check_id(src), _check_id(dst)
+    st.memo.forget(dst)
+    with _errors(st, src), _connection(st) as conn, conn.transaction():
+        return _fork(conn, st.sql, st.fork_sql, st.desc, src, dst, at, check)
+
+
+def _lock_load(st: _Pg, id: str) -> tuple[Any, Any]:
+    _check_id(id)
+    _prepare(st)  # the tables exist before the read that goes with the take
+    with _errors(st, id):  # the read's errors, raised as the take's
+        # The usual case is one round trip: the read goes in the take's pipeline.
+        held = st.lock.inner().take_on(id, partial(run, query=st.sql["get"], params=(id,)))
+    try:
+        with _errors(st, id), _connection(st, held.conn) as conn:
+            if held.first is not None:
+                return held, _decoded(st, id, held.first.fetchall())
+            return held, _read(st, id, conn)
+    except BaseException:
+        held.release()  # the read's error is the one to raise
+        raise
+
+
+def _save_release(st: _Pg, held: Any, id: str, transcript: Sequence[Mapping]) -> Any:
+    try:
+        _write(st, id, transcript, held=held.conn)
+    except BaseException:
+        held.release()
+        raise
+    return held.release()
 
 
 def _fork_statements(table: str) -> dict:

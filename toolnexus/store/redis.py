@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from pyrsistent import pvector
@@ -122,187 +123,41 @@ def redis_store(
     these: a decorator that wraps one of them is never bypassed).
     """
     with needs_extra("redis_store"):
-        import redis as redis_py
+        import redis  # noqa: F401
 
-    client = _connect.redis_client(client_or_url)
-    desc = f"redis({_connect.redis_address(client)!r}, prefix={prefix!r})"
-    script = client.register_script(_SAVE)
-    ids_key = prefix + "ids"
-    memo = _rows.Memo()
-
-    def keys(id: str) -> tuple[str, str]:
-        if not isinstance(id, str) or not id:
-            raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
-        return prefix + "c:" + id, prefix + "m:" + id
-
-    @contextmanager
-    def errors(id: str | None):
-        try:
-            yield
-        except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
-            raise _connect.redis_unavailable(client, e, desc) from None
-        except redis_py.ResponseError as e:
-            if "WRONGTYPE" in str(e) and id is not None:
-                raise StoreCorruptError(
-                    f"{desc}: conversation {id!r:.120} is not a transcript: {e}"
-                ) from None
-            raise StoreUnavailableError(f"{desc} refused: {e}") from None
+    st = _Redis(_connect.redis_client(client_or_url), prefix, lock_timeout, lock_ttl)
 
     def get(id: str):
-        head_key, list_key = keys(id)
-        with errors(id):
-            pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one consistent snapshot
-            pipe.hmget(head_key, "version", "count", "digest")
-            pipe.lrange(list_key, 0, -1)
-            (version, count, digest), bodies = pipe.execute()
-        return decoded(id, version, count, digest, bodies)
-
-    def decoded(id: str, version: Any, count: Any, digest: Any, bodies: Sequence) -> Any:
-        if version is None and count is None:
-            if bodies:
-                raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has rows but no head")
-            memo.remember(id, pvector(), _rows.GENESIS, 0, ())  # seen absent: a save appends
-            return None
-        rows = list(enumerate(bodies))
-        return memo.read(desc, id, _int(version), _int(count), _text(digest), rows)
-
-    def script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> list:
-        exp = expected or _rows.Head("", "", "")
-        args = ["append" if plan.append else "replace", str(exp.version), str(exp.count)]
-        args += [exp.digest, str(plan.head.version), str(plan.head.count), plan.head.digest, id]
-        return [*args, token, *plan.encoded]
-
-    def lock_key(id: str) -> str:
-        return prefix + "lock:" + id
-
-    def run(id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> int:
-        head_key, list_key = keys(id)
-        args = script_args(id, plan, expected, token)
-        done = script(keys=[head_key, list_key, ids_key, lock_key(id)], args=args)
-        if done == -3:
-            raise _lost(desc, id)
-        return done
-
-    def fence(id: str) -> str:
-        """Return the token of `id`'s lock if this process holds it (its saves are then
-        written only while the lock is still theirs), else ""."""
-        made = lock.peek()
-        return (made.token_of(id) or "") if made is not None else ""
+        return _get(st, id)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
-        frozen = _rows.frozen(transcript)
-        head_key, _ = keys(id)
-        token = fence(id)
-        with errors(id):
-            # The usual save (what this process last saw stored, plus new messages) is
-            # one round trip: the script appends only if the head is still that one.
-            extend = _rows.plan_extend(id, frozen, memo)
-            done = run(id, extend[1], extend[0], token) if extend is not None else 0
-            if done == 0:
-                version, count, digest = client.hmget(head_key, "version", "count", "digest")
-                stored = None
-                if count is not None:
-                    stored = _rows.Head(_int(version), _int(count), _text(digest))
-                plan = _rows.plan_save(id, stored, frozen, memo)
-                done = run(id, plan, stored, token)
-            else:
-                plan = extend[1]
-            if done == 0:  # someone saved in between: a full replace is always correct
-                plan = _rows.plan_save(id, None, frozen, memo)
-                done = run(id, plan, None, token)
-            if done < 0:
-                why = "its list length does not match its head" if done == -1 else "wrong key types"
-                raise StoreCorruptError(f"{desc}: conversation {id!r:.120} is corrupt: {why}")
-        memo.saved(id, frozen, plan)
+        _save(st, id, transcript)
 
     def delete(id: str) -> None:
-        head_key, list_key = keys(id)
-        memo.forget(id)
-        with errors(id):
-            pipe = client.pipeline(transaction=True)
-            pipe.delete(head_key, list_key)
-            pipe.srem(ids_key, id)
-            pipe.execute()
+        _delete(st, id)
 
     def ids() -> tuple:
-        with errors(None):
-            members = client.smembers(ids_key)
-        return tuple(sorted(_text(m) for m in members))
-
-    copy = client.register_script(_FORK)
+        return _ids(st)
 
     def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
         """Copy `src` (its first `at` messages) to `dst` on the server: see store.fork."""
-        memo.forget(dst)
-        with errors(src):
-            return _fork(client, copy, keys, ids_key, desc, src, dst, at, check)
-
-    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
-    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    lock = paired_lock(
-        lambda: redis_lock(client, ttl=lock_ttl, prefix=prefix + "lock:", timeout=lock_timeout)
-    )
-    load_script = client.register_script(_LOAD)
-    release_script = client.register_script(_SAVE_RELEASE)
+        st.memo.forget(dst)
+        with _errors(st, src):
+            return _fork(st.client, st.copy, partial(_keys, st), st.ids_key, st.desc, src, dst,
+                         at, check)  # fmt: skip
 
     def lock_load(id: str) -> tuple[Any, Any]:
         """Take `id`'s lock and read its transcript: one round trip when the lock is free."""
-        head_key, list_key = keys(id)
-
-        def first_try(key: str, token: str, ttl_ms: int) -> Any:
-            with errors(id):
-                out = load_script(keys=[key, head_key, list_key], args=[token, ttl_ms])
-            if out[0] == -2:
-                raise StoreCorruptError(f"{desc}: conversation {id!r:.120} has wrong key types")
-            return out if out[0] == 1 else None
-
-        held, out = lock.inner().take_with(id, first_try)
-        try:  # held elsewhere at first: waited for, so read now
-            return held, get(id) if out is None else decoded(id, *out[1:4], out[4:])
-        except BaseException:
-            _exit_quietly(held)
-            raise
+        return _lock_load(st, id)
 
     def save_release(held: Any, id: str, transcript: Sequence[Mapping]) -> BaseException | None:
         """Save `transcript`, then release `held`: one round trip when this process saw the
         stored head last (the usual exchange); return a release's error, raise a save's."""
-        try:  # a transcript refused before any write: released all the same
-            frozen = _rows.frozen(transcript)
-            extend = _rows.plan_extend(id, frozen, memo) if callable(_release_with(held)) else None
-        except BaseException:
-            _exit_quietly(held)
-            raise
-        if extend is not None:
-            head_key, list_key = keys(id)
-            expected, plan = extend
+        return _save_release(st, held, id, transcript, save)
 
-            def via(key: str, token: str) -> bool | None:
-                args = script_args(id, plan, expected, token)
-                with errors(id):
-                    done = release_script(keys=[head_key, list_key, ids_key, key], args=args)
-                return {1: True, 2: False}.get(done)  # else not saved: still held
-
-            try:
-                released = held.release_with(via)
-            except BaseException:
-                _exit_quietly(held)
-                raise
-            if released:
-                memo.saved(id, frozen, plan)
-                return None
-        # The head moved (or nothing to plan from): the general save, then the release.
-        try:
-            save(id, frozen)
-        except BaseException:
-            _exit_quietly(held)
-            raise
-        try:
-            held.__exit__(None, None, None)
-        except Exception as e:
-            return e
-        return None
-
-    lock_load.get, lock_load.lock = get, lock  # type: ignore[attr-defined]  # what it stands for
+    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
+    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
+    lock_load.get, lock_load.lock = get, st.lock  # type: ignore[attr-defined]  # what it stands for
     save_release.save = save  # type: ignore[attr-defined]
     return {
         "get": get,
@@ -310,11 +165,200 @@ def redis_store(
         "delete": delete,
         "ids": ids,
         "fork": fork,
-        "lock": lock,
+        "lock": st.lock,
         "lock_load": lock_load,
         "save_release": save_release,
-        "desc": desc,
+        "desc": st.desc,
     }
+
+
+class _Redis:
+    """What one Redis store holds: its client, scripts, keys, memo and lock."""
+
+    __slots__ = ("client", "prefix", "desc", "script", "load_script", "release_script", "copy",
+                 "ids_key", "memo", "lock")  # fmt: skip
+
+    def __init__(self, client: Any, prefix: str, lock_timeout: float, lock_ttl: float):
+        self.client, self.prefix = client, prefix
+        self.desc = f"redis({_connect.redis_address(client)!r}, prefix={prefix!r})"
+        self.script = client.register_script(_SAVE)
+        self.load_script = client.register_script(_LOAD)
+        self.release_script = client.register_script(_SAVE_RELEASE)
+        self.copy = client.register_script(_FORK)
+        self.ids_key = prefix + "ids"
+        self.memo = _rows.Memo()
+        self.lock = paired_lock(
+            lambda: redis_lock(client, ttl=lock_ttl, prefix=prefix + "lock:", timeout=lock_timeout)
+        )
+
+
+def _keys(st: _Redis, id: str) -> tuple[str, str]:
+    if not isinstance(id, str) or not id:
+        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
+    return st.prefix + "c:" + id, st.prefix + "m:" + id
+
+
+@contextmanager
+def _errors(st: _Redis, id: str | None):
+    """Turn redis-py's errors into the store's: down, wrong key types, refused."""
+    import redis as redis_py
+
+    try:
+        yield
+    except (redis_py.ConnectionError, redis_py.TimeoutError) as e:
+        raise _connect.redis_unavailable(st.client, e, st.desc) from None
+    except redis_py.ResponseError as e:
+        if "WRONGTYPE" in str(e) and id is not None:
+            raise StoreCorruptError(
+                f"{st.desc}: conversation {id!r:.120} is not a transcript: {e}"
+            ) from None
+        raise StoreUnavailableError(f"{st.desc} refused: {e}") from None
+
+
+def _get(st: _Redis, id: str):
+    head_key, list_key = _keys(st, id)
+    with _errors(st, id):
+        pipe = st.client.pipeline(transaction=True)  # MULTI/EXEC: one consistent snapshot
+        pipe.hmget(head_key, "version", "count", "digest")
+        pipe.lrange(list_key, 0, -1)
+        (version, count, digest), bodies = pipe.execute()
+    return _decoded(st, id, version, count, digest, bodies)
+
+
+def _decoded(st: _Redis, id: str, version: Any, count: Any, digest: Any, bodies: Sequence) -> Any:
+    if version is None and count is None:
+        if bodies:
+            raise StoreCorruptError(f"{st.desc}: conversation {id!r:.120} has rows but no head")
+        st.memo.remember(id, pvector(), _rows.GENESIS, 0, ())  # seen absent: a save appends
+        return None
+    rows = list(enumerate(bodies))
+    return st.memo.read(st.desc, id, _int(version), _int(count), _text(digest), rows)
+
+
+def _script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> list:
+    exp = expected or _rows.Head("", "", "")
+    args = ["append" if plan.append else "replace", str(exp.version), str(exp.count)]
+    args += [exp.digest, str(plan.head.version), str(plan.head.count), plan.head.digest, id]
+    return [*args, token, *plan.encoded]
+
+
+def _run(st: _Redis, id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> int:
+    head_key, list_key = _keys(st, id)
+    args = _script_args(id, plan, expected, token)
+    done = st.script(keys=[head_key, list_key, st.ids_key, st.prefix + "lock:" + id], args=args)
+    if done == -3:
+        raise _lost(st.desc, id)
+    return done
+
+
+def _fence(st: _Redis, id: str) -> str:
+    """Return the token of `id`'s lock if this process holds it (its saves are then
+    written only while the lock is still theirs), else ""."""
+    made = st.lock.peek()
+    return (made.token_of(id) or "") if made is not None else ""
+
+
+def _save(st: _Redis, id: str, transcript: Sequence[Mapping]) -> None:
+    frozen = _rows.frozen(transcript)
+    head_key, _ = _keys(st, id)
+    token, memo = _fence(st, id), st.memo
+    with _errors(st, id):
+        # The usual save (what this process last saw stored, plus new messages) is
+        # one round trip: the script appends only if the head is still that one.
+        extend = _rows.plan_extend(id, frozen, memo)
+        done = _run(st, id, extend[1], extend[0], token) if extend is not None else 0
+        if done == 0:
+            version, count, digest = st.client.hmget(head_key, "version", "count", "digest")
+            stored = None
+            if count is not None:
+                stored = _rows.Head(_int(version), _int(count), _text(digest))
+            plan = _rows.plan_save(id, stored, frozen, memo)
+            done = _run(st, id, plan, stored, token)
+        else:
+            plan = extend[1]
+        if done == 0:  # someone saved in between: a full replace is always correct
+            plan = _rows.plan_save(id, None, frozen, memo)
+            done = _run(st, id, plan, None, token)
+        if done < 0:
+            why = "its list length does not match its head" if done == -1 else "wrong key types"
+            raise StoreCorruptError(f"{st.desc}: conversation {id!r:.120} is corrupt: {why}")
+    memo.saved(id, frozen, plan)
+
+
+def _delete(st: _Redis, id: str) -> None:
+    head_key, list_key = _keys(st, id)
+    st.memo.forget(id)
+    with _errors(st, id):
+        pipe = st.client.pipeline(transaction=True)
+        pipe.delete(head_key, list_key)
+        pipe.srem(st.ids_key, id)
+        pipe.execute()
+
+
+def _ids(st: _Redis) -> tuple:
+    with _errors(st, None):
+        members = st.client.smembers(st.ids_key)
+    return tuple(sorted(_text(m) for m in members))
+
+
+def _lock_load(st: _Redis, id: str) -> tuple[Any, Any]:
+    head_key, list_key = _keys(st, id)
+
+    def first_try(key: str, token: str, ttl_ms: int) -> Any:
+        with _errors(st, id):
+            out = st.load_script(keys=[key, head_key, list_key], args=[token, ttl_ms])
+        if out[0] == -2:
+            raise StoreCorruptError(f"{st.desc}: conversation {id!r:.120} has wrong key types")
+        return out if out[0] == 1 else None
+
+    held, out = st.lock.inner().take_with(id, first_try)
+    try:  # held elsewhere at first: waited for, so read now
+        return held, _get(st, id) if out is None else _decoded(st, id, *out[1:4], out[4:])
+    except BaseException:
+        _exit_quietly(held)
+        raise
+
+
+def _save_release(
+    st: _Redis, held: Any, id: str, transcript: Sequence[Mapping], save: Any
+) -> BaseException | None:
+    try:  # a transcript refused before any write: released all the same
+        frozen = _rows.frozen(transcript)
+        extend = _rows.plan_extend(id, frozen, st.memo) if callable(_release_with(held)) else None
+    except BaseException:
+        _exit_quietly(held)
+        raise
+    if extend is not None and _saved_released(st, held, id, *extend):
+        st.memo.saved(id, frozen, extend[1])
+        return None
+    # The head moved (or nothing to plan from): the general save, then the release.
+    try:
+        save(id, frozen)
+    except BaseException:
+        _exit_quietly(held)
+        raise
+    try:
+        held.__exit__(None, None, None)
+    except Exception as e:
+        return e
+    return None
+
+
+def _saved_released(st: _Redis, held: Any, id: str, expected: Any, plan: Any) -> bool:
+    """Append and release in one script; return whether it saved (else still held)."""
+    head_key, list_key = _keys(st, id)
+
+    def via(key: str, token: str) -> bool | None:
+        args = _script_args(id, plan, expected, token)
+        with _errors(st, id):
+            done = st.release_script(keys=[head_key, list_key, st.ids_key, key], args=args)
+        return {1: True, 2: False}.get(done)  # else not saved: still held
+
+    try:
+        return bool(held.release_with(via))
+    except BaseException:
+        _exit_quietly(held)
+        raise
 
 
 def _lost(desc: str, id: str) -> LockLostError:

@@ -27,7 +27,6 @@ CREATE TABLE IF NOT EXISTS toolnexus_messages (
 ) WITHOUT ROWID;
 """
 
-# One statement, so it reads one consistent snapshot even while another process writes.
 # One statement, so it reads one consistent snapshot even while another process writes;
 # keyed on the id first, so "no head, yet rows" (corrupt) differs from "absent".
 _GET = """
@@ -80,82 +79,25 @@ def sqlite_store(
         raise ValueError("sqlite_store needs a file path; use in_memory_store() for memory")
     if Path(name).parent != Path(""):
         Path(name).parent.mkdir(parents=True, exist_ok=True)
-    desc = f"sqlite({name!r})"
-    local = threading.local()
-    memo = _rows.Memo()
-
-    def conn() -> sqlite3.Connection:
-        # A connection per thread (and per process, should the store cross a fork).
-        c = getattr(local, "conn", None)
-        if c is None or local.pid != os.getpid():
-            c = local.conn = _connect(name, timeout, durable)
-            local.pid = os.getpid()
-        return c
-
-    @contextmanager
-    def errors(id: str | None):
-        try:
-            yield
-        except sqlite3.OperationalError as e:  # locked past the timeout, unopenable file
-            if read_only(e):
-                raise StoreReadOnlyError(
-                    f"{desc} is read-only ({e}): nothing can be saved there; make the file "
-                    "and its directory writable, or use another path"
-                ) from None
-            raise StoreUnavailableError(f"{desc} is unavailable: {e}") from None
-        except sqlite3.DatabaseError as e:  # not a database, malformed, constraint broken
-            what = f"conversation {id!r:.120} in " if id is not None else ""
-            raise StoreCorruptError(f"{what}{desc} is corrupt: {e}") from None
-
-    @contextmanager
-    def transaction():
-        c = conn()
-        c.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
-        try:
-            yield c
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:  # also after a failed COMMIT: never leave one open
-                c.execute("ROLLBACK")
-            raise
+    st = _Sqlite(name, timeout, durable)
 
     def get(id: str):
-        _rows.check_id(id)
-        with errors(id):
-            rows = conn().execute(_GET, (id,)).fetchall()
-        return _rows.decode_joined(desc, id, *_rows.split_joined(rows), memo)
+        return _get(st, id)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
-        _rows.check_id(id)
-        frozen = _rows.frozen(transcript)
-        with errors(id), transaction() as c:
-            stored = c.execute(_HEAD, (id,)).fetchone()
-            plan = _rows.plan_save(id, _rows.Head(*stored) if stored else None, frozen, memo)
-            if not plan.append:
-                c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (id,))
-            c.executemany(
-                "INSERT INTO toolnexus_messages (id, seq, body) VALUES (?, ?, ?)",
-                ((id, plan.start + i, body) for i, body in enumerate(plan.encoded)),
-            )
-            c.execute(_PUT_HEAD, (id, *plan.head))
-        memo.saved(id, frozen, plan)
+        _save(st, id, transcript)
 
     def delete(id: str) -> None:
-        memo.forget(id)
-        with errors(id), transaction() as c:
-            c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (id,))
-            c.execute("DELETE FROM toolnexus_conversations WHERE id = ?", (id,))
+        _delete(st, id)
 
     def ids() -> tuple:
-        with errors(None):
-            rows = conn().execute("SELECT id FROM toolnexus_conversations ORDER BY id").fetchall()
-        return tuple(r[0] for r in rows)
+        return _ids(st)
 
     def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
         """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
-        memo.forget(dst)
-        with errors(src), transaction() as c:
-            return _fork(c, desc, src, dst, at, check)
+        st.memo.forget(dst)
+        with _errors(st, src), _transaction(st) as c:
+            return _fork(c, st.desc, src, dst, at, check)
 
     fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
     save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
@@ -167,8 +109,96 @@ def sqlite_store(
         "ids": ids,
         "fork": fork,
         "lock": lock,
-        "desc": desc,
+        "desc": st.desc,
     }
+
+
+class _Sqlite:
+    """What one SQLite store holds: its file, a connection per thread, its memo."""
+
+    __slots__ = ("name", "timeout", "durable", "desc", "local", "memo")
+
+    def __init__(self, name: str, timeout: float, durable: bool):
+        self.name, self.timeout, self.durable = name, timeout, durable
+        self.desc = f"sqlite({name!r})"
+        self.local = threading.local()
+        self.memo = _rows.Memo()
+
+
+def _conn(st: _Sqlite) -> sqlite3.Connection:
+    # A connection per thread (and per process, should the store cross a fork).
+    local = st.local
+    c = getattr(local, "conn", None)
+    if c is None or local.pid != os.getpid():
+        c = local.conn = _connect(st.name, st.timeout, st.durable)
+        local.pid = os.getpid()
+    return c
+
+
+@contextmanager
+def _errors(st: _Sqlite, id: str | None):
+    """Turn sqlite3's errors into the store's: read-only, unavailable, corrupt."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:  # locked past the timeout, unopenable file
+        if read_only(e):
+            raise StoreReadOnlyError(
+                f"{st.desc} is read-only ({e}): nothing can be saved there; make the file "
+                "and its directory writable, or use another path"
+            ) from None
+        raise StoreUnavailableError(f"{st.desc} is unavailable: {e}") from None
+    except sqlite3.DatabaseError as e:  # not a database, malformed, constraint broken
+        what = f"conversation {id!r:.120} in " if id is not None else ""
+        raise StoreCorruptError(f"{what}{st.desc} is corrupt: {e}") from None
+
+
+@contextmanager
+def _transaction(st: _Sqlite):
+    c = _conn(st)
+    c.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
+    try:
+        yield c
+        c.execute("COMMIT")
+    except BaseException:
+        if c.in_transaction:  # also after a failed COMMIT: never leave one open
+            c.execute("ROLLBACK")
+        raise
+
+
+def _get(st: _Sqlite, id: str):
+    _rows.check_id(id)
+    with _errors(st, id):
+        rows = _conn(st).execute(_GET, (id,)).fetchall()
+    return _rows.decode_joined(st.desc, id, *_rows.split_joined(rows), st.memo)
+
+
+def _save(st: _Sqlite, id: str, transcript: Sequence[Mapping]) -> None:
+    _rows.check_id(id)
+    frozen = _rows.frozen(transcript)
+    with _errors(st, id), _transaction(st) as c:
+        stored = c.execute(_HEAD, (id,)).fetchone()
+        plan = _rows.plan_save(id, _rows.Head(*stored) if stored else None, frozen, st.memo)
+        if not plan.append:
+            c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (id,))
+        c.executemany(
+            "INSERT INTO toolnexus_messages (id, seq, body) VALUES (?, ?, ?)",
+            ((id, plan.start + i, body) for i, body in enumerate(plan.encoded)),
+        )
+        c.execute(_PUT_HEAD, (id, *plan.head))
+    st.memo.saved(id, frozen, plan)
+
+
+def _delete(st: _Sqlite, id: str) -> None:
+    st.memo.forget(id)
+    with _errors(st, id), _transaction(st) as c:
+        c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (id,))
+        c.execute("DELETE FROM toolnexus_conversations WHERE id = ?", (id,))
+
+
+def _ids(st: _Sqlite) -> tuple:
+    with _errors(st, None):
+        rows = _conn(st).execute("SELECT id FROM toolnexus_conversations ORDER BY id").fetchall()
+    return tuple(r[0] for r in rows)
 
 
 def _fork(c: sqlite3.Connection, desc: str, src: str, dst: str, at, check) -> int:

@@ -1,0 +1,164 @@
+"""The PostgreSQL advisory lock's takes and releases (see `locks.postgres_lock`): a state
+record plus top-level functions, on the connections of a psycopg pool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from queue import Empty, SimpleQueue
+from typing import Any
+
+__all__ = ["PgLock", "take", "advisory_key"]
+
+
+def advisory_key(id: str) -> int:
+    """Return the signed 64-bit advisory lock key of a conversation id."""
+    digest = hashlib.blake2b(id.encode("utf-8", "surrogatepass"), digest_size=8, person=b"tnx-lock")
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+# Run on every exchange: prepared once per session by psycopg (`prepare=True`), unless
+# the connection's prepare_threshold is None (PgBouncer in transaction mode).
+_TRY = "SELECT pg_try_advisory_lock(%s)"
+_UNLOCK = "SELECT pg_advisory_unlock(%s)"
+
+
+class PgLock:
+    """What one postgres_lock holds: its pool, the sessions holding locks, its slots, and
+    how it reports (`timed_out`: the LockTimeoutError class; `warn_lost`: its warning)."""
+
+    __slots__ = ("pool", "owned", "what", "connect_timeout", "ready", "holding", "slots",
+                 "timed_out", "warn_lost")  # fmt: skip
+
+    def __init__(self, pool: Any, owned: bool, what: str, connect_timeout: float, max_held,
+                 timed_out: type[Exception], warn_lost: Callable[[str], None]):  # fmt: skip
+        self.pool, self.owned, self.what, self.connect_timeout = pool, owned, what, connect_timeout
+        self.timed_out, self.warn_lost = timed_out, warn_lost
+        self.ready = threading.Lock()
+        # id -> the connection whose session holds its lock (at most one per id: the
+        # queue). A store saves on it while it is held, so a save after the session died
+        # fails instead of writing over what the next holder saved.
+        self.holding: dict[str, Any] = {}
+        # At most max_held locks held at once: a token each (a queue in C, no Condition).
+        self.slots: SimpleQueue | None = None
+        if max_held:
+            self.slots = SimpleQueue()
+            for _ in range(max_held):
+                self.slots.put(None)
+
+
+def _pg_connect(st: PgLock) -> Any:
+    from ._connect import is_pg_unavailable, pg_open, pg_unavailable
+
+    try:
+        with st.ready:
+            if st.owned:
+                pg_open(st.pool, st.connect_timeout, st.what)
+        # Getting a connection is bounded by connect_timeout, not by the lock wait:
+        # a short lock timeout must not turn a slow connect into "unavailable".
+        return st.pool.getconn(timeout=st.connect_timeout)
+    except Exception as e:
+        if is_pg_unavailable(e):
+            raise pg_unavailable(st.pool, e, st.what) from None
+        raise
+
+
+def take(st: PgLock, id: str, seconds: float, also: Any) -> tuple[Callable[[], None], Any, Any]:
+    """Take `id`'s lock (a slot first, with max_held); return (its release, the
+    connection holding it, the cursor of `also` or None: see take_on)."""
+    slots = st.slots
+    if slots is None:
+        return _pg_take_slot(st, id, seconds, also)
+    start = time.monotonic()
+    try:
+        slots.get(timeout=seconds)
+    except Empty:
+        raise st.timed_out(f"{st.what} for {id!r:.120} not taken within {seconds:.3g}s") from None
+    try:
+        left = max(0.0, seconds - (time.monotonic() - start))
+        release, conn, first = _pg_take_slot(st, id, left, also)
+    except BaseException:
+        slots.put(None)
+        raise
+
+    def release_slot() -> None:
+        try:
+            release()
+        finally:
+            slots.put(None)
+
+    return release_slot, conn, first
+
+
+def _pg_take_slot(
+    st: PgLock, id: str, seconds: float, also: Any
+) -> tuple[Callable[[], None], Any, Any]:
+    import psycopg
+
+    from ._connect import is_pg_unavailable, pg_unavailable
+
+    key, pool = advisory_key(id), st.pool
+    conn = _pg_connect(st)
+    autocommit = conn.autocommit
+    try:
+        if not autocommit:  # setting it costs a call into the driver even when unchanged
+            conn.autocommit = True
+        # A free lock (the usual case) is one statement; only a held one is waited
+        # for, bounded by lock_timeout (three statements).
+        free, first = _pg_try(conn, key, also)
+        if not free:
+            first = None  # it ran before the lock was ours: the caller reads again
+            ms = max(1, int(seconds * 1000))
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{ms}ms",))
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            finally:
+                conn.execute("RESET lock_timeout")
+    except psycopg.errors.LockNotAvailable:
+        if not autocommit:
+            conn.autocommit = autocommit
+        pool.putconn(conn)
+        raise st.timed_out(f"{st.what} for {id!r:.120} not taken within {seconds:.3g}s") from None
+    except BaseException as e:
+        pool.putconn(conn)
+        if isinstance(e, Exception) and is_pg_unavailable(e):
+            raise pg_unavailable(pool, e, st.what) from None
+        raise
+    st.holding[id] = conn
+    return partial(_pg_release, st, id, key, conn, autocommit), conn, first
+
+
+def _pg_try(conn: Any, key: int, also: Any) -> tuple[bool, Any]:
+    """Try the advisory lock, with `also(conn)` in the same round trip (a pipeline);
+    return (whether it was free, also's cursor or None)."""
+    if also is None:
+        return conn.execute(_TRY, (key,), prepare=True).fetchone()[0], None
+    try:
+        with conn.pipeline():
+            tried = conn.execute(_TRY, (key,), prepare=True)
+            sent = also(conn)
+        return tried.fetchone()[0], sent
+    except BaseException:
+        # The lock may be this session's now, and nothing else knows: ending the
+        # session frees it (the pool replaces the connection).
+        conn.close()
+        raise
+
+
+def _pg_release(st: PgLock, id: str, key: int, conn: Any, autocommit: bool) -> None:
+    import psycopg
+
+    st.holding.pop(id, None)
+    try:
+        if not conn.execute(_UNLOCK, (key,), prepare=True).fetchone()[0]:
+            st.warn_lost(f"{st.what} for {id!r:.120}")
+        if not autocommit:
+            conn.autocommit = autocommit
+    except psycopg.OperationalError:
+        st.warn_lost(f"{st.what} for {id!r:.120}")  # the session died: so did its lock
+    finally:
+        st.pool.putconn(conn)
