@@ -13,11 +13,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 TEXT = README.read_text()
-BLOCKS = re.findall(r"^```python\n(.*?)^```", TEXT, re.S | re.M)
+BLOCKS = re.findall(r"^```python\n(.*?)^```", TEXT, re.S | re.M)  # ```py: illustrative
 
 
 def test_there_are_blocks():
-    assert len(BLOCKS) >= 8
+    assert len(BLOCKS) >= 5  # tools, memory by id, a store on disk, streaming, the message log
+
+
+def test_readme_is_short():
+    """The README teaches in at most 300 lines; the rest lives under docs/."""
+    assert len(TEXT.splitlines()) <= 300
+
+
+def test_readme_has_no_instruction_counts():
+    """Instruction counts are a benchmark's figures: they live on docs/performance.md."""
+    counts = re.findall(
+        r"\d[\d.,]*\s*[MKk]?\s+instructions|instructions (?:per|a) \w+"
+        r"|\b\d+(?:\.\d+)?M\b|callgrind",  # a count, its unit, a figure in millions, the tool
+        TEXT,
+        re.I,
+    )
+    assert not counts, counts
 
 
 @pytest.mark.parametrize("n", range(len(BLOCKS)), ids=lambda n: f"block{n + 1}")
