@@ -130,7 +130,8 @@ def test_the_shipped_specs_are_what_derive_cuts_from_the_published_documents():
     assert sorted(made) == sorted(p.name for p in SHIPPED.glob("*.json"))
     for name, text in made.items():
         assert (SHIPPED / name).read_text(encoding="utf-8") == text, name
-        assert (SPECS / name).read_text(encoding="utf-8") == text, name  # as shared/ has it
+        if (SPECS / name).exists():  # shared/ has the chat and messages cuts, not this one
+            assert (SPECS / name).read_text(encoding="utf-8") == text, name
 
 
 def test_a_nullable_without_a_type_becomes_an_explicit_null_and_one_beside_a_type_stays():
