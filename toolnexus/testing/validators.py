@@ -16,11 +16,12 @@ is a string; no assistant message without content or tool calls; a function tool
 name matches `^[a-zA-Z0-9_-]{1,64}$` (documented, not in the schema).
 
 On top of those rules, `validate_request` checks the body against the provider's
-published request schema (`schema_problems`: OpenAI's `CreateChatCompletionRequest`,
-Anthropic's `CreateMessageParams`, shipped in `toolnexus/testing/specs/`), with
-`jsonschema` (the `testing` extra), imported on first use. For OpenAI that includes no
-top-level field the schema does not name (the live API answers "Unrecognized request
-argument supplied"; the schema's composed objects cannot say it).
+published request schema (`schema_problems`: OpenAI's `CreateChatCompletionRequest` and
+`CreateResponse`, Anthropic's `CreateMessageParams`, shipped in `toolnexus/testing/specs/`),
+with `jsonschema` (the `testing` extra), imported on first use. For OpenAI's two that
+includes no top-level field the schema does not name (the live API answers "Unrecognized
+request argument supplied"; the schema's composed objects cannot say it). A `oneOf` with
+a `discriminator` is read as an `anyOf` (see specs/README.md).
 """
 
 from __future__ import annotations
