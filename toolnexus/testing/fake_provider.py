@@ -64,7 +64,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .fake_responses import expand, keep, responses_response, responses_stream
-from .validators import SPECS, schema_validator, validate_request
+from .validators import SPECS, schema_problems, schema_validator, validate_request
 
 __all__ = [
     "fake_provider",
@@ -417,6 +417,15 @@ def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
     return json.dumps({"type": "error", "error": error}).encode()
 
 
+def _problems(body: Mapping, seen: Mapping, dialect: str, schema: bool) -> list[str]:
+    """Return a request's problems: the published schema judges the body as sent, our
+    rules the conversation the server reads (a Responses request naming a kept
+    `previous_response_id` continues the items kept under it)."""
+    if seen is body or not schema or dialect not in SPECS:
+        return validate_request(seen, dialect, schema=schema)
+    return [*schema_problems(body, dialect), *validate_request(seen, dialect, schema=False)]
+
+
 # The path each dialect posts to (the last segment of its URL).
 PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses"}
 
@@ -489,7 +498,7 @@ def _handler(fp: FakeProvider) -> type:
             seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
             if forgot is not None:
                 return self._send(400, forgot)
-            problems = validate_request(seen, dialect, schema=fp.schema) if fp.validate else []
+            problems = _problems(body, seen, dialect, fp.schema) if fp.validate else []
             if problems:
                 return self._send(400, invalid_request(dialect, problems))
             reply = fp.reply_for(body, dialect)

@@ -162,8 +162,8 @@ def expand(body: Mapping, kept: Mapping) -> tuple[Mapping, bytes | None]:
     """Return (the request as the server reads it, None), or (body, the 400 of a
     `previous_response_id` it does not keep): a kept conversation's items, then the new
     ones, so the rules are checked on the whole conversation."""
-    prev = body.get("previous_response_id")
-    if prev is None:
+    prev = body.get("previous_response_id") if isinstance(body, Mapping) else None
+    if prev is None:  # (a body that is no object is refused as one by the validators)
         return body, None
     if prev not in kept:
         error = {"message": f"Previous response with id '{prev}' not found.",

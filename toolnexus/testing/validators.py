@@ -16,11 +16,12 @@ is a string; no assistant message without content or tool calls; a function tool
 name matches `^[a-zA-Z0-9_-]{1,64}$` (documented, not in the schema).
 
 On top of those rules, `validate_request` checks the body against the provider's
-published request schema (`schema_problems`: OpenAI's `CreateChatCompletionRequest`,
-Anthropic's `CreateMessageParams`, shipped in `toolnexus/testing/specs/`), with
-`jsonschema` (the `testing` extra), imported on first use. For OpenAI that includes no
-top-level field the schema does not name (the live API answers "Unrecognized request
-argument supplied"; the schema's composed objects cannot say it).
+published request schema (`schema_problems`: OpenAI's `CreateChatCompletionRequest` and
+`CreateResponse`, Anthropic's `CreateMessageParams`, shipped in `toolnexus/testing/specs/`),
+with `jsonschema` (the `testing` extra), imported on first use. For OpenAI's two that
+includes no top-level field the schema does not name (the live API answers "Unrecognized
+request argument supplied"; the schema's composed objects cannot say it). A `oneOf` with
+a `discriminator` is read as an `anyOf` (see specs/README.md).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ OPENAI_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 SPECS = {
     "openai": ("openai-chat.json", "CreateChatCompletionRequest"),
     "anthropic": ("anthropic-messages.json", "CreateMessageParams"),
+    "responses": ("openai-responses.json", "CreateResponse"),
 }
 SPEC_URI = "urn:spec"
 
@@ -258,11 +260,16 @@ def _request_fields(dialect: str) -> frozenset | None:
 def _as_json_schema(node: Any) -> Any:
     # OpenAPI 3.0's `nullable: true` beside a type is `"type": [..., "null"]` (and null in
     # an enum) to JSON Schema; internal references point into the registered document.
+    # A `oneOf` with a `discriminator` is an `anyOf`: OpenAPI picks such a branch by its
+    # discriminator, and read literally the Responses `InputItem` refuses every user
+    # message whose content is a list (it is both an EasyInputMessage and an InputMessage).
     if isinstance(node, list):
         return [_as_json_schema(v) for v in node]
     if not isinstance(node, Mapping):
         return node
     out = {k: _as_json_schema(v) for k, v in node.items() if k != "nullable"}
+    if "discriminator" in node and "oneOf" in node:
+        out["anyOf"] = out.pop("oneOf")
     if node.get("nullable") is True and "type" in node:
         kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
         out["type"] = [*kinds, "null"]
@@ -321,14 +328,20 @@ KINDS = ("role", "type")  # the fields that tell a union's branches apart
 
 
 def _kind_error(e: Any) -> bool:
-    # The branch is for another kind of value: the wrong JSON type, or the wrong `role` /
-    # `type` (a wrong or missing discriminating field).
+    # The branch is for another kind of value: the wrong JSON type, the wrong `role` /
+    # `type` (a wrong or missing discriminating field, or one of a nullable union), or an
+    # object that names none of the branch's fields (the Responses item reference has no
+    # required `type`: `{"role": "robot"}` is not a reference without its `id`).
     if e.validator == "type" and not e.relative_path:
         return True
-    if e.validator in ("enum", "const"):
+    if e.validator in ("anyOf", "oneOf") and not e.relative_path and e.context:
+        return not _meant(e)  # a union nested in this branch: of no kind offered
+    if e.validator in ("enum", "const", "anyOf", "oneOf"):
         return len(e.relative_path) == 1 and e.relative_path[0] in KINDS
     if e.validator == "required" and not e.relative_path and isinstance(e.instance, Mapping):
-        return any(k in KINDS and k not in e.instance for k in e.validator_value)
+        named = set(e.schema.get("properties", ())) if isinstance(e.schema, Mapping) else set()
+        strange = bool(named) and not named.intersection(e.instance)
+        return strange or any(k in KINDS and k not in e.instance for k in e.validator_value)
     return False
 
 
@@ -357,19 +370,38 @@ def _message(error: Any) -> str:
     return _short(text, 300)
 
 
-def _explain_union(error: Any) -> str:
+def _meant(error: Any) -> list[list]:
+    # The union's branches for the value's own kind (none: it is of no kind offered).
     branches: dict[int, list] = {}
     for e in error.context:
         branches.setdefault(e.relative_schema_path[0], []).append(e)
-    meant = [errs for errs in branches.values() if not any(map(_kind_error, errs))]
+    return [errs for errs in branches.values() if not any(map(_kind_error, errs))]
+
+
+def _kinds(errors: Sequence) -> list[tuple[Any, Any]]:
+    # (field, value allowed) of each discriminating field a union's branches wanted,
+    # through the unions nested in it (the Responses `InputItem` holds `Item`'s).
+    out = []
+    for e in errors:
+        if e.validator in ("anyOf", "oneOf") and not e.relative_path:
+            out += _kinds(e.context)
+        elif e.validator in ("enum", "const", "anyOf", "oneOf") and e.relative_path:
+            out += [(e.relative_path[0], v) for v in _allowed(e)]
+    return out
+
+
+def _explain_union(error: Any) -> str:
+    meant = _meant(error)
     if meant:  # the branch(es) of the value's own kind: their nearest problem
         return _explain(_best([e for errs in meant for e in errs]))
     where = _path(error.absolute_path) or "(body)"
-    kinds = [e for e in error.context if e.validator in ("enum", "const") and e.relative_path]
+    kinds = _kinds(error.context)
     if kinds:
-        allowed = sorted({json.dumps(v) for e in kinds for v in _allowed(e)})
-        field = _path([*error.absolute_path, kinds[0].relative_path[0]])
-        return f"{field}: {_short(kinds[0].instance)} is not one of {', '.join(allowed)}"
+        name = kinds[0][0]
+        allowed = sorted({json.dumps(v) for k, v in kinds if k == name})
+        field = _path([*error.absolute_path, name])
+        value = error.instance.get(name) if isinstance(error.instance, Mapping) else None
+        return f"{field}: {_short(value)} is not one of {', '.join(allowed)}"
     types = sorted({json.dumps(e.validator_value) for e in error.context if e.validator == "type"})
     if types:
         return f"{where}: {_short(error.instance)} is not of type {', '.join(types)}"
@@ -385,6 +417,10 @@ def _best(errors: list) -> Any:
 
 
 def _allowed(error: Any) -> list:
+    # The values a discriminating field may take, through a nullable union's branches.
+    if error.validator in ("anyOf", "oneOf"):
+        nested = [e for e in error.context if e.validator in ("enum", "const")]
+        return [v for e in nested for v in _allowed(e)]
     return list(error.validator_value) if error.validator == "enum" else [error.validator_value]
 
 

@@ -2,14 +2,16 @@
 
     python -m toolnexus.testing.specs.derive ../shared/specs [OUT_DIR]
 
-writes `openai-chat.json` and `anthropic-messages.json` (OUT_DIR: this folder). A cut
-keeps one operation (its `post`, without `x-` extensions and with only its 2xx
-responses), every schema it reaches through `$ref` (sorted by name), and the document's
-security schemes; the server becomes the loopback one. Where `nullable: true` stands
-without a `type` (three places in OpenAI's document) the schema becomes
-`{"anyOf": [rest, {"type": "null"}]}`, as ../shared/specs/README.md says; a `nullable`
-next to a `type` is left as published (the validator reads it at load time).
-A Responses dialect would add `("openai-responses.json", OPENAI, "/responses")` to CUTS.
+writes `openai-chat.json`, `anthropic-messages.json` and `openai-responses.json`
+(OUT_DIR: this folder). A cut keeps one operation (its `post`, without `x-` extensions
+and with only its 2xx responses), every schema it reaches through `$ref` (sorted by
+name), and the document's security schemes; the server becomes the loopback one. A cut
+made for its request only (the Responses one: the answer's schemas would double its
+size, and nothing checks answers) keeps its 2xx responses' descriptions, not their
+content. Where `nullable: true` stands without a `type` (three places in OpenAI's
+document) the schema becomes `{"anyOf": [rest, {"type": "null"}]}`, as
+../shared/specs/README.md says; a `nullable` next to a `type` is left as published (the
+validator reads it at load time, as it reads a `oneOf` that has a `discriminator`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from typing import Any
 __all__ = ["CUTS", "cut", "derive", "load_document", "write"]
 
 OPENAI, ANTHROPIC = "openai-openapi.yaml", "anthropic-openapi.json"
-# (shipped file, full document, path of the operation)
+# (shipped file, full document, path of the operation, whether its answers' schemas stay)
 CUTS = (
-    ("openai-chat.json", OPENAI, "/chat/completions"),
-    ("anthropic-messages.json", ANTHROPIC, "/v1/messages"),
+    ("openai-chat.json", OPENAI, "/chat/completions", True),
+    ("anthropic-messages.json", ANTHROPIC, "/v1/messages", True),
+    ("openai-responses.json", OPENAI, "/responses", False),
 )
 LOOPBACK = [{"url": "http://127.0.0.1"}]
 ANNOTATIONS = ("description", "default")  # stay beside the anyOf, as annotations do
@@ -77,15 +80,21 @@ def _untyped_nullable(node: Any) -> Any:
     return {**kept, "anyOf": [rest, {"type": "null"}]}
 
 
-def _operation(op: Mapping) -> dict:
+def _operation(op: Mapping, answers: bool) -> dict:
     out = {k: v for k, v in op.items() if not k.startswith("x-")}
-    out["responses"] = {k: v for k, v in op["responses"].items() if str(k).startswith("2")}
+    ok = {k: v for k, v in op["responses"].items() if str(k).startswith("2")}
+    # OpenAPI wants each response's description; without its content no schema is reached.
+    out["responses"] = (
+        ok if answers else {k: {"description": v["description"]} for k, v in ok.items()}
+    )
     return out
 
 
-def cut(document: Mapping, path: str) -> dict:
-    """Return `document` cut down to the `post` of `path` and the schemas it reaches."""
-    paths = {path: {"post": _untyped_nullable(_operation(document["paths"][path]["post"]))}}
+def cut(document: Mapping, path: str, answers: bool = True) -> dict:
+    """Return `document` cut down to the `post` of `path` and the schemas it reaches
+    (`answers=False`: the request's only)."""
+    post = _operation(document["paths"][path]["post"], answers)
+    paths = {path: {"post": _untyped_nullable(post)}}
     schemas = document["components"]["schemas"]
     names = _closure(schemas, _refs(paths))
     components: dict = {"schemas": {n: _untyped_nullable(schemas[n]) for n in names}}
@@ -107,10 +116,10 @@ def derive(source: Path) -> dict[str, str]:
     """Return {file name: JSON text} of every cut, from the full documents in `source`."""
     documents: dict[str, dict] = {}
     out = {}
-    for name, full, path in CUTS:
+    for name, full, path, answers in CUTS:
         if full not in documents:
             documents[full] = load_document(source / full)
-        out[name] = json.dumps(cut(documents[full], path), indent=1)
+        out[name] = json.dumps(cut(documents[full], path, answers), indent=1)
     return out
 
 
