@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PAGES = ["forget.md", "observability.md"]
+PAGES = ["forget.md", "observability.md", "portable.md"]
 BLOCKS = [(page, n, block) for page in PAGES
           for n, block in enumerate(re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), re.S))]  # fmt: skip  # noqa: E501
 
