@@ -207,7 +207,9 @@ def _message_items(m: Any, n: int) -> list[tuple]:
         return [*results, ("assistant", said, calls, *_carried(thought))]
     if role not in ("user", "tool"):
         raise ValueError(f"{where}: role {role!r}: expected system, user, assistant or tool")
-    said = [_neutral(p, where) for p in rest]
+    said: Any = [_neutral(p, where) for p in rest]
+    if len(said) == 1 and said[0]["type"] == "text":  # plain text, as a prompt is stored
+        said = said[0]["text"]
     return [*results, *([("user", said)] if said else [])]
 
 
