@@ -223,8 +223,8 @@ def from_genai(
     `on_unsupported_part` ("error" raises a ValueError naming it, "text": a placeholder).
 
     >>> t = from_genai([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])
-    >>> [dict(m) for m in t]
-    [{'role': 'user', 'content': 'hi'}]
+    >>> len(t), t[0]["role"], t[0]["content"]
+    (1, 'user', 'hi')
     """
     if style not in DIALECTS:
         raise ValueError(f"unknown style {style!r}: expected one of {tuple(DIALECTS)}")
