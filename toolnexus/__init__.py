@@ -18,6 +18,7 @@ from .client import (
     metrics,
 )
 from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
+from .core.genai import from_genai, to_genai
 from .core.output import OutputError
 from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
@@ -84,6 +85,7 @@ __all__ = [
     "file",
     "file_url",
     "forget",
+    "from_genai",
     "get_chat_history",
     "http_tool",
     "image",
@@ -100,6 +102,7 @@ __all__ = [
     "text",
     "to_anthropic",
     "to_gemini",
+    "to_genai",
     "to_json",
     "to_openai",
     "tool",

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 # Each module has `register(subparsers)`, which adds its parser(s) with `func=` set.
-COMMAND_MODULES = ("demo", "history", "chat", "fork", "forget")
+COMMAND_MODULES = ("demo", "history", "chat", "fork", "forget", "portable")
 
 
 def parser() -> argparse.ArgumentParser:

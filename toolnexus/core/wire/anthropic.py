@@ -177,7 +177,13 @@ def replayable(messages: Sequence) -> Sequence:
 
 
 def _request_block(b: Any) -> Any:
+    if _unsigned(b):  # imported reasoning (core.genai): the API takes thinking back signed only
+        return None
     return request_text(b) if isinstance(b, Mapping) and b.get("type") == "text" else b
+
+
+def _unsigned(b: Any) -> bool:
+    return isinstance(b, Mapping) and b.get("type") == "thinking" and not b.get("signature")
 
 
 def _needs_cleaning(m: Mapping) -> bool:
@@ -187,7 +193,8 @@ def _needs_cleaning(m: Mapping) -> bool:
     if content is None:
         return m.get("role") == "assistant"
     return isinstance(content, (list, tuple, PVector)) and (
-        any(is_empty_text_block(b) or _cut_citations(b) for b in content) or is_empty_answer(m)
+        any(is_empty_text_block(b) or _cut_citations(b) or _unsigned(b) for b in content)
+        or is_empty_answer(m)
     )
 
 

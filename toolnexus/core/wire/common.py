@@ -409,8 +409,9 @@ def replayable_with(
             del out[i]
         elif isinstance(m.get("content"), (list, tuple, PVector)):
             parts = [p for p in m["content"] if not is_empty_text_block(p)]
-            if fix_block is not None:
-                parts = [freeze(fix_block(p), strict=False) for p in parts]
+            if fix_block is not None:  # None: a block the provider would refuse, dropped
+                fixed_parts = (fix_block(p) for p in parts)
+                parts = [freeze(p, strict=False) for p in fixed_parts if p is not None]
             out[i] = pmap(m).set("content", pvector(parts)) if parts else m
     return out
 

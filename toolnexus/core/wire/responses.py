@@ -151,6 +151,8 @@ def _request_item(item: Any) -> Mapping | None:
         return None
     if item.get("type") == "message" and item.get("role") == "assistant":
         return _output_message(item)
+    if item.get("type") == "reasoning" and not item.get("id") and not item.get("encrypted_content"):
+        return None  # imported reasoning (core.genai): no server or encryption vouches for it
     return item
 
 
