@@ -25,7 +25,6 @@ from .common import (
     EMPTY_ANSWER,
     MALFORMED,
     MalformedResponse,
-    is_forced_choice,
     malformed,
     name_text,
     response_object,
@@ -34,6 +33,7 @@ from .common import (
     unique_id,
     usage,
 )
+from .openai import cache_tools, headers, later_params, user_message  # the same as chat's
 from .parts import (
     check_part_size,
     check_parts,
@@ -53,6 +53,8 @@ from .responses_stream import (
 __all__ = [
     "url",
     "headers",
+    "later_params",
+    "cache_tools",
     "user_message",
     "user_message_parts",
     "body",
@@ -108,16 +110,6 @@ def url(base_url: str) -> str:
     'https://api.openai.com/v1/responses'
     """
     return base_url.rstrip("/") + "/responses"
-
-
-def headers(api_key: str | None) -> dict:
-    """Return the auth headers (none without a key)."""
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-def user_message(text: str) -> PMap:
-    """Return a user message (an `EasyInputMessage`)."""
-    return pmap({"role": "user", "content": text})
 
 
 # ---- the request ---------------------------------------------------------------------
@@ -227,18 +219,6 @@ def forgotten(error: Any) -> bool:
     return getattr(error, "status", None) in (400, 404) and (
         "previous_response" in text or "previous response" in text
     )
-
-
-def later_params(params: Mapping) -> Mapping:
-    """Return the params of a run's later turns: a forced `tool_choice` becomes auto."""
-    if not params or not is_forced_choice(params.get("tool_choice")):
-        return params
-    return {**params, "tool_choice": "auto"}
-
-
-def cache_tools(tools: Sequence) -> Sequence:
-    """Return the request's tools as they are (the API caches prompt prefixes by itself)."""
-    return tools
 
 
 def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
