@@ -231,11 +231,24 @@ def test_postgres_lock_refuses_a_bad_max_held():
 
 
 def test_an_in_memory_store_carries_its_own_lock():
-    """Clients sharing one in-memory store take the same lock (not one each)."""
-    store = in_memory_store()
+    """Clients sharing one in-memory store take the same lock (not one each): another
+    thread asking for it while it is held waits, and gets it once it is let go."""
+    import threading
+
+    store, taken = in_memory_store(), threading.Event()
+
+    def other() -> None:
+        with store["lock"]("x"):
+            taken.set()
+
     with store["lock"]("x"):
-        assert _held_elsewhere(store["lock"], "x")
-    assert not _held_elsewhere(store["lock"], "x")
+        waiter = threading.Thread(target=other)
+        waiter.start()
+        assert not taken.wait(0.2)  # held here: the other thread waits
+        with store["lock"]("y"):  # another id is another lock
+            pass
+    assert taken.wait(5)  # let go: the other thread takes it
+    waiter.join()
 
 
 # ---- decorators pass the right lock through -----------------------------------------------
