@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from .walk import map_strings
 
 __all__ = [
     "FRAGMENT",
@@ -215,21 +215,7 @@ def scrub_value(value: Any, scrub: Scrub) -> Any:
     >>> out == pmap({"output": "boom ***", "n": 1})
     True
     """
-    if scrub is _same:
-        return value
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, Mapping):
-        items = [(scrub_value(k, scrub), scrub_value(v, scrub)) for k, v in value.items()]
-        if all(a is k and b is v for (a, b), (k, v) in zip(items, value.items(), strict=True)):
-            return value
-        return pmap(items) if isinstance(value, PMap) else dict(items)
-    if isinstance(value, (list, tuple, PVector)):
-        seq = [scrub_value(v, scrub) for v in value]
-        if all(a is b for a, b in zip(seq, value, strict=True)):
-            return value
-        return pvector(seq) if isinstance(value, PVector) else type(value)(seq)
-    return value
+    return map_strings(value, scrub, keys=True)
 
 
 # ---- DSNs: lenient, so an address psycopg cannot parse is still scrubbed -------

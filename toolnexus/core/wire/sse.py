@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PVector, pvector
+from pyrsistent import PVector
 
 from ..errors import ProviderError, excerpt
+from ..walk import map_strings
 from .jsonload import MAX_BYTES, load
 
 __all__ = [
@@ -236,28 +237,7 @@ def whole_characters(value: Any, where: str = "its answer") -> Any:
     """
     if not _has_surrogate(value):  # the usual case: one walk, nothing built
         return value
-    if isinstance(value, str):
-        return _whole(value, where)
-    if isinstance(value, Mapping):
-        changed = {k: whole_characters(v, where) for k, v in value.items()}
-        if all(changed[k] is v for k, v in value.items()):
-            return value
-        return _rebuilt(value, changed)
-    if isinstance(value, (list, tuple, PVector)):
-        items = [whole_characters(v, where) for v in value]
-        if all(a is b for a, b in zip(items, value, strict=True)):
-            return value
-        return pvector(items) if isinstance(value, PVector) else type(value)(items)
-    return value
-
-
-def _rebuilt(original: Mapping, changed: dict) -> Mapping:
-    """Return a map of `changed` items of the same kind as `original` (pmap, dict, proxy)."""
-    if isinstance(original, PMap):
-        return original.update(changed)
-    if isinstance(original, MappingProxyType):
-        return MappingProxyType(changed)
-    return type(original)(changed) if isinstance(original, dict) else changed
+    return map_strings(value, lambda text: _whole(text, where))
 
 
 def hold_half(held: str, delta: str) -> tuple[str, str]:

@@ -1,0 +1,40 @@
+"""Rule 1: pure, imports nothing of ours. One walk over decoded values (maps, sequences,
+strings) that rewrites their strings and gives back the very object where nothing changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from pyrsistent import PMap, PVector, pmap, pvector
+
+__all__ = ["map_strings"]
+
+
+def map_strings(value: Any, fn: Callable[[str], str], keys: bool = False) -> Any:
+    """Return `value` with `fn` applied to every string in it (map keys too when `keys`);
+    the same object where nothing changed, maps and sequences rebuilt in their own kind.
+
+    >>> map_strings({"a": ["x", 1]}, str.upper)
+    {'a': ['X', 1]}
+    >>> v = pmap({"a": "x"}); map_strings(v, lambda s: s) is v
+    True
+    """
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, Mapping):
+        items = [(map_strings(k, fn, keys) if keys else k, map_strings(v, fn, keys))
+                 for k, v in value.items()]  # fmt: skip
+        if all(a is k and b is v for (a, b), (k, v) in zip(items, value.items(), strict=True)):
+            return value
+        if isinstance(value, PMap):
+            return pmap(items)
+        return MappingProxyType(dict(items)) if isinstance(value, MappingProxyType) else dict(items)
+    if isinstance(value, (list, tuple, PVector)):
+        seq = [map_strings(v, fn, keys) for v in value]
+        if all(a is b for a, b in zip(seq, value, strict=True)):
+            return value
+        return pvector(seq) if isinstance(value, PVector) else type(value)(seq)
+    return value
