@@ -19,7 +19,7 @@ def make_store(spec: tuple) -> dict:
     """Return the store a spec names."""
     kind, *args = spec
     if kind == "sqlite":
-        from toolnexus.store.sqlite import sqlite_store
+        from toolnexus.backends.sqlite.store import sqlite_store
 
         return sqlite_store(args[0])
     if kind == "namespaced_sqlite":
@@ -27,7 +27,7 @@ def make_store(spec: tuple) -> dict:
 
         return capped_store(1000, namespaced("tenant", sqlite_store(args[0])))
     if kind == "file":
-        from toolnexus.store.file import file_store
+        from toolnexus.backends.file.store import file_store
 
         return file_store(args[0])
     if kind == "sanitized_file":
@@ -35,10 +35,10 @@ def make_store(spec: tuple) -> dict:
 
         return sanitized_file_store(args[0])
     if kind == "redis":
-        from toolnexus.store.redis import redis_store
+        from toolnexus.backends.redis.store import redis_store
 
         return redis_store(args[0], prefix=args[1], **(args[2] if len(args) > 2 else {}))
-    from toolnexus.store.postgres import postgres_store
+    from toolnexus.backends.postgres.store import postgres_store
 
     if kind == "capped_postgres":
         from toolnexus.store import capped_store

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolnexus.backends.file.store import _document, file_name_for, id_for_file_name, parse_document
 from toolnexus.core import transcript as tx
 from toolnexus.store import StoreCorruptError, file_store
 from toolnexus.store import locks as L
-from toolnexus.store.file import _document, file_name_for, id_for_file_name, parse_document
 from toolnexus.testing import conversation_ids, transcripts
 
 T = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 from pyrsistent import thaw
 
+from toolnexus.backends.postgres.store import StoreRefusedError, postgres_store
 from toolnexus.core.transcript import TranscriptFormatError
-from toolnexus.store.postgres import StoreRefusedError, postgres_store
 
 psycopg = pytest.importorskip("psycopg")
 pool_module = pytest.importorskip("psycopg_pool")

@@ -8,8 +8,8 @@ import durable_store_cases as cases
 import pytest
 from pyrsistent import freeze, thaw
 
+from toolnexus.backends.postgres.store import postgres_store
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
-from toolnexus.store.postgres import postgres_store
 
 
 @pytest.fixture
@@ -605,8 +605,8 @@ def test_a_lock_load_that_waited_reads_what_the_holder_saved(pool, table):
 def test_a_failed_read_in_the_take_pipeline_frees_the_lock(pool, table):
     import psycopg
 
+    from toolnexus.backends.postgres.store import StoreRefusedError
     from toolnexus.store.locks import _advisory_key
-    from toolnexus.store.postgres import StoreRefusedError
 
     store, cid = postgres_store(pool, table), cases.new_id()
     store["save"](cid, cases.turns(1))

@@ -5,10 +5,10 @@ limit=, conversation_id=) -> entries oldest first, "clear"(before=) -> count rem
 Backends import their database driver lazily.
 """
 
+from ..backends.memory.log import in_memory_log
+from ..backends.postgres.log import postgres_log
+from ..backends.sqlite.log import sqlite_log
 from .entry import make_entry
-from .memory import in_memory_log
-from .postgres import postgres_log
-from .sqlite import sqlite_log
 from .tool import chat_history_tool
 from .wiring import NoMessageLogError, record_exchange
 

@@ -19,7 +19,7 @@ _LAZY = {
     "StoreCorruptError": "errors",
     "StoreUnavailableError": "errors",
     "StoreReadOnlyError": "errors",
-    "file_store": "file",
+    "file_store": "..backends.file.store",
     "fork": "forks",
     "rewind": "forks",
     "turn_boundaries": "forks",
@@ -30,14 +30,14 @@ _LAZY = {
     "paired_lock": "locks",
     "postgres_lock": "locks",
     "redis_lock": "locks",
-    "in_memory_store": "memory",
-    "postgres_store": "postgres",
-    "postgres_backend": "backends",
-    "redis_backend": "backends",
-    "sqlite_backend": "backends",
-    "open_backend": "backends",
-    "redis_store": "redis",
-    "sqlite_store": "sqlite",
+    "in_memory_store": "..backends.memory.store",
+    "postgres_store": "..backends.postgres.store",
+    "postgres_backend": "..backends.postgres.bundle",
+    "redis_backend": "..backends.postgres.bundle",
+    "sqlite_backend": "..backends.postgres.bundle",
+    "open_backend": "..backends.postgres.bundle",
+    "redis_store": "..backends.redis.store",
+    "sqlite_store": "..backends.sqlite.store",
 }
 
 __all__ = [
@@ -81,7 +81,12 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(
+            importlib.import_module(
+                _LAZY[name] if _LAZY[name].startswith(".") else f".{_LAZY[name]}", __name__
+            ),
+            name,
+        )
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

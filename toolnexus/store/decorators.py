@@ -25,10 +25,10 @@ from typing import Any
 from toolz.functoolz import curry as _toolz_curry
 from toolz.functoolz import instanceproperty, no_default
 
-from .._extras import needs_extra
+from ..backends.file.store import file_store, parse_document
 from ..core import transcript as tx
+from ..core.extras import needs_extra
 from .errors import StoreCorruptError
-from .file import file_store, parse_document
 
 __all__ = [
     "DecryptionError",

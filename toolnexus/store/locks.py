@@ -22,11 +22,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .._extras import needs_extra
-from ._held import Held, Taken
-from ._pg_lock import PgLock
-from ._pg_lock import advisory_key as _advisory_key  # noqa: F401  # tests reach it here
-from ._pg_lock import take as take_pg
+from ..backends.postgres.lock import PgLock
+from ..backends.postgres.lock import advisory_key as _advisory_key  # noqa: F401  # tests reach it here
+from ..backends.postgres.lock import take as take_pg
+from ..backends.redis.lock import Held, Taken
+from ..core.extras import needs_extra
 
 __all__ = [
     "local_lock",
@@ -188,7 +188,7 @@ def _poll(try_once: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def _lock_file_name(id: str) -> str:
-    from .file import file_name_for
+    from ..backends.file.store import file_name_for
 
     return file_name_for(id) + ".lock"  # injective, never a path, under 255 bytes
 
@@ -272,7 +272,7 @@ def redis_lock(
     with needs_extra("redis_lock"):
         import redis  # noqa: F401
 
-    from ._connect import redis_client
+    from ..backends.postgres.connect import redis_client
 
     st = _RedisLock(redis_client(redis_client_or_url), ttl, prefix)
 
@@ -322,7 +322,7 @@ class _RedisLock:
                  "guard", "renewer")  # fmt: skip
 
     def __init__(self, client: Any, ttl: float, prefix: str):
-        from ._connect import redis_address
+        from ..backends.postgres.connect import redis_address
 
         self.client, self.ttl, self.prefix = client, ttl, prefix
         self.what = f"redis_lock({redis_address(client)!r})"
@@ -359,7 +359,7 @@ def _redis_renew_held(st: _RedisLock) -> None:
 def _redis_poll(st: _RedisLock, key: str, token: str, seconds: float) -> None:
     import redis as redis_py
 
-    from ._connect import redis_unavailable
+    from ..backends.postgres.connect import redis_unavailable
 
     try:
         set_key = partial(st.client.set, key, token, nx=True, px=st.ttl_ms)
@@ -395,7 +395,7 @@ def _redis_release(
     `via` left it held (its save did not go through), else True."""
     import redis as redis_py
 
-    from ._connect import redis_unavailable
+    from ..backends.postgres.connect import redis_unavailable
 
     if via is None:
         _redis_untrack(st, key)  # even if the unlock fails: the renewer stops renewing it
@@ -434,7 +434,7 @@ def postgres_lock(
     with needs_extra("postgres_lock"):
         import psycopg  # noqa: F401
 
-    from ._connect import pg_pool
+    from ..backends.postgres.connect import pg_pool
 
     if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
         raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")

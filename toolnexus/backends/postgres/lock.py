@@ -52,7 +52,7 @@ class PgLock:
 
 
 def _pg_connect(st: PgLock) -> Any:
-    from ._connect import is_pg_unavailable, pg_open, pg_unavailable
+    from .connect import is_pg_unavailable, pg_open, pg_unavailable
 
     try:
         with st.ready:
@@ -99,7 +99,7 @@ def _pg_take_slot(
 ) -> tuple[Callable[[], None], Any, Any]:
     import psycopg
 
-    from ._connect import is_pg_unavailable, pg_unavailable
+    from .connect import is_pg_unavailable, pg_unavailable
 
     key, pool = advisory_key(id), st.pool
     conn = _pg_connect(st)

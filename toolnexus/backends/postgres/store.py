@@ -11,11 +11,12 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from .._extras import needs_extra
-from ..core.transcript import freeze_transcript
-from . import _connect, _rows
-from .errors import StoreCorruptError, StoreUnavailableError
-from .locks import LockLostError, paired_lock, postgres_lock
+from ...core.extras import needs_extra
+from ...core.transcript import freeze_transcript
+from ...store import _rows
+from ...store.errors import StoreCorruptError, StoreUnavailableError
+from ...store.locks import LockLostError, paired_lock, postgres_lock
+from . import connect as _connect
 
 __all__ = ["postgres_store"]
 
@@ -479,7 +480,7 @@ def _fork_statements(table: str) -> dict:
 
 def _fork(conn: Any, sql: dict, q: dict, desc: str, src: str, dst: str, at, check) -> int:
     """Copy the rows of `src` (the first `at`) to `dst` with one INSERT ... SELECT."""
-    from .forks import decode_row, forked_digest
+    from ...store.forks import decode_row, forked_digest
 
     head = None
     for id in sorted((src, dst)):  # both head rows locked in one order: forks never deadlock

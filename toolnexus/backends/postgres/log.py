@@ -17,9 +17,9 @@ from typing import Any
 
 from pyrsistent import pmap
 
-from .._extras import needs_extra
-from ..store._connect import is_pg_unavailable, pg_autocommit, pg_open, pg_pool, pg_unavailable
-from .entry import check_query, cutoff, entry_fields, fold
+from ...core.extras import needs_extra
+from ...history.entry import check_query, cutoff, entry_fields, fold
+from .connect import is_pg_unavailable, pg_autocommit, pg_open, pg_pool, pg_unavailable
 
 __all__ = ["postgres_log", "like_pattern", "guarded_insert"]
 

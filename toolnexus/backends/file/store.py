@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pyrsistent import PVector, thaw
 
-from ..core import transcript as tx
-from ..core.wire.jsonload import load
-from .errors import StoreCorruptError, StoreUnavailableError
+from ...core import transcript as tx
+from ...core.wire.jsonload import load
+from ...store.errors import StoreCorruptError, StoreUnavailableError
 
 try:  # POSIX: per-id temp files are flocked (see _open_temp); elsewhere, random temp names
     import fcntl
@@ -220,7 +220,7 @@ def file_lock_beside(path: str | os.PathLike, timeout: float) -> Callable:
 
     Where there is no flock (Windows) it is the in-process lock: pass `lock=` there.
     """
-    from .locks import file_lock, local_lock
+    from ...store.locks import file_lock, local_lock
 
     if fcntl is None:  # pragma: no cover - Windows
         return local_lock(timeout)
@@ -250,7 +250,7 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     over a network file system: use `lock=`). A lock not taken within `lock_timeout`
     seconds raises LockTimeoutError.
     """
-    from .locks import paired_lock
+    from ...store.locks import paired_lock
 
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)

@@ -9,11 +9,12 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from .._extras import needs_extra
-from ..core.transcript import freeze_transcript
-from . import _connect, _rows
-from .errors import StoreCorruptError, StoreUnavailableError
-from .locks import LockLostError, paired_lock, redis_lock
+from ...core.extras import needs_extra
+from ...core.transcript import freeze_transcript
+from ...store import _rows
+from ...store.errors import StoreCorruptError, StoreUnavailableError
+from ...store.locks import LockLostError, paired_lock, redis_lock
+from ..postgres import connect as _connect
 
 __all__ = ["redis_store"]
 
@@ -406,7 +407,7 @@ return 1
 
 def _fork(client: Any, copy: Any, keys: Any, ids_key: str, desc: str, src, dst, at, check) -> int:
     """Check the cut, then copy on the server; again if src moved in between."""
-    from .forks import decode_row, forked_digest
+    from ...store.forks import decode_row, forked_digest
 
     (src_head, src_list), (dst_head, dst_list) = keys(src), keys(dst)
     while True:

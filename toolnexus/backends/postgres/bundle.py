@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from .._extras import needs_extra
-from . import _connect
-from .errors import StoreCorruptError, StoreUnavailableError
+from ...core.extras import needs_extra
+from ...store.errors import StoreCorruptError, StoreUnavailableError
+from . import connect as _connect
 
 __all__ = ["postgres_backend", "redis_backend", "sqlite_backend", "open_backend", "lazy_log"]
 
@@ -109,8 +109,8 @@ def postgres_backend(
     with needs_extra("postgres_backend"):
         import psycopg  # noqa: F401
 
-    from ..history.postgres import postgres_log
-    from .postgres import open_store
+    from .log import postgres_log
+    from .store import open_store
 
     raw, address, owned = _connect.pg_pool(dsn_or_pool, timeout=timeout, max_size=max_size)
     desc = f"postgres_backend({address!r}, table={table!r}, log_table={log_table!r})"
@@ -170,8 +170,8 @@ class _LoggedSave:
     __slots__ = ("write", "log", "log_table", "own_record", "guarded", "refused")
 
     def __init__(self, write: Callable, log: dict, log_table: str):
-        from ..history.postgres import guarded_insert
-        from .postgres import StoreRefusedError
+        from .log import guarded_insert
+        from .store import StoreRefusedError
 
         self.write, self.log, self.log_table = write, log, log_table
         self.own_record = log["record_many"]
@@ -224,7 +224,7 @@ def redis_backend(
     with needs_extra("redis_backend"):
         import redis  # noqa: F401
 
-    from .redis import redis_store
+    from ..redis.store import redis_store
 
     client = _connect.redis_client(url_or_client)
     owned = isinstance(url_or_client, str)
@@ -244,8 +244,8 @@ def sqlite_backend(path: str) -> dict:
     The store is `sqlite_store(path)` with its file lock; the log is `sqlite_log(path)`
     in the same file (its own tables), opened on first use.
     """
-    from ..history.sqlite import sqlite_log
-    from .sqlite import sqlite_store
+    from ..sqlite.log import sqlite_log
+    from ..sqlite.store import sqlite_store
 
     store = sqlite_store(path)
     log = lazy_log(lambda: sqlite_log(path), f"sqlite_log({str(path)!r})")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 
-from ..core.transcript import freeze_transcript
-from ._rows import check_id
-from .locks import local_lock
+from ...core.transcript import freeze_transcript
+from ...store._rows import check_id
+from ...store.locks import local_lock
 
 __all__ = ["in_memory_store"]
 

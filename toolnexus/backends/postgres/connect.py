@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._extras import needs_extra
-from ..core.errors import scrub_chain
-from ..core.secrets import dsn_passwords, redact_dsn, scrubber
-from .errors import StoreUnavailableError
+from ...core.errors import scrub_chain
+from ...core.extras import needs_extra
+from ...core.secrets import dsn_passwords, redact_dsn, scrubber
+from ...store.errors import StoreUnavailableError
 
 
 def redact(address: str) -> str:

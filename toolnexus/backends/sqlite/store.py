@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..core.transcript import freeze_transcript
-from . import _rows
-from ._connect import read_only, sqlite_wal
-from .errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
-from .file import file_lock_beside
-from .locks import paired_lock
+from ...core.transcript import freeze_transcript
+from ...store import _rows
+from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
+from ...store.locks import paired_lock
+from ..file.store import file_lock_beside
+from ..postgres.connect import read_only, sqlite_wal
 
 __all__ = ["sqlite_store"]
 
@@ -203,7 +203,7 @@ def _ids(st: _Sqlite) -> tuple:
 
 def _fork(c: sqlite3.Connection, desc: str, src: str, dst: str, at, check) -> int:
     """Copy the rows of `src` (the first `at`) to `dst` with one INSERT ... SELECT."""
-    from .forks import decode_row, forked_digest
+    from ...store.forks import decode_row, forked_digest
 
     head = c.execute(_HEAD, (src,)).fetchone()
     if head is None:
