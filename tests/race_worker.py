@@ -31,7 +31,7 @@ def make_store(spec: tuple) -> dict:
 
         return file_store(args[0])
     if kind == "sanitized_file":
-        from toolnexus.store.decorators import sanitized_file_store
+        from toolnexus.store import sanitized_file_store
 
         return sanitized_file_store(args[0])
     if kind == "redis":
@@ -49,16 +49,16 @@ def make_store(spec: tuple) -> dict:
 
 def make_lock(spec: tuple | None):
     """Return the lock a spec names (None: a lock that does nothing)."""
-    from toolnexus.store import locks
+    from toolnexus.store import file_lock, postgres_lock, redis_lock
 
     if spec is None:
         return lambda id: contextlib.nullcontext()
     kind, *args = spec
     if kind == "file":
-        return locks.file_lock(args[0], timeout=30)
+        return file_lock(args[0], timeout=30)
     if kind == "redis":
-        return locks.redis_lock(args[0], ttl=5, timeout=30, prefix=args[1])
-    return locks.postgres_lock(args[0], timeout=30)
+        return redis_lock(args[0], ttl=5, timeout=30, prefix=args[1])
+    return postgres_lock(args[0], timeout=30)
 
 
 def ask_many(store_spec, lock_spec, conv_id, worker, n, delay, barrier) -> None:

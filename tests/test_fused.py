@@ -10,8 +10,7 @@ import pytest
 from pyrsistent import thaw
 
 from toolnexus import ask, create_client
-from toolnexus.store import StoreCorruptError, capped_store, redis_store
-from toolnexus.store.locks import redis_lock
+from toolnexus.store import StoreCorruptError, capped_store, redis_lock, redis_store
 from toolnexus.testing import fake_provider, text_reply
 
 

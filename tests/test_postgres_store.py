@@ -580,7 +580,7 @@ def test_a_lock_load_that_waited_reads_what_the_holder_saved(pool, table):
 
     import psycopg
 
-    from toolnexus.store.locks import _advisory_key
+    from toolnexus.backends.postgres.lock import advisory_key as _advisory_key
 
     store, other, cid = postgres_store(pool, table), postgres_store(pool, table), cases.new_id()
     store["save"](cid, cases.turns(1))
@@ -605,8 +605,8 @@ def test_a_lock_load_that_waited_reads_what_the_holder_saved(pool, table):
 def test_a_failed_read_in_the_take_pipeline_frees_the_lock(pool, table):
     import psycopg
 
+    from toolnexus.backends.postgres.lock import advisory_key as _advisory_key
     from toolnexus.backends.postgres.store import StoreRefusedError
-    from toolnexus.store.locks import _advisory_key
 
     store, cid = postgres_store(pool, table), cases.new_id()
     store["save"](cid, cases.turns(1))

@@ -15,8 +15,8 @@ from typing import Any
 
 from pyrsistent import PMap, pmap
 
-from toolnexus.backends.postgres.bundle import lazy_log
-from toolnexus.backends.postgres.connect import redact
+from toolnexus.core.secrets import redact_dsn as redact
+from toolnexus.history.lazy import lazy_log
 from toolnexus.store import (
     file_lock,
     local_lock,

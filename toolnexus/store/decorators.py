@@ -15,7 +15,6 @@ import base64
 import hashlib
 import inspect
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,9 +24,9 @@ from typing import Any
 from toolz.functoolz import curry as _toolz_curry
 from toolz.functoolz import instanceproperty, no_default
 
-from ..backends.file.store import file_store, parse_document
 from ..core import transcript as tx
 from ..core.extras import needs_extra
+from .document import parse_document
 from .errors import StoreCorruptError
 
 __all__ = [
@@ -40,7 +39,6 @@ __all__ = [
     "retention",
     "sanitize_id",
     "sanitize_ids",
-    "sanitized_file_store",
     "stored_view",
 ]
 
@@ -247,18 +245,6 @@ def sanitize_ids(store: Mapping) -> dict:
 
         out["ids"] = ids
     return out
-
-
-def sanitized_file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> dict:
-    """Return `sanitize_ids(file_store(directory))`: file names safe on every file system.
-
-    `file_store` alone is already injective on a case-sensitive file system (safe ids
-    verbatim, others base64, long ones hashed). This adds lowercase-only names (so 'A'
-    and 'a' stay apart on macOS and Windows) and no device names. Its "lock" is the file
-    store's, on the sanitized key. Its file names differ from a plain `file_store`'s: do
-    not switch an existing directory.
-    """
-    return sanitize_ids(file_store(directory, lock_timeout=lock_timeout))
 
 
 # ---- namespaced --------------------------------------------------------------

@@ -1,13 +1,11 @@
-"""Backend bundles: one database, one pool or client, and the store, lock and log on it.
+"""The PostgreSQL bundle: one pool, and the store, lock and log on it.
 
-`postgres_backend(dsn)`, `redis_backend(url)` and `sqlite_backend(path)` (or
-`open_backend(url)` for any of them) return `{"store", "lock", "log", "close", "desc"}`
-whose parts share one connection pool (PostgreSQL), one client (Redis) or one file
-(SQLite), and know each other explicitly: the PostgreSQL store saves a transcript and
-records its exchange in its own message log in one statement (its "save_logged"), and
-nothing reads another part's internals. Nothing connects until first use, so a process
-whose database is down still starts, and each call raises StoreUnavailableError until
-the database is back.
+`postgres_backend(dsn)` returns `{"store", "lock", "log", "close", "desc"}` whose parts
+share one connection pool and know each other explicitly: the store saves a transcript
+and records its exchange in its own message log in one statement (its "save_logged"),
+and nothing reads another part's internals. Nothing connects until first use, so a
+process whose database is down still starts, and each call raises
+StoreUnavailableError until the database is back.
 """
 
 from __future__ import annotations
@@ -19,10 +17,13 @@ from functools import partial
 from typing import Any
 
 from ...core.extras import needs_extra
+from ...history.lazy import lazy_log
 from ...store.errors import StoreCorruptError, StoreUnavailableError
 from . import connect as _connect
+from .log import guarded_insert, postgres_log
+from .store import StoreRefusedError, open_store
 
-__all__ = ["postgres_backend", "redis_backend", "sqlite_backend", "open_backend", "lazy_log"]
+__all__ = ["postgres_backend"]
 
 
 class _OpeningPool:
@@ -56,32 +57,6 @@ class _OpeningPool:
         self.pool.close()
 
 
-def lazy_log(make: Callable[[], dict], desc: str) -> dict:
-    """Return a log built on first use (and again after a failed build): postgres_log
-    creates its table when built, which needs the database up."""
-    built: list[dict] = []
-    guard = threading.Lock()
-
-    def log() -> dict:
-        with guard:
-            if not built:
-                built.append(make())
-            return built[0]
-
-    def delegate(name: str) -> Callable:
-        return lambda *a, **k: log()[name](*a, **k)
-
-    def close() -> None:
-        with guard:
-            made = built.pop() if built else None
-        if made is not None and callable(made.get("close")):
-            made["close"]()
-
-    out = {n: delegate(n) for n in ("record", "record_many", "query", "clear")}
-    out.update(ready=log, close=close, desc=desc)
-    return out
-
-
 def postgres_backend(
     dsn_or_pool: Any,
     *,
@@ -108,9 +83,6 @@ def postgres_backend(
     """
     with needs_extra("postgres_backend"):
         import psycopg  # noqa: F401
-
-    from .log import postgres_log
-    from .store import open_store
 
     raw, address, owned = _connect.pg_pool(dsn_or_pool, timeout=timeout, max_size=max_size)
     desc = f"postgres_backend({address!r}, table={table!r}, log_table={log_table!r})"
@@ -170,9 +142,6 @@ class _LoggedSave:
     __slots__ = ("write", "log", "log_table", "own_record", "guarded", "refused")
 
     def __init__(self, write: Callable, log: dict, log_table: str):
-        from .log import guarded_insert
-        from .store import StoreRefusedError
-
         self.write, self.log, self.log_table = write, log, log_table
         self.own_record = log["record_many"]
         self.guarded, self.refused = guarded_insert, StoreRefusedError
@@ -206,73 +175,3 @@ def _save_logged(
         # store's own raises again here.
         alone()
         return False
-
-
-def redis_backend(
-    url_or_client: Any, *, prefix: str = "toolnexus:", lock_timeout: float = 60.0
-) -> dict:
-    """Return {"store", "lock", "log", "close", "desc"} on one Redis client.
-
-    The store is `redis_store`'s and the lock its own `redis_lock` on the same client.
-    There is no Redis message log: "log" is None (a client with no message_log; pair a
-    Redis store with `sqlite_log` or `postgres_log` yourself to keep one).
-
-    >>> b = redis_backend("redis://127.0.0.1:6379/0")  # connects on first use
-    >>> sorted(b), b["log"]
-    (['close', 'desc', 'lock', 'log', 'store'], None)
-    """
-    with needs_extra("redis_backend"):
-        import redis  # noqa: F401
-
-    from ..redis.store import redis_store
-
-    client = _connect.redis_client(url_or_client)
-    owned = isinstance(url_or_client, str)
-    store = redis_store(client, prefix, lock_timeout=lock_timeout)
-
-    def close() -> None:
-        if owned:
-            client.close()
-
-    desc = f"redis_backend({_connect.redis_address(client)!r}, prefix={prefix!r})"
-    return {"store": store, "lock": store["lock"], "log": None, "close": close, "desc": desc}
-
-
-def sqlite_backend(path: str) -> dict:
-    """Return {"store", "lock", "log", "close", "desc"} in one SQLite file (one host).
-
-    The store is `sqlite_store(path)` with its file lock; the log is `sqlite_log(path)`
-    in the same file (its own tables), opened on first use.
-    """
-    from ..sqlite.log import sqlite_log
-    from ..sqlite.store import sqlite_store
-
-    store = sqlite_store(path)
-    log = lazy_log(lambda: sqlite_log(path), f"sqlite_log({str(path)!r})")
-
-    return {"store": store, "lock": store["lock"], "log": log, "close": log["close"],
-            "desc": f"sqlite_backend({str(path)!r})"}  # fmt: skip
-
-
-def open_backend(url: str) -> dict:
-    """Return the backend bundle of a URL: postgresql://..., redis://... or sqlite:PATH.
-
-    >>> sorted(open_backend("sqlite:/tmp/doc-chat.db"))  # opens nothing yet
-    ['close', 'desc', 'lock', 'log', 'store']
-    >>> open_backend("mysql://db")
-    Traceback (most recent call last):
-    ...
-    ValueError: a backend URL is postgresql://..., redis://... or sqlite:PATH, got 'mysql://db'
-    """
-    if not isinstance(url, str):
-        raise TypeError(f"a backend URL is a string, got {type(url).__name__}")
-    if url.startswith(("postgres://", "postgresql://")):
-        return postgres_backend(url)
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        return redis_backend(url)
-    if url.startswith("sqlite:") and len(url) > len("sqlite:"):
-        return sqlite_backend(url[len("sqlite:") :])
-    raise ValueError(
-        "a backend URL is postgresql://..., redis://... or sqlite:PATH, got "
-        + repr(_connect.redact(url))
-    )

@@ -15,8 +15,9 @@ from ...core.extras import needs_extra
 from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store.errors import StoreCorruptError, StoreUnavailableError
-from ...store.locks import LockLostError, paired_lock, postgres_lock
+from ...store.locks import LockLostError, paired_lock
 from . import connect as _connect
+from .lock import postgres_lock
 
 __all__ = ["postgres_store"]
 

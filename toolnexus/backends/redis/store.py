@@ -13,8 +13,9 @@ from ...core.extras import needs_extra
 from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store.errors import StoreCorruptError, StoreUnavailableError
-from ...store.locks import LockLostError, paired_lock, redis_lock
-from ..postgres import connect as _connect
+from ...store.locks import LockLostError, paired_lock
+from . import connect as _connect
+from .lock import redis_lock
 
 __all__ = ["redis_store"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from pyrsistent import pmap
 
 from ...history.entry import check_entry, check_query, cutoff, fold, from_micros, micros
-from ..postgres.connect import sqlite_wal
+from .connect import sqlite_wal
 
 __all__ = ["sqlite_log", "trigram_supported", "word_prefilter"]
 
@@ -174,7 +174,7 @@ def _where(q: Mapping, kind: str) -> tuple[list[str], list]:
 def _open_error(path: str, e: sqlite3.OperationalError) -> Exception:
     """Return the clear error for a message log file that cannot be opened for writing."""
     from ...store.errors import StoreReadOnlyError, StoreUnavailableError
-    from ..postgres.connect import read_only
+    from .connect import read_only
 
     what = f"message log sqlite_log({path!r})"
     if read_only(e):

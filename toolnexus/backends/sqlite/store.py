@@ -13,8 +13,8 @@ from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
 from ...store.locks import paired_lock
-from ..file.store import file_lock_beside
-from ..postgres.connect import read_only, sqlite_wal
+from ..file.lock import file_lock_beside
+from .connect import read_only, sqlite_wal
 
 __all__ = ["sqlite_store"]
 
