@@ -153,21 +153,8 @@ def async_tools(t: Trace, inner: Callable) -> Callable:
 # ---- store, log and lock (the "io" effect's ops) -----------------------------------------
 
 
-def _kind(t: Trace, op: Any) -> str | None:
-    """What an io op is: load, save, log, lock (or None: not traced)."""
-    from .core import flow
-
-    cfg, fn = t.cfg, op.fn
-    if fn is flow._enter:
-        return "lock"
-    if fn is flow._quiet and op.args and op.args[0] is cfg["log"]:
-        return "log"
-    for kind, names in (("load", ("get", "lock_load")), ("log", ("log",)),
-                        ("save", ("save", "save_release", "save_logged",
-                                  "save_logged_release"))):  # fmt: skip
-        if any(fn is cfg[n] and fn is not None for n in names):
-            return kind
-    return None
+# What an io op is (its `kind`, see core.flow.Op) -> what its span is.
+_KINDS = {"lock": "lock", "load": "load", "lock+load": "load", "save": "save", "log": "log"}
 
 
 _MEMORY = {"load": "search_memory", "save": "upsert_memory", "log": "create_memory"}
@@ -199,7 +186,7 @@ def _memory_start(t: Trace, kind: str, lock_load: bool) -> Any:
 
 
 def _done_op(t: Trace, kind: str, op: Any, span: Any, t0: float, value: Any) -> None:
-    lock_load = op.fn is t.cfg["lock_load"]
+    lock_load = op.kind == "lock+load"
     if kind == "lock" or lock_load:
         t.event("toolnexus.lock.acquired", {"toolnexus.lock.wait_seconds": time.perf_counter() - t0,
                                             "toolnexus.lock.with_load": lock_load})  # fmt: skip
@@ -218,12 +205,10 @@ def _failed_op(t: Trace, kind: str, span: Any, e: BaseException) -> None:
 
 
 def _traced_op(t: Trace, op: Any) -> Any:
-    kind = _kind(t, op)
+    kind = _KINDS.get(op.kind)
     if kind is None:
         return op
-    fn = op.fn
-    target = op.args[0] if fn is _quiet_fn() else fn
-    lock_load = target is t.cfg["lock_load"]
+    fn, lock_load = op.fn, op.kind == "lock+load"
 
     def begin() -> tuple[Any, float]:
         return (None if kind == "lock" else _memory_start(t, kind, lock_load)), time.perf_counter()
@@ -253,12 +238,6 @@ def _traced_op(t: Trace, op: Any) -> Any:
         return value
 
     return op._replace(fn=run)
-
-
-def _quiet_fn() -> Any:
-    from .core import flow
-
-    return flow._quiet
 
 
 def io(t: Trace, inner: Callable, asynchronous: bool) -> Callable:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-__all__ = ["local_lock", "paired_lock", "LockTimeoutError", "LockLostError"]
+__all__ = ["local_lock", "paired_lock", "PairedLock", "LockTimeoutError", "LockLostError"]
 
 
 class LockTimeoutError(TimeoutError):
@@ -81,40 +81,50 @@ def local_lock(timeout: float = 60.0) -> Callable[[str], AbstractContextManager]
     return hold
 
 
-def paired_lock(make: Callable[[], Callable]) -> Callable[[str], AbstractContextManager]:
+def paired_lock(make: Callable[[], Callable]) -> PairedLock:
     """Return a lock made by `make()` on its first use: the "lock" a store pairs itself with.
 
     Made lazily, so a store that is never locked creates no lock files, pools or
     threads. `close()` closes the made lock if it has a "close" (a pool it owns).
     """
-    made: list = []
-    guard = threading.Lock()
+    return PairedLock(make)
 
-    def inner() -> Callable[[str], AbstractContextManager]:
+
+class PairedLock:
+    """A lock made on its first use (see `paired_lock`): `lock(id)` is the made lock's.
+
+    The store that pairs itself with it asks `made()` for the lock its fused calls take
+    (the store's own database lock, with its own methods) and `peek()` whether it was
+    ever made (a save while nothing is held holds nothing).
+    """
+
+    __slots__ = ("_make", "_made", "_guard")
+
+    def __init__(self, make: Callable[[], Callable]) -> None:
+        self._make, self._made, self._guard = make, [], threading.Lock()
+
+    def __call__(self, id: str) -> AbstractContextManager:
+        return self.made()(id)
+
+    def made(self) -> Callable[[str], AbstractContextManager]:
         """Return the made lock, making it now if this is its first use."""
-        if not made:
-            with guard:
-                if not made:
-                    made.append(make())
-        return made[0]
+        if not self._made:
+            with self._guard:
+                if not self._made:
+                    self._made.append(self._make())
+        return self._made[0]
 
-    def lock(id: str) -> AbstractContextManager:
-        return inner()(id)
-
-    def close() -> None:
-        with guard:
-            inner = made.pop() if made else None
-        if callable(getattr(inner, "close", None)):
-            inner.close()
-
-    def peek() -> Callable[[str], AbstractContextManager] | None:
+    def peek(self) -> Callable[[str], AbstractContextManager] | None:
         """Return the made lock, or None if it was never used (a save then holds nothing)."""
-        return made[0] if made else None
+        return self._made[0] if self._made else None
 
-    lock.close = close  # type: ignore[attr-defined]
-    lock.inner = inner  # type: ignore[attr-defined]  # what a store's fused calls use
-    lock.peek = peek  # type: ignore[attr-defined]  # what a store's fenced saves ask
-    return lock
+    def close(self) -> None:
+        """Close the made lock (when it has a close: a pool it owns); a later use makes
+        another."""
+        with self._guard:
+            made = self._made.pop() if self._made else None
+        if callable(getattr(made, "close", None)):
+            made.close()
 
 
 # ---- cross-process locks ---------------------------------------------------

@@ -13,6 +13,7 @@ from ...core import transcript as tx
 from ...store.decorators import sanitize_ids
 from ...store.document import document_text, parse_document
 from ...store.errors import StoreCorruptError
+from ...store.fused import view
 from ...store.locks import paired_lock
 from .lock import file_lock_beside
 from .names import SUFFIX, file_name_for, id_for_file_name, is_digest
@@ -139,8 +140,6 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
         text = document_text(id if is_digest(name) else None, tx.freeze_transcript(transcript))
         _write_atomically(root, name, text)
 
-    save.stored_view = tx.freeze_transcript  # type: ignore[attr-defined]  # get returns it
-
     def delete(id: str) -> None:
         _delete(root, id)
 
@@ -154,6 +153,7 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
         "ids": ids,
         "lock": paired_lock(lambda: file_lock_beside(root, lock_timeout)),
         "desc": f"file({str(root)!r})",
+        "fused": {"view": view(tx.freeze_transcript)},  # get reads back what save wrote
     }
 
 

@@ -116,3 +116,9 @@ def pg_autocommit(conn: Any) -> Iterator[Any]:
         yield conn
     finally:
         conn.autocommit = False
+
+
+def database(address: str) -> tuple[str, str]:
+    """Return what names the database at `address` (redacted): a store's save and a log's
+    rows may share a statement only when theirs are equal."""
+    return ("postgresql", address)

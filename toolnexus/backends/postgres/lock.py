@@ -17,7 +17,7 @@ from typing import Any
 from ...core.extras import needs_extra
 from ...store.locks import LockTimeoutError, _per_id, _queued, _warn_lost, local_lock
 
-__all__ = ["postgres_lock", "Held", "PgLock", "advisory_key"]
+__all__ = ["postgres_lock", "PostgresLock", "Held", "PgLock", "advisory_key"]
 
 
 def postgres_lock(
@@ -26,7 +26,7 @@ def postgres_lock(
     timeout: float = 60.0,
     connect_timeout: float = 10.0,
     max_held: int | None = None,
-) -> Callable:
+) -> PostgresLock:
     """Return a lock per conversation as a PostgreSQL advisory lock, for many processes and hosts.
 
     Holds a dedicated pooled connection while held (a pool shared with a store needs
@@ -48,12 +48,27 @@ def postgres_lock(
     pool, address, owned = pg_pool(pool_or_dsn, timeout=connect_timeout, max_size=64)
     what = f"postgres_lock({address!r})"
     st = PgLock(pool, owned, what, connect_timeout, max_held, LockTimeoutError, _warn_lost)
-    queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
+    return PostgresLock(st, timeout)
 
-    def take(id: str, seconds: float) -> Callable[[], None]:
-        return take_lock(st, id, seconds, None)[0]
 
-    def take_on(id: str, also: Callable[[Any], Any] | None = None) -> Held:
+class PostgresLock:
+    """A `postgres_lock`: `lock(id)` is the context manager held around an exchange; a store
+    on the same pool takes it with its first statement (`take_on`) and saves on the
+    connection that holds it (`conn_of`). `close()` closes a pool made from a DSN (a
+    caller's pool is theirs)."""
+
+    __slots__ = ("_st", "_timeout", "_queue", "_hold")
+
+    def __init__(self, st: PgLock, timeout: float) -> None:
+        self._st, self._timeout = st, timeout
+        # Threads of this process queue here, whichever way they take.
+        self._queue = local_lock(timeout)
+        self._hold = _per_id(partial(_take_released, st), timeout, self._queue)
+
+    def __call__(self, id: str) -> AbstractContextManager:
+        return self._hold(id)
+
+    def take_on(self, id: str, also: Callable[[Any], Any] | None = None) -> Held:
         """Take `id`'s lock as `with lock(id)` does; return it entered, its session's
         connection as `.conn` (autocommit), for a store's statements while it is held.
 
@@ -61,23 +76,26 @@ def postgres_lock(
         (psycopg's pipeline mode) and returns its cursor: `.first` is that cursor when
         the lock was free at once, else None (read again: it ran before the lock was).
         """
+        st = self._st
 
         def take_now(deadline: float) -> tuple[Callable[[], None], Any, Any]:
             return take_lock(st, id, max(0.0, deadline - time.monotonic()), also)
 
-        queued, (release, conn, first) = _queued(queue, id, timeout, take_now)
+        queued, (release, conn, first) = _queued(self._queue, id, self._timeout, take_now)
         return Held(release, queued, conn, first)
 
-    def conn_of(id: str) -> Any:
+    def conn_of(self, id: str) -> Any:
         """Return the connection holding `id`'s lock while this value holds it, else None."""
-        return st.holding.get(id)
+        return self._st.holding.get(id)
 
-    hold = _per_id(take, timeout, queue)
-    hold.take_on = take_on  # type: ignore[attr-defined]
-    hold.conn_of = conn_of  # type: ignore[attr-defined]
-    # A pool made from a DSN is ours: `lock.close()` closes it (a caller's pool is theirs).
-    hold.close = pool.close if owned else (lambda: None)
-    return hold
+    def close(self) -> None:
+        """Close the pool this lock made from a DSN (a pool you gave stays yours)."""
+        if self._st.owned:
+            self._st.pool.close()
+
+
+def _take_released(st: PgLock, id: str, seconds: float) -> Callable[[], None]:
+    return take_lock(st, id, seconds, None)[0]
 
 
 class Held:

@@ -14,7 +14,7 @@ from typing import Any
 from ...core.extras import needs_extra
 from ...store.locks import _per_id, _poll, _queued, _warn_lost, local_lock
 
-__all__ = ["redis_lock", "Taken"]
+__all__ = ["redis_lock", "RedisLock", "Taken"]
 
 
 class Taken:
@@ -82,7 +82,7 @@ def redis_lock(
     *,
     timeout: float = 60.0,
     prefix: str = "toolnexus:lock:",
-) -> Callable:
+) -> RedisLock:
     """Return a lock per conversation in Redis, for many processes and hosts.
 
     SET NX PX with a random token; released only if the token is still ours (a Lua
@@ -96,16 +96,26 @@ def redis_lock(
 
     from .connect import redis_client
 
-    st = _RedisLock(redis_client(redis_client_or_url), ttl, prefix)
+    return RedisLock(_RedisLock(redis_client(redis_client_or_url), ttl, prefix), timeout)
 
-    def take(id: str, seconds: float) -> Callable[[], None]:
-        key, token = prefix + id, secrets.token_hex(16)
-        _redis_poll(st, key, token, seconds)
-        return partial(_redis_release, st, id, key, token, _redis_track(st, key, token))
 
-    queue = local_lock(timeout)  # threads of this process queue here, whichever way they take
+class RedisLock:
+    """A `redis_lock`: `lock(id)` is the context manager held around an exchange; a store on
+    the same client takes it with its first read (`take_with`) and fences its saves by its
+    token (`token_of`)."""
 
-    def take_with(id: str, first_try: Callable[[str, str, int], Any]) -> tuple[Taken, Any]:
+    __slots__ = ("_st", "_timeout", "_queue", "_hold")
+
+    def __init__(self, st: _RedisLock, timeout: float) -> None:
+        self._st, self._timeout = st, timeout
+        # Threads of this process queue here, whichever way they take.
+        self._queue = local_lock(timeout)
+        self._hold = _per_id(partial(_redis_take, st), timeout, self._queue)
+
+    def __call__(self, id: str) -> AbstractContextManager:
+        return self._hold(id)
+
+    def take_with(self, id: str, first_try: Callable[[str, str, int], Any]) -> tuple[Taken, Any]:
         """Take `id`'s lock, trying `first_try(key, token, ttl_ms)` first; return
         (the entered lock, what the first try returned).
 
@@ -113,7 +123,8 @@ def redis_lock(
         semantics) and reads in the same round trip; it returns None when the lock is
         held elsewhere, and the take then waits as usual (within the lock's timeout).
         """
-        key, token = prefix + id, secrets.token_hex(16)
+        st = self._st
+        key, token = st.prefix + id, secrets.token_hex(16)
 
         def take_now(deadline: float) -> tuple[Any, threading.Event]:
             value = first_try(key, token, st.ttl_ms)
@@ -121,20 +132,22 @@ def redis_lock(
                 _redis_poll(st, key, token, max(0.0, deadline - time.monotonic()))
             return value, _redis_track(st, key, token)
 
-        queued, (value, lost) = _queued(queue, id, timeout, take_now)
+        queued, (value, lost) = _queued(self._queue, id, self._timeout, take_now)
         return Taken(partial(_redis_release, st, id, key, token, lost), queued), value
 
-    def token_of(id: str) -> str | None:
+    def token_of(self, id: str) -> str | None:
         """Return the token of `id`'s lock while this value holds it, else None: a store
         writes only if the lock key still holds it (its save is fenced by the lock)."""
+        st = self._st
         with st.guard:
-            entry = st.held.get(prefix + id)
+            entry = st.held.get(st.prefix + id)
         return entry[0] if entry is not None else None
 
-    hold = _per_id(take, timeout, queue)
-    hold.take_with = take_with  # type: ignore[attr-defined]
-    hold.token_of = token_of  # type: ignore[attr-defined]
-    return hold
+
+def _redis_take(st: _RedisLock, id: str, seconds: float) -> Callable[[], None]:
+    key, token = st.prefix + id, secrets.token_hex(16)
+    _redis_poll(st, key, token, seconds)
+    return partial(_redis_release, st, id, key, token, _redis_track(st, key, token))
 
 
 class _RedisLock:
