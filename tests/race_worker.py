@@ -19,7 +19,7 @@ def make_store(spec: tuple) -> dict:
     """Return the store a spec names."""
     kind, *args = spec
     if kind == "sqlite":
-        from toolnexus.store.sqlite import sqlite_store
+        from toolnexus.backends.sqlite.store import sqlite_store
 
         return sqlite_store(args[0])
     if kind == "namespaced_sqlite":
@@ -27,18 +27,18 @@ def make_store(spec: tuple) -> dict:
 
         return capped_store(1000, namespaced("tenant", sqlite_store(args[0])))
     if kind == "file":
-        from toolnexus.store.file import file_store
+        from toolnexus.backends.file.store import file_store
 
         return file_store(args[0])
     if kind == "sanitized_file":
-        from toolnexus.store.decorators import sanitized_file_store
+        from toolnexus.store import sanitized_file_store
 
         return sanitized_file_store(args[0])
     if kind == "redis":
-        from toolnexus.store.redis import redis_store
+        from toolnexus.backends.redis.store import redis_store
 
         return redis_store(args[0], prefix=args[1], **(args[2] if len(args) > 2 else {}))
-    from toolnexus.store.postgres import postgres_store
+    from toolnexus.backends.postgres.store import postgres_store
 
     if kind == "capped_postgres":
         from toolnexus.store import capped_store
@@ -49,16 +49,16 @@ def make_store(spec: tuple) -> dict:
 
 def make_lock(spec: tuple | None):
     """Return the lock a spec names (None: a lock that does nothing)."""
-    from toolnexus.store import locks
+    from toolnexus.store import file_lock, postgres_lock, redis_lock
 
     if spec is None:
         return lambda id: contextlib.nullcontext()
     kind, *args = spec
     if kind == "file":
-        return locks.file_lock(args[0], timeout=30)
+        return file_lock(args[0], timeout=30)
     if kind == "redis":
-        return locks.redis_lock(args[0], ttl=5, timeout=30, prefix=args[1])
-    return locks.postgres_lock(args[0], timeout=30)
+        return redis_lock(args[0], ttl=5, timeout=30, prefix=args[1])
+    return postgres_lock(args[0], timeout=30)
 
 
 def ask_many(store_spec, lock_spec, conv_id, worker, n, delay, barrier) -> None:

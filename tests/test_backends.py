@@ -10,6 +10,7 @@ import pytest
 
 from toolnexus import ask, create_in_process_client
 from toolnexus.store import StoreUnavailableError, postgres_backend, redis_backend
+from toolnexus.store.fused import declared, derive
 
 
 def echo(req):
@@ -61,8 +62,8 @@ def test_store_lock_and_log_of_a_postgres_bundle_share_one_pool(bundle, unique):
 
 
 def test_a_wrapped_log_is_never_bypassed(bundle):
-    """A log whose record_many is wrapped (a decorator copying the map) is not the bundle's
-    own: the save goes alone and the wrapper records the exchange."""
+    """A log whose record_many is replaced (a decorator, built with derive) drops its fused
+    rows: the save goes alone and the wrapper records the exchange."""
     _, b = bundle
     seen = []
 
@@ -70,7 +71,8 @@ def test_a_wrapped_log_is_never_bypassed(bundle):
         seen.append([e["text"] for e in entries])
         b["log"]["record_many"](entries)
 
-    wrapped = {**b["log"], "record_many": record_many}
+    wrapped = derive(b["log"], record_many=record_many)
+    assert declared(b["log"], "rows") and declared(wrapped, "rows") is None
     client = create_in_process_client(model="m", generate=echo, store=b["store"],
                                       message_log=wrapped)  # fmt: skip
     cid = cases.new_id()
@@ -145,3 +147,29 @@ def test_open_backend_reads_a_url_and_sqlite_keeps_all_in_one_file(tmp_path):
     with pytest.raises(ValueError) as e:
         open_backend("mysql://app:pw-s3cret@db/chat")
     assert "pw-s3cret" not in str(e.value) and "postgresql://" in str(e.value)
+
+
+def test_one_table_of_urls_serves_open_backend_and_the_cli(tmp_path, redis_url, postgres_dsn,
+                                                          unique):  # fmt: skip
+    """Every row of the URL table opens a bundle whose store keeps its lock, through
+    open_backend and through the CLI's --store alike; anything else names every shape."""
+    from toolnexus.backends.urls import SCHEMES, parse_url
+    from toolnexus.commands.places import CommandError, open_store, parse_store_spec
+    from toolnexus.store import open_backend
+
+    urls = {"memory": "memory", "file": f"file:{tmp_path / 'files'}",
+            "sqlite": f"sqlite:{tmp_path / 'chat.db'}", "postgres": postgres_dsn,
+            "redis": redis_url}  # fmt: skip
+    assert {s.name for s in SCHEMES} == set(urls)
+    for name, url in urls.items():
+        assert parse_url(url)[0].name == name == parse_store_spec(url).kind
+        b = open_backend(url)
+        for store in (b["store"], open_store(url)):
+            assert callable(store["lock"])
+            store["save"](unique, [{"role": "user", "content": name}])
+            assert store["get"](unique)[0]["content"] == name
+            store["delete"](unique)
+        b["close"]()
+    with pytest.raises(CommandError, match="sqlite:PATH, postgresql://... or redis://...") as e:
+        parse_store_spec("mysql://app:pw-s3cret@db")
+    assert "pw-s3cret" not in str(e.value)

@@ -159,8 +159,8 @@ def test_ctrl_c_stops_the_answer_not_the_session(tmp_path):
 def test_auto_lock_beside_a_sqlite_store_excludes_another_process(tmp_path):
     """--lock auto on a SQLite store is the store's own file lock, which another process
     really has to wait for."""
+    from toolnexus.backends.file.lock import lock_directory
     from toolnexus.commands.places import lock_for, open_store
-    from toolnexus.store.file import lock_directory
 
     spec = f"sqlite:{tmp_path / 'chat.db'}"
     store = open_store(spec)

@@ -27,7 +27,8 @@ from toolnexus.store import (
     sanitized_file_store,
     sqlite_store,
 )
-from toolnexus.store.decorators import SAVED_AT, sanitize_id, stored_view
+from toolnexus.store.decorators import SAVED_AT, sanitize_id
+from toolnexus.store.fused import derive, stored_view
 from toolnexus.testing import conversation_ids, transcripts
 from toolnexus.testing.strategies import COLLIDING_IDS, HOSTILE_IDS
 
@@ -265,13 +266,13 @@ def test_read_through_reads_back_what_an_undeclared_transform_stored():
     read_through reads the store back after each save instead of guessing."""
     inner = in_memory_store()
 
-    def shouting(store):
-        return {
-            **store,
-            "save": lambda id, t: store["save"](
+    def shouting(store):  # a user's decorator, built with derive as the docs say
+        return derive(
+            store,
+            save=lambda id, t: store["save"](
                 id, [{**m, "content": str(m["content"]).upper()} for m in t]
             ),
-        }
+        )
 
     loud = shouting(inner)
     assert stored_view(loud) is None  # the replaced save dropped the inner declaration

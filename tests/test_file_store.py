@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolnexus.backends.file.names import file_name_for, id_for_file_name
 from toolnexus.core import transcript as tx
-from toolnexus.store import StoreCorruptError, file_store
+from toolnexus.store import StoreCorruptError, file_lock, file_store
 from toolnexus.store import locks as L
-from toolnexus.store.file import _document, file_name_for, id_for_file_name, parse_document
+from toolnexus.store.document import document_text as _document
+from toolnexus.store.document import parse_document
 from toolnexus.testing import conversation_ids, transcripts
 
 T = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
@@ -242,7 +244,7 @@ def test_paired_locks_are_made_on_first_use_and_closed_with_their_owner(tmp_path
     made = []
 
     def make():
-        lock = L.file_lock(tmp_path / "locks", timeout=0.05)
+        lock = file_lock(tmp_path / "locks", timeout=0.05)
         lock.close = lambda: made.append("closed")
         made.append("made")
         return lock

@@ -11,6 +11,8 @@ from toolnexus import execute, tool, tool_result, toolkit
 from toolnexus.core import flow
 from toolnexus.core.errors import ProviderError
 from toolnexus.core.wire.generated import parse_generated
+from toolnexus.exchange import choose, performed
+from toolnexus.store.fused import fuse
 
 ECHO = tool("echo", "Echo.", None, lambda a: str(a.get("s", "")))
 WAIT = tool("wait", "Needs an answer.", None, lambda a: (
@@ -50,18 +52,26 @@ class Lock:
             raise OSError("lock server gone")
 
 
-def config(store, lock, **over):
+def config(store, lock, save=None, fused=None, **over):
+    """The flow's configuration over a dict `store` and `lock`: its exchange is chosen from
+    the store map {get, save, lock} and its fused calls, as a client's plan does."""
+    m = {"get": store.get, "save": save or store.__setitem__, "lock": lock}
     cfg = {
         "dialect": "openai", "model": "m", "system": lambda tk: "", "params": pmap(),
         "hooks": {}, "max_turns": 10, "retries": 2, "retry_base_ms": 100, "rng": lambda: 0.5,
         "max_wait_s": 60,
         "on_error": None, "wait_for": None, "transform": None, "events": False,
-        "encode": False, "hold_lock": True, "lock": lock, "get": store.get,
+        "encode": False, "hold_lock": True,
         "on_unsupported_part": "error", "max_part_bytes": None,
-        "save": store.__setitem__, "log": lambda *a: logged.append(a), "save_logged": None,
-        "lock_load": None, "save_release": None, "save_logged_release": None,
+        "log": lambda *a: logged.append(a),
+        "exchange": choose({**m, "fused": fused} if fused else m, None, None, None),
     }  # fmt: skip
     return {**cfg, **over}
+
+
+def run_exchange(cfg, *args):
+    """The exchange flow with its intents performed by the configuration's exchange."""
+    return performed(flow.exchange_flow(cfg, *args), cfg["exchange"])
 
 
 logged: list = []
@@ -129,7 +139,7 @@ def run_metrics(effects):
 def test_an_exchange_takes_loads_saves_releases_and_logs_as_effects():
     store, lock = {}, Lock()
     logged.clear()
-    gen = flow.exchange_flow(config(store, lock), "hi", TK, None, "u1")
+    gen = run_exchange(config(store, lock), "hi", TK, None, "u1")
     result, effects = drive(gen, [calls("echo"), text("done")])
     assert result["text"] == "done" and result["status"] == "done"
     assert [m["role"] for m in store["u1"]] == ["user", "assistant", "tool", "assistant"]
@@ -143,7 +153,7 @@ def test_an_exchange_takes_loads_saves_releases_and_logs_as_effects():
 def test_a_failed_run_saves_nothing_releases_and_logs_the_prompt():
     store, lock = {"u1": ()}, Lock()
     logged.clear()
-    gen = flow.exchange_flow(config(store, lock, retries=0), "hi", TK, None, "u1")
+    gen = run_exchange(config(store, lock, retries=0), "hi", TK, None, "u1")
     with pytest.raises(ProviderError):
         drive(gen, [ProviderError("bad", status=400)])
     assert store == {"u1": ()} and (lock.taken, lock.released) == (1, 1)
@@ -152,7 +162,7 @@ def test_a_failed_run_saves_nothing_releases_and_logs_the_prompt():
 
 def test_a_release_that_fails_after_the_save_returns_the_result_and_reports_it():
     store, lock = {}, Lock(fail_release=True)
-    gen = flow.exchange_flow(config(store, lock), "hi", TK, None, "u1")
+    gen = run_exchange(config(store, lock), "hi", TK, None, "u1")
     result, effects = drive(gen, [text("ok")])
     assert result["text"] == "ok" and len(store["u1"]) == 2  # saved, so returned
     warns = [e[1] for e in effects if e[0] == "warn"]
@@ -166,7 +176,7 @@ def test_hooks_are_effects_the_flow_never_calls_itself():
 
     hooks = {k: never for k in ("before_llm", "after_llm", "before_tool", "after_tool")}
     store, lock = {}, Lock()
-    gen = flow.exchange_flow(config(store, lock, hooks=hooks), "hi", TK, None, None)
+    gen = run_exchange(config(store, lock, hooks=hooks), "hi", TK, None, None)
     result, effects = drive(gen, [calls("echo"), text("done")], hook=lambda fn, arg: None)
     order = [e[2].get("turn") for e in effects if e[0] == "hook"]
     assert len(order) == 6 and order == [1, 1, 1, 1, 2, 2]
@@ -176,7 +186,7 @@ def test_hooks_are_effects_the_flow_never_calls_itself():
 def test_retries_sleep_with_the_given_random_source_and_on_error_is_an_effect():
     store, lock = {}, Lock()
     fail = ProviderError("busy", status=503)
-    gen = flow.exchange_flow(config(store, lock), "hi", TK, None, None)
+    gen = run_exchange(config(store, lock), "hi", TK, None, None)
     result, effects = drive(gen, [fail, fail, text("ok")])
     assert result["text"] == "ok"
     assert [e[1] for e in effects if e[0] == "sleep"] == [0.075, 0.15]  # rng 0.5: 3/4 ceiling
@@ -186,7 +196,7 @@ def test_retries_sleep_with_the_given_random_source_and_on_error_is_an_effect():
         seen.append(info["attempt"])
         return "fail"
 
-    gen = flow.exchange_flow(config(store, lock, on_error=on_error), "hi", TK, None, None)
+    gen = run_exchange(config(store, lock, on_error=on_error), "hi", TK, None, None)
     with pytest.raises(ProviderError):
         drive(gen, [fail, text("never")])
     assert seen == [1]
@@ -194,10 +204,10 @@ def test_retries_sleep_with_the_given_random_source_and_on_error_is_an_effect():
 
 def test_pending_and_max_turns_end_the_run_and_are_saved():
     store, lock = {}, Lock()
-    gen = flow.exchange_flow(config(store, lock), "hi", TK, None, "p")
+    gen = run_exchange(config(store, lock), "hi", TK, None, "p")
     result, _ = drive(gen, [calls("wait")])
     assert result["status"] == "pending" and result["pending"]["id"] == "q1" and store["p"]
-    gen = flow.exchange_flow(config(store, lock, max_turns=2), "go", TK, None, "m")
+    gen = run_exchange(config(store, lock, max_turns=2), "go", TK, None, "m")
     result, _ = drive(gen, [calls("echo"), calls("echo"), text("never")])
     assert (result["status"], result["limit"], result["turns"]) == ("incomplete", "max_turns", 2)
     assert len(store["m"]) == 5
@@ -206,7 +216,7 @@ def test_pending_and_max_turns_end_the_run_and_are_saved():
 def test_an_optimistic_exchange_holds_no_lock_while_it_runs_and_keeps_both_turns():
     store, lock = {}, Lock()
     first = text("first")
-    gen = flow.exchange_flow(config(store, lock, hold_lock=False), "one", TK, None, "u")
+    gen = run_exchange(config(store, lock, hold_lock=False), "one", TK, None, "u")
     # Another exchange saves while this one runs (between its load and its save).
     effect = next(gen)
     while effect[0] != "llm":
@@ -238,7 +248,7 @@ def drive_rest(gen, turn, store):
 
 
 def fused(store, lock, fail_save=False, release_error=None):
-    """Return config overrides with a store's "lock_load" and "save_release" over `store`."""
+    """Return config overrides: a store's fused "lock_load" and "save_release" over `store`."""
 
     def lock_load(cid):
         held = lock(cid)
@@ -254,7 +264,8 @@ def fused(store, lock, fail_save=False, release_error=None):
             held.__exit__(None, None, None)
         return release_error
 
-    return {"lock_load": lock_load, "save_release": save_release}
+    return {"fused": {"lock_load": fuse(lock_load, "get", "lock"),
+                      "save_release": fuse(save_release, "save", "lock")}}  # fmt: skip
 
 
 def io_names(effects):
@@ -264,7 +275,7 @@ def io_names(effects):
 def test_the_fused_calls_take_and_load_then_save_and_release_in_one_op_each():
     store, lock = {}, Lock()
     logged.clear()
-    gen = flow.exchange_flow(config(store, lock, **fused(store, lock)), "hi", TK, None, "u1")
+    gen = run_exchange(config(store, lock, **fused(store, lock)), "hi", TK, None, "u1")
     result, effects = drive(gen, [calls("echo"), text("done")])
     assert result["text"] == "done" and len(store["u1"]) == 4
     assert io_names(effects) == [("lock_load",), ("save_release", "<lambda>")]
@@ -275,7 +286,7 @@ def test_the_fused_calls_take_and_load_then_save_and_release_in_one_op_each():
 def test_a_stream_uses_the_fused_calls_for_its_load_and_its_rebased_save():
     store, lock = {"u": (pmap({"role": "user", "content": "zero"}),)}, Lock()
     cfg = config(store, lock, hold_lock=False, **fused(store, lock))
-    gen = flow.exchange_flow(cfg, "one", TK, None, "u")
+    gen = run_exchange(cfg, "one", TK, None, "u")
     result, effects = drive(gen, [text("first")])
     assert io_names(effects) == [("lock_load",), ("_exit",), ("lock_load",),
                                  ("save_release", "<lambda>")]  # fmt: skip
@@ -288,7 +299,7 @@ def test_a_fused_save_that_fails_still_releases_and_raises_having_saved_nothing(
     cfg = config(store, lock, **fused(store, lock, fail_save=True))
     effects: list = []
     with pytest.raises(OSError, match="disk full"):
-        drive(flow.exchange_flow(cfg, "hi", TK, None, "u1"), [text("ok")], effects=effects)
+        drive(run_exchange(cfg, "hi", TK, None, "u1"), [text("ok")], effects=effects)
     assert store == {} and (lock.taken, lock.released) == (1, 1)
     assert [m["error"] for m in run_metrics(effects)] == [True]
 
@@ -296,7 +307,7 @@ def test_a_fused_save_that_fails_still_releases_and_raises_having_saved_nothing(
 def test_a_fused_release_that_fails_after_the_save_returns_the_result_and_reports_it():
     store, lock = {}, Lock()
     cfg = config(store, lock, **fused(store, lock, release_error=OSError("lock server gone")))
-    result, effects = drive(flow.exchange_flow(cfg, "hi", TK, None, "u1"), [text("ok")])
+    result, effects = drive(run_exchange(cfg, "hi", TK, None, "u1"), [text("ok")])
     assert result["text"] == "ok" and len(store["u1"]) == 2
     warns = [e[1] for e in effects if e[0] == "warn"]
     assert len(warns) == 1 and "lock server gone" in warns[0]
@@ -326,7 +337,7 @@ def test_every_exit_releases_what_it_took_and_emits_one_run_metric(
     if save_fails and not fuse:
         over = {"save": lambda cid, messages: (_ for _ in ()).throw(OSError("disk full"))}
     cfg = config(store, lock, retries=1, hold_lock=hold, max_turns=3, **over)
-    gen = flow.exchange_flow(cfg, "q", TK, None, "u" if with_id else None)
+    gen = run_exchange(cfg, "q", TK, None, "u" if with_id else None)
     effects: list = []
     try:
         result = drive(gen, turns, effects=effects)[0]

@@ -18,7 +18,7 @@ from toolnexus.store import (
     sqlite_store,
     turn_boundaries,
 )
-from toolnexus.store.forks import own_fork
+from toolnexus.store.fused import fused_call
 
 Q = {"role": "user", "content": "weather?"}
 CALL = {"role": "assistant", "content": None, "tool_calls": [
@@ -113,7 +113,7 @@ def test_durable_stores_fork_without_reading_the_conversation(
 
     monkeypatch.setattr(_rows, "decode_rows", spy)
     monkeypatch.setattr(_rows, "decode_joined", lambda *a: pytest.fail("a whole get"))
-    assert own_fork(s) is s["fork"]
+    assert fused_call(s, "fork") is not None
     assert fork(s, "src", "dst") == 400 and decoded == []
     assert fork(s, "src", "half", at=200) == 200 and decoded == [1]  # the one message at the cut
     monkeypatch.undo()
@@ -132,7 +132,7 @@ def test_decorators_are_never_bypassed(tmp_path):
     inner = sqlite_store(tmp_path / "d.db")
     tenant = namespaced("acme", inner)
     tenant["save"]("src", T)
-    assert own_fork(tenant) is None  # its "fork" is the inner store's: not its own
+    assert fused_call(tenant, "fork") is None  # namespaced replaced get and save: dropped
     assert fork(tenant, "src", "dst", at=5) == 5
     assert list(tenant["get"]("dst")) == T[:5] and inner["get"]("dst") is None
     assert set(inner["ids"]()) == {"acme:src", "acme:dst"}

@@ -10,8 +10,8 @@ import pytest
 from pyrsistent import thaw
 
 from toolnexus import ask, create_client
-from toolnexus.store import StoreCorruptError, capped_store, redis_store
-from toolnexus.store.locks import redis_lock
+from toolnexus.store import StoreCorruptError, capped_store, redis_lock, redis_store
+from toolnexus.store.fused import fused_call
 from toolnexus.testing import fake_provider, text_reply
 
 
@@ -129,11 +129,13 @@ def test_two_stores_racing_on_one_id_lose_no_turn(redis_url, prefix):
 
 
 def test_a_decorated_store_is_never_bypassed(redis_url, client, prefix):
-    """capped_store copies lock_load/save_release with the rest of the map: the client
-    must still save through the cap (the fused save would store everything)."""
+    """capped_store replaces save: its map drops the fused save_release (the fused save
+    would store everything), keeps lock_load, and the client saves through the cap."""
     with fake_provider(echo) as fp:
-        store = capped_store(2, redis_store(redis_url, prefix=prefix))
-        assert "save_release" in store  # copied, yet not to be used
+        base = redis_store(redis_url, prefix=prefix)
+        store = capped_store(2, base)
+        assert fused_call(base, "save_release") and fused_call(store, "save_release") is None
+        assert fused_call(store, "lock_load") is fused_call(base, "lock_load")
         c = create_client(base_url=fp.url, model="m", api_key="k", store=store)
         for i in range(3):
             ask(c, f"q{i}", id="x")

@@ -20,9 +20,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from toolnexus.backends.sqlite.log import trigram_supported, word_prefilter
 from toolnexus.history import in_memory_log, make_entry, postgres_log, sqlite_log
 from toolnexus.history.entry import check_query, fold, parse_when, select, utc
-from toolnexus.history.sqlite import trigram_supported, word_prefilter
 
 # Text that a naive backend would interpret: SQL wildcards, FTS5 operators, quotes,
 # escapes, and characters whose case folding is not one-to-one.

@@ -16,7 +16,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import thaw
 
-from toolnexus.store import LockTimeoutError, StoreUnavailableError
+from toolnexus.backends.file.lock import _lock_file_name
+from toolnexus.backends.postgres.lock import advisory_key
+from toolnexus.store import (
+    LockTimeoutError,
+    StoreUnavailableError,
+    file_lock,
+    postgres_lock,
+    redis_lock,
+)
 from toolnexus.store import locks as L
 
 PROCS, ASKS = 4, 10
@@ -129,16 +137,16 @@ def make_lock(request, tmp_path, unique):
     """Return fn(**options) -> a new lock object on one shared backend (another 'process')."""
     kind = request.param
     if kind == "file":
-        return lambda **kw: L.file_lock(tmp_path / "locks", **kw)
+        return lambda **kw: file_lock(tmp_path / "locks", **kw)
     if kind == "redis":
         url = request.getfixturevalue("redis_url")
-        return lambda **kw: L.redis_lock(url, prefix=f"tnx-lock:{unique}:", **kw)
+        return lambda **kw: redis_lock(url, prefix=f"tnx-lock:{unique}:", **kw)
     dsn = request.getfixturevalue("postgres_dsn")
     made = []
     request.addfinalizer(lambda: [lock.close() for lock in made])
 
     def make(**kw):
-        made.append(L.postgres_lock(dsn, **kw))
+        made.append(postgres_lock(dsn, **kw))
         return made[-1]
 
     return make
@@ -214,7 +222,7 @@ def test_hostile_ids(make_lock):
 
 
 def test_file_lock_files_stay_inside_the_directory(tmp_path):
-    lock = L.file_lock(tmp_path / "locks")
+    lock = file_lock(tmp_path / "locks")
     for id in ["../x", "../../etc/passwd", "a/b", "é" * 200, "x" * 300]:
         with lock(id):
             pass
@@ -224,24 +232,24 @@ def test_file_lock_files_stay_inside_the_directory(tmp_path):
 
 @given(st.text(min_size=1, max_size=400))
 def test_lock_file_names_are_safe_and_distinct(id):
-    name = L._lock_file_name(id)
+    name = _lock_file_name(id)
     assert "/" not in name and name not in (".", "..") and len(name.encode()) <= 255
-    assert L._lock_file_name(id + "x") != name
+    assert _lock_file_name(id + "x") != name
 
 
 @given(st.text(min_size=1), st.text(min_size=1))
 def test_advisory_keys_are_64_bit_and_stable(a, b):
-    ka = L._advisory_key(a)
-    assert -(2**63) <= ka < 2**63 and ka == L._advisory_key(a)
+    ka = advisory_key(a)
+    assert -(2**63) <= ka < 2**63 and ka == advisory_key(a)
     if a != b:
-        assert ka != L._advisory_key(b)  # a 64-bit collision here would be news
+        assert ka != advisory_key(b)  # a 64-bit collision here would be news
 
 
 def test_redis_lock_is_renewed_while_held(redis_url, unique):
     prefix = f"tnx-lock:{unique}:"
     lock, other = (
-        L.redis_lock(redis_url, ttl=0.3, prefix=prefix),
-        L.redis_lock(redis_url, timeout=0.1, prefix=prefix),
+        redis_lock(redis_url, ttl=0.3, prefix=prefix),
+        redis_lock(redis_url, timeout=0.1, prefix=prefix),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a lost lock would warn
@@ -257,8 +265,8 @@ def test_redis_locks_held_together_share_one_renewer(redis_url, unique):
     """Many locks held at once are all renewed, by one thread that ends when none is held."""
     prefix = f"tnx-lock:{unique}:"
     lock, other = (
-        L.redis_lock(redis_url, ttl=0.3, prefix=prefix),
-        L.redis_lock(redis_url, timeout=0.05, prefix=prefix),
+        redis_lock(redis_url, ttl=0.3, prefix=prefix),
+        redis_lock(redis_url, timeout=0.05, prefix=prefix),
     )
 
     def renewers() -> int:
@@ -283,7 +291,7 @@ def test_redis_lock_release_never_deletes_someone_elses_lock(redis_url, unique):
     import redis
 
     prefix, c = f"tnx-lock:{unique}:", redis.Redis.from_url(redis_url)
-    lock = L.redis_lock(redis_url, ttl=10, prefix=prefix)
+    lock = redis_lock(redis_url, ttl=10, prefix=prefix)
     with pytest.warns(RuntimeWarning, match="lost"), lock("x"):
         c.set(prefix + "x", "someone else's token")  # as if ours expired and another took it
     assert c.get(prefix + "x") == b"someone else's token"
@@ -291,14 +299,14 @@ def test_redis_lock_release_never_deletes_someone_elses_lock(redis_url, unique):
 
 
 def test_redis_lock_on_a_server_that_is_down():
-    lock = L.redis_lock("redis://:hunter2@127.0.0.1:1/0", timeout=1)
+    lock = redis_lock("redis://:hunter2@127.0.0.1:1/0", timeout=1)
     with pytest.raises(StoreUnavailableError) as e, lock("x"):
         pass
     assert "127.0.0.1:1" in str(e.value) and "hunter2" not in str(e.value)
 
 
 def test_postgres_lock_on_a_server_that_is_down():
-    lock = L.postgres_lock("postgresql://me:hunter2@127.0.0.1:1/test", timeout=1)
+    lock = postgres_lock("postgresql://me:hunter2@127.0.0.1:1/test", timeout=1)
     with pytest.raises(StoreUnavailableError) as e, lock("x"):
         pass
     lock.close()
@@ -308,10 +316,10 @@ def test_postgres_lock_on_a_server_that_is_down():
 def test_postgres_lock_is_freed_when_its_session_dies(postgres_dsn, unique):
     import psycopg
 
-    key = L._advisory_key(unique)
+    key = advisory_key(unique)
     holder = psycopg.connect(postgres_dsn, autocommit=True)
     holder.execute("SELECT pg_advisory_lock(%s)", (key,))
-    lock = L.postgres_lock(postgres_dsn, timeout=0.2)
+    lock = postgres_lock(postgres_dsn, timeout=0.2)
     with pytest.raises(LockTimeoutError), lock(unique):
         pass
     holder.close()  # a crashed holder: the server drops its locks

@@ -104,7 +104,7 @@ def test_a_decorated_postgres_store_whose_lock_session_died_never_overwrites(
 ):
     import psycopg
 
-    from toolnexus.store.locks import _advisory_key
+    from toolnexus.backends.postgres.lock import advisory_key as _advisory_key
 
     store = race_worker.make_store(capped_postgres_spec)
     client = create_in_process_client(model="m", generate=_echo, store=store)

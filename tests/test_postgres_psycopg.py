@@ -15,8 +15,9 @@ from __future__ import annotations
 import pytest
 from pyrsistent import thaw
 
+from toolnexus.backends.postgres.store import StoreRefusedError, postgres_store
 from toolnexus.core.transcript import TranscriptFormatError
-from toolnexus.store.postgres import StoreRefusedError, postgres_store
+from toolnexus.store.fused import fused_call
 
 psycopg = pytest.importorskip("psycopg")
 pool_module = pytest.importorskip("psycopg_pool")
@@ -115,8 +116,8 @@ def test_with_preparing_turned_off_nothing_is_prepared(postgres_dsn, table):
             for n in range(8):  # past psycopg's own threshold (5) too
                 with store["lock"]("c"):
                     exchange(store, "c", n)
-                held, read = store["lock_load"]("d")
-                store["save_release"](held, "d", [*thaw(read or ()), msg(f"d {n}")])
+                held, read = fused_call(store, "lock_load")("d")
+                fused_call(store, "save_release")(held, "d", [*thaw(read or ()), msg(f"d {n}")])
             conns = [pool.getconn() for _ in range(3)]  # every session of the pool
             try:
                 for conn in conns:

@@ -8,8 +8,9 @@ import durable_store_cases as cases
 import pytest
 from pyrsistent import freeze, thaw
 
+from toolnexus.backends.postgres.store import postgres_store
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
-from toolnexus.store.postgres import postgres_store
+from toolnexus.store.fused import declared, fused_call
 
 
 @pytest.fixture
@@ -397,7 +398,8 @@ def test_a_wrapped_save_is_never_bypassed(pool, table):
     store, log = bundle["store"], bundle["log"]
     try:
         capped = capped_store(2, store)
-        assert "save_logged" in capped  # copied with the rest of the map
+        assert declared(capped, "save_logged") is None  # capped replaced save: dropped
+        assert declared(store, "save_logged").where == declared(log, "rows").where
         client = create_in_process_client(
             model="m", generate=lambda req: {"content": "ok"}, store=capped, message_log=log
         )
@@ -437,7 +439,9 @@ def test_log_rows_are_written_only_with_their_transcript(pool, table):
             )
         entries = exchange_entries("a", "q", "answer", now=datetime.now(UTC))
         with pytest.raises((StoreCorruptError, StoreUnavailableError)):
-            store["save_logged"]("a", read.append(freeze(cases.msg("user", "q"))), log, entries)
+            fused_call(store, "save_logged")(
+                "a", read.append(freeze(cases.msg("user", "q"))), fused_call(log, "rows"), entries
+            )
         assert log["query"](conversation_id="a") == ()
         assert thaw(postgres_store(pool, table)["get"]("a")) == cases.turns(1, tag="x")
     finally:
@@ -525,7 +529,8 @@ def test_a_decorated_save_is_never_bypassed_by_the_fused_save(pool, table):
     store = capped_store(2, inner)
     echo = lambda req: {"content": "re: " + req["messages"][-1]["content"]}  # noqa: E731
     client = create_in_process_client(model="m", generate=echo, store=store)
-    assert client.plan[False]["save_release"] is None
+    x = client.plan[False]["exchange"]
+    assert x.lock_load is not None and not x.after_lock_load.releases  # the save: separate
     for text in ("one", "two", "three"):
         ask(client, text, id=cid)
     assert [m["content"] for m in inner["get"](cid)] == ["three", "re: three"]
@@ -560,7 +565,7 @@ def test_a_lock_load_on_a_free_lock_is_one_round_trip(pool, table):
     traced = _Traced(pool)
     store, cid = postgres_store(traced, table), cases.new_id()
     store["save"](cid, cases.turns(1))
-    held, read = store["lock_load"](cid)
+    held, read = fused_call(store, "lock_load")(cid)
     try:
         assert thaw(read) == cases.turns(1)
         (batch,) = traced.sent.batches
@@ -580,7 +585,7 @@ def test_a_lock_load_that_waited_reads_what_the_holder_saved(pool, table):
 
     import psycopg
 
-    from toolnexus.store.locks import _advisory_key
+    from toolnexus.backends.postgres.lock import advisory_key as _advisory_key
 
     store, other, cid = postgres_store(pool, table), postgres_store(pool, table), cases.new_id()
     store["save"](cid, cases.turns(1))
@@ -594,7 +599,7 @@ def test_a_lock_load_that_waited_reads_what_the_holder_saved(pool, table):
 
         t = threading.Thread(target=save_then_unlock)
         t.start()
-        held, read = store["lock_load"](cid)
+        held, read = fused_call(store, "lock_load")(cid)
         t.join()
     try:
         assert thaw(read) == cases.turns(2)
@@ -605,15 +610,15 @@ def test_a_lock_load_that_waited_reads_what_the_holder_saved(pool, table):
 def test_a_failed_read_in_the_take_pipeline_frees_the_lock(pool, table):
     import psycopg
 
-    from toolnexus.store.locks import _advisory_key
-    from toolnexus.store.postgres import StoreRefusedError
+    from toolnexus.backends.postgres.lock import advisory_key as _advisory_key
+    from toolnexus.backends.postgres.store import StoreRefusedError
 
     store, cid = postgres_store(pool, table), cases.new_id()
     store["save"](cid, cases.turns(1))
     with pool.connection() as c:
         c.execute(f"DROP TABLE {table}")  # behind the store's back
     with pytest.raises(StoreRefusedError, match="UndefinedTable"):
-        store["lock_load"](cid)
+        fused_call(store, "lock_load")(cid)
     with psycopg.connect(pool.conninfo, autocommit=True) as other:
         key = _advisory_key(cid)
         assert other.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (True,)

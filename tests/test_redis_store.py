@@ -6,8 +6,8 @@ import durable_store_cases as cases
 import pytest
 from pyrsistent import freeze, thaw
 
+from toolnexus.backends.redis.store import redis_store
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
-from toolnexus.store.redis import redis_store
 
 
 @pytest.fixture

@@ -22,17 +22,19 @@ from toolnexus.store import (
     LockTimeoutError,
     capped_store,
     encrypted,
+    file_lock,
     file_store,
     in_memory_store,
     namespaced,
     observed,
+    postgres_lock,
     read_through,
+    redis_lock,
     retention,
     sanitize_ids,
     sanitized_file_store,
     sqlite_store,
 )
-from toolnexus.store import locks as L
 from toolnexus.store.decorators import sanitize_id
 from toolnexus.testing import fake_provider, text_reply
 
@@ -170,7 +172,7 @@ def _store_lock_is(store, id: str, underlying, key: str) -> None:
 def test_file_store_locks_with_file_locks_beside_its_directory(tmp_path):
     s = file_store(tmp_path / "s")
     assert os.listdir(tmp_path) == ["s"]  # the lock directory is made on first use only
-    _store_lock_is(s, "a/b é", L.file_lock(tmp_path / "s-locks", timeout=0.05), "a/b é")
+    _store_lock_is(s, "a/b é", file_lock(tmp_path / "s-locks", timeout=0.05), "a/b é")
     assert sorted(os.listdir(tmp_path)) == ["s", "s-locks"] and os.listdir(tmp_path / "s") == []
 
 
@@ -178,7 +180,7 @@ def test_sqlite_store_locks_beside_its_file_whatever_the_path_spelling(tmp_path,
     monkeypatch.chdir(tmp_path)
     os.symlink(tmp_path, tmp_path / "link")
     s = sqlite_store("link/chat.db")
-    lock = L.file_lock(str(tmp_path / "chat.db") + "-locks", timeout=0.05)
+    lock = file_lock(str(tmp_path / "chat.db") + "-locks", timeout=0.05)
     _store_lock_is(s, "me", lock, "me")
     _store_lock_is(sqlite_store(tmp_path / "chat.db"), "me", lock, "me")
 
@@ -187,7 +189,7 @@ def test_redis_store_locks_with_a_redis_lock_on_its_client(redis_url, unique):
     from toolnexus.store import redis_store
 
     s = redis_store(redis_url, prefix=f"tnx:{unique}:")
-    _store_lock_is(s, "x", L.redis_lock(redis_url, prefix=f"tnx:{unique}:lock:", timeout=0.05), "x")
+    _store_lock_is(s, "x", redis_lock(redis_url, prefix=f"tnx:{unique}:lock:", timeout=0.05), "x")
     assert s["ids"]() == ()  # lock keys are not conversations
 
 
@@ -195,7 +197,7 @@ def test_postgres_store_locks_with_an_advisory_lock(postgres_dsn, unique):
     from toolnexus.store import postgres_store
 
     s = postgres_store(postgres_dsn, table=f"tnx_{unique}")
-    other = L.postgres_lock(postgres_dsn, timeout=0.05)
+    other = postgres_lock(postgres_dsn, timeout=0.05)
     try:
         _store_lock_is(s, "x", other, "x")
     finally:
@@ -227,7 +229,7 @@ def test_postgres_store_on_a_small_pool_keeps_a_connection_for_the_store(postgre
 
 def test_postgres_lock_refuses_a_bad_max_held():
     with pytest.raises(ValueError, match="max_held"):
-        L.postgres_lock("postgresql://x@127.0.0.1:1/none", max_held=0)
+        postgres_lock("postgresql://x@127.0.0.1:1/none", max_held=0)
 
 
 def test_an_in_memory_store_carries_its_own_lock():
@@ -256,14 +258,14 @@ def test_an_in_memory_store_carries_its_own_lock():
 
 def test_namespaced_locks_the_namespaced_id(tmp_path):
     base = file_store(tmp_path / "s")
-    under = L.file_lock(tmp_path / "s-locks", timeout=0.05)
+    under = file_lock(tmp_path / "s-locks", timeout=0.05)
     _store_lock_is(namespaced("acme", base), "u/1", under, "acme:u/1")
     with namespaced("acme", base)["lock"]("x"):  # tenants never share a lock
         assert not _held_elsewhere(namespaced("other", base)["lock"], "x")
 
 
 def test_sanitize_ids_locks_the_sanitized_key(tmp_path):
-    under = L.file_lock(tmp_path / "s-locks", timeout=0.05)
+    under = file_lock(tmp_path / "s-locks", timeout=0.05)
     _store_lock_is(sanitized_file_store(tmp_path / "s"), "A/é", under, sanitize_id("A/é"))
     _store_lock_is(sanitize_ids(file_store(tmp_path / "s")), "B", under, sanitize_id("B"))
 
@@ -271,7 +273,7 @@ def test_sanitize_ids_locks_the_sanitized_key(tmp_path):
 def test_read_through_takes_the_backing_stores_lock_never_the_caches(tmp_path):
     cache, backing = file_store(tmp_path / "cache"), file_store(tmp_path / "backing")
     s = read_through(cache, backing)
-    _store_lock_is(s, "x", L.file_lock(tmp_path / "backing-locks", timeout=0.05), "x")
+    _store_lock_is(s, "x", file_lock(tmp_path / "backing-locks", timeout=0.05), "x")
     assert not (tmp_path / "cache-locks").exists()
 
 

@@ -8,8 +8,8 @@ import durable_store_cases as cases
 import pytest
 from pyrsistent import thaw
 
+from toolnexus.backends.sqlite.store import sqlite_store
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
-from toolnexus.store.sqlite import sqlite_store
 
 
 @pytest.fixture

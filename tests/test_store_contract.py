@@ -26,6 +26,7 @@ from toolnexus.store import (
     sanitized_file_store,
     sqlite_store,
 )
+from toolnexus.store.fused import derive
 from toolnexus.testing import check_store_contract, conversation_ids, store_contract_machine
 
 # The decorators are thin: fewer examples each keeps the suite fast.
@@ -142,7 +143,7 @@ def test_read_through_over_retention_and_a_transform_it_must_read_back(tmp_path)
         def save(id, t):
             store["save"](id, [*t, {"role": "user", "content": "(saved)"}])
 
-        return {**store, "save": save}
+        return derive(store, save=save)
 
     cache: dict = {}
     check_store_contract(

@@ -1,8 +1,9 @@
 """The public verbs: run, stream, ask, conversation and their async twins.
 
 Each builds the flow's configuration from the client's fields, then hands
-`core.flow.exchange_flow` to a driver (sync, streaming, async): the exchange itself is
-written once, in the flow.
+`core.flow.exchange_flow` to a driver (sync, streaming, async), its intents (take,
+commit, release) performed by the store calls `exchange.choose` picked: the exchange
+itself is written once, in the flow.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .core.transcript import freeze_transcript
 from .core.wire.parts import check_prompt
 from .drivers import sync
 from .drivers.guard import Guard
+from .exchange import performed
 from .types import RunResult, StreamEvent
 
 __all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask", "forget",
@@ -90,7 +92,7 @@ def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_
         cfg = {**cfg, "output": output_spec(output_schema)}
     tk = _toolkit(client, toolkit, conversation_id)
     flow = exchange_flow(cfg, prompt, tk, history, conversation_id)
-    return flow, _context(client, client.plan["emit"])
+    return performed(flow, cfg["exchange"]), _context(client, client.plan["emit"])
 
 
 # ---- the sync driver ------------------------------------------------------------------
@@ -347,10 +349,8 @@ def forget(client: Client, conversation_id: str) -> dict:
     runtime derived from it (its memo, its lookup tool); return {"conversation_id",
     "log_entries"}. Taken under the conversation's lock, so no exchange saves it meanwhile.
     """
-    from .plan import conversation_lock
-
     _check_id(conversation_id)  # before any span or lock
-    lock = conversation_lock(client.lock, client.store, client.runtime)
+    lock = client.plan[False]["exchange"].lock  # the one every exchange takes
     try:
         with otel.forget_span(client.store, conversation_id) as went:
             done = forget_in(client.store, client.message_log, conversation_id, lock)

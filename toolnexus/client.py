@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 from pyrsistent import PMap, PRecord, field, freeze, pmap
 
+from .backends.memory.store import in_memory_store
 from .core.wire import DIALECTS
 from .drivers.transport import Endpoint, endpoint_url, given_http
 from .plan import plan
 from .runtime import Runtime
 from .store.check import check_store
-from .store.memory import in_memory_store
 
 __all__ = [
     "create_client",

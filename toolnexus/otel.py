@@ -22,11 +22,13 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true. See docs/observability.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from . import otel_ops
+from .otel_ops import error_type, json_text
 
 __all__ = ["CONTENT_ENV", "Trace", "available", "exchange_trace", "forget_span", "provider_name",
            "traced", "traced_log"]  # fmt: skip
@@ -59,22 +61,6 @@ def _api() -> Any:
 
 def _capture_content() -> bool:
     return os.environ.get(CONTENT_ENV, "").strip().lower() in ("true", "1", "yes")
-
-
-def _json(value: Any) -> str:
-    from .core.wire.common import to_json
-
-    try:
-        return to_json(value).decode()
-    except (TypeError, ValueError):
-        return json.dumps(str(value))
-
-
-def _error_type(e: BaseException) -> str:
-    if isinstance(e, GeneratorExit):
-        return "stream_closed"  # the consumer stopped reading
-    status = getattr(e, "status", None)
-    return str(status) if status is not None else type(e).__name__
 
 
 PROVIDERS = {"openai": "openai", "anthropic": "anthropic"}  # the style's wire format
@@ -150,7 +136,7 @@ class Trace:
 
     def fail(self, span: Any, e: BaseException, end: int | None = None) -> None:
         """End `span` as failed with `e` (error.type, status ERROR, the exception event)."""
-        span.set_attribute("error.type", _error_type(e))
+        span.set_attribute("error.type", error_type(e))
         span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, type(e).__name__))
         if isinstance(e, Exception):
             span.record_exception(e)
@@ -170,7 +156,7 @@ class Trace:
         self.parent.set_attribute("toolnexus.run.status", result.get("status") or "")
         self.parent.set_attribute("toolnexus.run.turns", int(result.get("turns") or 0))
         if self.content:
-            self.parent.set_attribute("gen_ai.output.messages", _json(_output(result, None)))
+            self.parent.set_attribute("gen_ai.output.messages", json_text(_output(result, None)))
         self._close()
         self.parent.end()
 
@@ -262,12 +248,12 @@ def _chat_start(t: Trace, request: Mapping) -> Any:
             attrs[theirs] = body[ours]
     span = t.start(f"chat {model}", attrs, "INTERNAL" if t.in_process else "CLIENT")
     if t.content:
-        span.set_attribute("gen_ai.input.messages", _json(_input(body)))
+        span.set_attribute("gen_ai.input.messages", json_text(_input(body)))
         system = body.get("system")
         if system:
-            text = system if isinstance(system, str) else _json(system)
+            text = system if isinstance(system, str) else json_text(system)
             span.set_attribute("gen_ai.system_instructions",
-                               _json([{"type": "text", "content": text}]))  # fmt: skip
+                               json_text([{"type": "text", "content": text}]))  # fmt: skip
     return span
 
 
@@ -283,7 +269,7 @@ def _chat_end(t: Trace, span: Any, turn: Mapping) -> None:
         out = {"text": turn.get("text"), "tool_calls": [
             {"id": c.get("id"), "name": c.get("name"), "args": c.get("args")}
             for c in turn.get("tool_calls") or ()]}  # fmt: skip
-        span.set_attribute("gen_ai.output.messages", _json(_output(out, turn.get("finish"))))
+        span.set_attribute("gen_ai.output.messages", json_text(_output(out, turn.get("finish"))))
     span.end()
 
 
@@ -369,8 +355,6 @@ def traced(table: Mapping[str, Any], t: Trace | None, asynchronous: bool) -> Map
     """Return the effect table with its llm, tools and io handlers making spans."""
     if t is None:
         return table
-    from . import otel_ops
-
     llm = _async_llm if asynchronous else _sync_llm
     tools = otel_ops.async_tools if asynchronous else otel_ops.sync_tools
     return {**table, "llm": llm(t, table["llm"]), "tools": tools(t, table["tools"]),
@@ -424,7 +408,7 @@ def forget_span(store: Mapping, conversation_id: str) -> Any:
         try:
             yield lambda n: s.set_attribute("toolnexus.memory.log_entries", n)
         except BaseException as e:
-            s.set_attribute("error.type", _error_type(e))
+            s.set_attribute("error.type", error_type(e))
             s.set_status(trace.Status(trace.StatusCode.ERROR, type(e).__name__))
             s.end()
             raise

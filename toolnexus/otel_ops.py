@@ -1,20 +1,40 @@
 """The tool and store spans of an exchange (see toolnexus/otel.py, which wraps the effect
 table with these): execute_tool per call, and the memory operations and lock events of
-the "io" effect's ops. Imported only when an exchange is traced."""
+the "io" effect's ops, and the attribute helpers both use.
+
+Nothing here imports opentelemetry: a function that needs its context imports it when
+an exchange is traced."""
 
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .otel import _error_type, _json
+from .core.wire.common import to_json
 
-if TYPE_CHECKING:
-    from .otel import Trace
+# A Trace (see otel.py) is what every function here is handed as `t`.
+Trace = Any
 
-__all__ = ["io", "sync_tools", "async_tools"]
+__all__ = ["io", "sync_tools", "async_tools", "json_text", "error_type"]
+
+
+def json_text(value: Any) -> str:
+    """Return a span attribute's JSON text (any value: what JSON cannot hold, as a string)."""
+    try:
+        return to_json(value).decode()
+    except (TypeError, ValueError):
+        return json.dumps(str(value))
+
+
+def error_type(e: BaseException) -> str:
+    """Return a span's error.type: the provider's status, else the exception's class."""
+    if isinstance(e, GeneratorExit):
+        return "stream_closed"  # the consumer stopped reading
+    status = getattr(e, "status", None)
+    return str(status) if status is not None else type(e).__name__
 
 
 # ---- tool spans ----------------------------------------------------------------------------
@@ -37,7 +57,7 @@ def _tool_end(t: Trace, span: Any, result: Any, end: int | None = None) -> None:
         )
         span.set_status(t.trace.Status(t.trace.StatusCode.ERROR, "tool_error"))
     elif t.content and isinstance(result, Mapping):
-        span.set_attribute("gen_ai.tool.call.result", _json(result.get("output")))
+        span.set_attribute("gen_ai.tool.call.result", json_text(result.get("output")))
     span.end(end_time=end)
 
 
@@ -52,7 +72,7 @@ def _traced_execute(t: Trace, fn: Callable, name: str, calls: Sequence, seen: se
             seen.add(call["id"])
         span = t.start(f"execute_tool {name}", _tool_attrs(name, call), "INTERNAL")
         if t.content:
-            span.set_attribute("gen_ai.tool.call.arguments", _json(args))
+            span.set_attribute("gen_ai.tool.call.arguments", json_text(args))
         return span, otel_context.attach(t.trace.set_span_in_context(span, t.context))
 
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
@@ -133,21 +153,8 @@ def async_tools(t: Trace, inner: Callable) -> Callable:
 # ---- store, log and lock (the "io" effect's ops) -----------------------------------------
 
 
-def _kind(t: Trace, op: Any) -> str | None:
-    """What an io op is: load, save, log, lock (or None: not traced)."""
-    from .core import flow
-
-    cfg, fn = t.cfg, op.fn
-    if fn is flow._enter:
-        return "lock"
-    if fn is flow._quiet and op.args and op.args[0] is cfg["log"]:
-        return "log"
-    for kind, names in (("load", ("get", "lock_load")), ("log", ("log",)),
-                        ("save", ("save", "save_release", "save_logged",
-                                  "save_logged_release"))):  # fmt: skip
-        if any(fn is cfg[n] and fn is not None for n in names):
-            return kind
-    return None
+# What an io op is (its `kind`, see core.flow.Op) -> what its span is.
+_KINDS = {"lock": "lock", "load": "load", "lock+load": "load", "save": "save", "log": "log"}
 
 
 _MEMORY = {"load": "search_memory", "save": "upsert_memory", "log": "create_memory"}
@@ -179,7 +186,7 @@ def _memory_start(t: Trace, kind: str, lock_load: bool) -> Any:
 
 
 def _done_op(t: Trace, kind: str, op: Any, span: Any, t0: float, value: Any) -> None:
-    lock_load = op.fn is t.cfg["lock_load"]
+    lock_load = op.kind == "lock+load"
     if kind == "lock" or lock_load:
         t.event("toolnexus.lock.acquired", {"toolnexus.lock.wait_seconds": time.perf_counter() - t0,
                                             "toolnexus.lock.with_load": lock_load})  # fmt: skip
@@ -192,18 +199,16 @@ def _done_op(t: Trace, kind: str, op: Any, span: Any, t0: float, value: Any) -> 
 
 def _failed_op(t: Trace, kind: str, span: Any, e: BaseException) -> None:
     if kind == "lock":
-        t.event("toolnexus.lock.failed", {"error.type": _error_type(e)})
+        t.event("toolnexus.lock.failed", {"error.type": error_type(e)})
     if span is not None:
         t.fail(span, e)
 
 
 def _traced_op(t: Trace, op: Any) -> Any:
-    kind = _kind(t, op)
+    kind = _KINDS.get(op.kind)
     if kind is None:
         return op
-    fn = op.fn
-    target = op.args[0] if fn is _quiet_fn() else fn
-    lock_load = target is t.cfg["lock_load"]
+    fn, lock_load = op.fn, op.kind == "lock+load"
 
     def begin() -> tuple[Any, float]:
         return (None if kind == "lock" else _memory_start(t, kind, lock_load)), time.perf_counter()
@@ -233,12 +238,6 @@ def _traced_op(t: Trace, op: Any) -> Any:
         return value
 
     return op._replace(fn=run)
-
-
-def _quiet_fn() -> Any:
-    from .core import flow
-
-    return flow._quiet
 
 
 def io(t: Trace, inner: Callable, asynchronous: bool) -> Callable:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pyrsistent import PMap, pmap, pvector
 
-from ._extras import needs_extra
+from .core.extras import needs_extra
 from .core.tool import tool, tool_result
 
 __all__ = [

@@ -174,8 +174,6 @@ class Store(TypedDict):
     ids: NotRequired[Callable[[], Any]]
     desc: NotRequired[str]
     lock: NotRequired[Callable[[str], Any]]
-    # Optional fused calls (redis_store has them): take the lock and load in one round
-    # trip, save and release in one; used only while they stand for this map's own
-    # get, save and lock (their .get/.lock/.save attributes).
-    lock_load: NotRequired[Callable[[str], tuple[Any, Transcript | None]]]
-    save_release: NotRequired[Callable[[Any, str, Transcript], BaseException | None]]
+    # Its fused calls, declared as data: {name: Fused(call, needs, where)} (see
+    # toolnexus.store.fused); a decorator built with derive drops what it invalidates.
+    fused: NotRequired[Mapping[str, Any]]

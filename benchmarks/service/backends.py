@@ -15,6 +15,8 @@ from typing import Any
 
 from pyrsistent import PMap, pmap
 
+from toolnexus.core.secrets import redact_dsn as redact
+from toolnexus.history.lazy import lazy_log
 from toolnexus.store import (
     file_lock,
     local_lock,
@@ -24,8 +26,6 @@ from toolnexus.store import (
     redis_store,
     sqlite_store,
 )
-from toolnexus.store._connect import redact
-from toolnexus.store.backends import lazy_log
 
 __all__ = ["ConfigError", "read_config", "open_backends", "backend_kind"]
 

@@ -317,18 +317,6 @@ def chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | No
     return 1 if failed else 0
 
 
-def show(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Print a stored conversation readably, its turns numbered (with the `fork --at` of each)."""
-    from .fork import render_turns
-
-    store = open_store(args.store)
-    transcript = store["get"](args.id)
-    if not transcript:
-        raise CommandError(f"no conversation {args.id!r} in {_desc(store)}")
-    print(render_turns(transcript), file=out or sys.stdout)
-    return 0
-
-
 def ids(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print the ids of the conversations in a store, one per line."""
     store = open_store(args.store)
@@ -372,7 +360,7 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the `chat`, `show` and `ids` commands."""
+    """Add the `chat` and `ids` commands."""
     c = sub.add_parser("chat", help="chat with a chat completions, Anthropic or Responses endpoint")
     c.add_argument("--base-url", required=True, help="e.g. https://api.openai.com/v1")
     c.add_argument("--model", required=True)
@@ -395,11 +383,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--retries", type=int, default=2, help="retries of a failed request (2)")
     c.set_defaults(func=_guarded(chat))
-
-    s = sub.add_parser("show", help="print a stored conversation")
-    s.add_argument("id")
-    s.add_argument("--store", help=STORE_HELP)
-    s.set_defaults(func=_guarded(show))
 
     i = sub.add_parser("ids", help="list the conversations in a store")
     i.add_argument("--store", help=STORE_HELP)

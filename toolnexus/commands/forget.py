@@ -22,6 +22,7 @@ from .places import (
     log_path_for,
     open_store,
     parse_store_spec,
+    place_log,
     require_parent,
 )
 
@@ -37,8 +38,11 @@ def _log(option: str | None, spec: str | None) -> dict | None:
         if not path.exists():
             raise CommandError(f"--log {option!r}: no message log there")
         return sqlite_log(path)
-    path = log_path_for(parse_store_spec(spec))
-    return sqlite_log(path) if path is not None and path.exists() else None
+    place = parse_store_spec(spec)
+    path = log_path_for(place)
+    if path is None:
+        return place_log(place)
+    return sqlite_log(path) if path.exists() else None
 
 
 def forget_command(args: argparse.Namespace, out: TextIO | None = None) -> int:

@@ -1,4 +1,5 @@
-"""`python -m toolnexus fork | rewind`: branch a stored conversation, or undo its last turns.
+"""`python -m toolnexus show | fork | rewind`: a stored conversation's turns, a branch of it,
+or its last turns undone.
 
 python -m toolnexus show work                 # turns numbered, each with its --at
 python -m toolnexus fork work work-alt --at 4 # the turns before message 4, as work-alt
@@ -40,6 +41,16 @@ def render_turns(messages: Sequence[Mapping]) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def show(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Print a stored conversation readably, its turns numbered (with the `fork --at` of each)."""
+    store = open_store(args.store)
+    transcript = store["get"](args.id)
+    if not transcript:
+        raise CommandError(f"no conversation {args.id!r} in {_desc(store)}")
+    print(render_turns(transcript), file=out or sys.stdout)
+    return 0
+
+
 def fork_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Copy a conversation (or its turns before --at) to a new id."""
     from toolnexus.store import fork
@@ -69,7 +80,12 @@ def rewind_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the `fork` and `rewind` commands."""
+    """Add the `show`, `fork` and `rewind` commands."""
+    s = sub.add_parser("show", help="print a stored conversation")
+    s.add_argument("id")
+    s.add_argument("--store", help=STORE_HELP)
+    s.set_defaults(func=_guarded(show))
+
     f = sub.add_parser("fork", help="copy a stored conversation (or its first turns) to a new id")
     f.add_argument("src")
     f.add_argument("dst")

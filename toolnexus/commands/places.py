@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..backends.urls import SCHEMES, parse_url, shapes
+from ..core.secrets import redact_dsn
+
 __all__ = [
     "CommandError",
     "Place",
@@ -20,10 +23,11 @@ __all__ = [
     "log_for",
     "open_store",
     "parse_store_spec",
+    "place_log",
     "require_parent",
 ]
 
-STORE_HELP = "memory | file:DIR | sqlite:PATH (default: file store under the user data dir)"
+STORE_HELP = f"{shapes()} (default: a file store under the user data dir)"
 
 
 class CommandError(Exception):
@@ -31,11 +35,13 @@ class CommandError(Exception):
 
 
 class Place(NamedTuple):
-    """A parsed --store spec: kind (memory|file|sqlite), path (None for memory), is_default."""
+    """A parsed --store spec: kind (a row of the backend URL table: memory, file, sqlite,
+    postgres, redis), path (file and sqlite; else None), is_default, url (as given)."""
 
     kind: str
     path: Path | None
     is_default: bool
+    url: str
 
 
 def data_dir() -> Path:
@@ -53,15 +59,21 @@ def parse_store_spec(spec: str | None) -> Place:
     """Return the Place a --store spec names (CommandError for anything else).
 
     >>> parse_store_spec("sqlite:chat.db")
-    Place(kind='sqlite', path=PosixPath('chat.db'), is_default=False)
+    Place(kind='sqlite', path=PosixPath('chat.db'), is_default=False, url='sqlite:chat.db')
     """
-    is_default = spec is None
-    kind, _, where = (spec or default_store_spec()).partition(":")
-    if kind == "memory" and not where:
-        return Place("memory", None, is_default)
-    if kind in ("file", "sqlite") and where:
-        return Place(kind, Path(where).expanduser(), is_default)
-    raise CommandError(f"unknown --store {spec!r}: use memory, file:DIR or sqlite:PATH")
+    url = spec or default_store_spec()
+    try:
+        scheme, target = parse_url(url)
+    except ValueError:
+        raise CommandError(f"unknown --store {redact_dsn(url)!r}: use {shapes()}") from None
+    path = Path(target).expanduser() if scheme.path else None
+    return Place(scheme.name, path, spec is None, url)
+
+
+def _bundle(place: Place) -> dict:
+    """Return the backend bundle a Place names (its path expanded)."""
+    scheme = next(s for s in SCHEMES if s.name == place.kind)
+    return scheme.open(str(place.path) if place.path is not None else place.url)
 
 
 def require_parent(path: Path, flag: str) -> Path:
@@ -76,22 +88,11 @@ def require_parent(path: Path, flag: str) -> Path:
 
 
 def open_store(spec: str | None) -> dict:
-    """Return the store a --store spec names: memory, file:DIR or sqlite:PATH."""
+    """Return the store a --store spec names (see `backends.urls`)."""
     place = parse_store_spec(spec)
-    if place.kind == "memory":
-        from toolnexus.store import in_memory_store
-
-        return in_memory_store()
-    assert place.path is not None
-    if not place.is_default:
+    if place.path is not None and not place.is_default:
         require_parent(place.path, "--store")
-    if place.kind == "file":
-        from toolnexus.store import file_store
-
-        return file_store(place.path)
-    from toolnexus.store import sqlite_store
-
-    return sqlite_store(place.path)
+    return _bundle(place)["store"]
 
 
 def log_path_for(place: Place) -> Path | None:
@@ -99,8 +100,9 @@ def log_path_for(place: Place) -> Path | None:
 
     The default store's log is `history`'s default file, so `history search` finds it;
     a file store's log is `history.db` inside its directory; a SQLite store's, beside it.
+    A store at a URL (memory, a database server) has none: see `place_log`.
     """
-    if place.kind == "memory":
+    if place.path is None:
         return None
     if place.is_default:
         from .history import default_db
@@ -118,11 +120,19 @@ def log_for(option: str | None, spec: str | None) -> dict | None:
 
     if option is not None:
         return sqlite_log(require_parent(Path(option).expanduser(), "--log"))
-    path = log_path_for(parse_store_spec(spec))
+    place = parse_store_spec(spec)
+    path = log_path_for(place)
     if path is None:
-        return in_memory_log()
+        return place_log(place) or in_memory_log()
     path.parent.mkdir(parents=True, exist_ok=True)  # exists unless it is the default place
     return sqlite_log(path)
+
+
+def place_log(place: Place) -> dict | None:
+    """Return the message log a database server's bundle keeps (PostgreSQL's), else None."""
+    if place.path is not None or place.kind == "memory":
+        return None
+    return _bundle(place)["log"]
 
 
 def lock_for(option: str | None, spec: str | None, store: Mapping) -> Callable | None:

@@ -26,6 +26,15 @@ handlers for these kinds; none holds exchange logic:
                              was saved), history (it, replayable), texts (of history)}
   ("remember", id, memo)  -> None
 
+and three intents, the exchange's store calls, which toolnexus/exchange.py performs as
+"io" effects (fused calls where the store declares them, else separate ones); a driver
+never sees them:
+
+  ("take", id, load)      -> (held, transcript | None): the lock taken (and the load)
+  ("commit", id, messages, held, log, loaded)
+                          -> the (save, release, log...) outcomes; log: an Op or None
+  ("release", held, *ops) -> the outcomes of releasing `held`, then of `ops`
+
 A driver that must stop (a deadline, a cancel, a consumer that closed the stream) throws
 the reason into the flow and keeps performing what the flow yields until it ends: the
 flow itself releases the lock, writes the log and emits the run metric, so no exit path
@@ -51,28 +60,21 @@ from .wire.parts import prompt_text
 from .wire.sse import whole_characters
 from .wire.translate import translate
 
-__all__ = ["Op", "exchange_flow", "run_flow", "rebase"]
+__all__ = ["Op", "exchange_flow", "run_flow", "rebase", "value_of"]
 
 
 class Op(NamedTuple):
-    """One call of an "io" effect: fn(*args); `always` runs it even after an earlier error."""
+    """One call of an "io" effect: fn(*args); `always` runs it even after an earlier error.
+    `kind` says what it is, for whoever watches (lock, load, lock+load, save, log,
+    release; "" for anything else)."""
 
     fn: Callable
     args: tuple
     always: bool = False
+    kind: str = ""
 
 
-def _enter(lock: Callable, conversation_id: str) -> Any:
-    cm = lock(conversation_id)
-    cm.__enter__()
-    return cm
-
-
-def _exit(cm: Any) -> None:
-    cm.__exit__(None, None, None)
-
-
-def _value(outcome: tuple) -> Any:
+def value_of(outcome: tuple) -> Any:
     """Return an io outcome's value, or raise its error."""
     if outcome[0] == "error":
         raise outcome[1]
@@ -213,7 +215,7 @@ def _resume(cfg: Mapping, tk: Any, call: Mapping, request: Mapping):
     if cfg["events"]:  # a stream shows the request before the host is asked
         yield ("event", _event("pending", request=request))
     (outcome,) = yield ("io", (Op(cfg["wait_for"], (request,)),))
-    answer = _value(outcome)
+    answer = value_of(outcome)
     if not answer or not answer.get("ok"):
         return tool_result(f"Request {request['id']!r} was declined or not answered.", True)
     again = {**call, "args": call["args"].set("_resume", pmap(answer))}
@@ -325,26 +327,9 @@ def rebase(base: Any, current: Any, messages: Sequence, fresh: Sequence) -> Any:
     return freeze_transcript(current).extend(fresh)
 
 
-def _take(cfg: Mapping, cid: str, load: bool):
-    """Take the conversation's lock (and load, in the same hand-off); return (held, loaded)."""
-    if load and cfg["lock_load"] is not None:
-        # The store takes its own lock and reads in one round trip; on a failure it has
-        # released what it took, so there is nothing to exit here.
-        (outcome,) = yield ("io", (Op(cfg["lock_load"], (cid,)),))
-        return _value(outcome)
-    ops = (Op(_enter, (cfg["lock"], cid)), *((Op(cfg["get"], (cid,)),) if load else ()))
-    outcomes = yield ("io", ops)
-    held = _value(outcomes[0])
-    try:
-        return held, _value(outcomes[1]) if load else None
-    except BaseException:
-        yield ("io", (Op(_exit, (held,), always=True),))
-        raise
-
-
 def _release(held: Any):
     """Release a held lock; a failure is reported (a warning and a metric), never raised."""
-    (outcome,) = yield ("io", (Op(_exit, (held,), always=True),))
+    (outcome,) = yield ("release", held)
     yield from _released(outcome)
 
 
@@ -392,69 +377,17 @@ def _with_system(cfg: Mapping, lifted: str) -> Mapping:
     return {**cfg, "system": lambda tk: "\n\n".join(x for x in (lifted, system(tk)) if x)}
 
 
-def _save_ops(cfg: Mapping, cid: str, messages: Any, held: Any, log: Op | None) -> tuple:
-    save = Op(cfg["save"], (cid, messages))
-    release = (Op(_exit, (held,), always=True),) if held is not None else ()
-    return (save, *release, *((log,) if log is not None else ()))
-
-
-def _save_release(cfg: Mapping, cid: str, messages: Any, held: Any, log: Op | None):
-    """Save and release in one store call; return the outcomes as (save, release, log...).
-
-    The store releases even when its save fails (and raises the save's error); a release
-    that failed after a saved exchange comes back as its value, to report, not raise.
-    """
-    ops = (Op(cfg["save_release"], (held, cid, messages)), *((log,) if log is not None else ()))
-    outcomes = yield ("io", ops)
-    fused, rest = outcomes[0], outcomes[1:]
-    if fused[0] == "ok" and fused[1] is not None:
-        return (("ok", None), ("error", fused[1]), *rest)
-    return (fused, ("ok", None), *rest)
-
-
-def _fused_held(cfg: Mapping) -> bool:
-    """Whether the lock held was taken by the store's "lock_load" (what its fused saves
-    release); with `history` given, the exchange took the plain lock instead."""
-    return cfg["lock_load"] is not None and cfg["loaded_from_store"]
-
-
-def _split(fused: tuple) -> tuple:
-    """Return the (save, release) outcomes of a fused save-and-release outcome, whose value
-    is (what the save returned, a failed release's error or None)."""
-    if fused[0] != "ok":
-        return fused, ("ok", None)  # the store released before raising the save's error
-    value, release_error = fused[1]
-    return ("ok", value), ("ok", None) if release_error is None else ("error", release_error)
-
-
 def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
     """Save (rebased when the lock was not held), release and log; raise a save's error."""
     messages = state["messages"]
-    if cid is not None and held is None:  # optimistic: take the lock for the save alone
-        held, current = yield from _take(cfg, cid, cfg["loaded_from_store"])
-        if cfg["loaded_from_store"]:
-            messages = rebase(loaded, current, messages, steps.fresh_messages(state))
     if cid is None:
         outcomes = (yield ("io", (log,))) if log is not None else ()
         return messages, outcomes, None
-    save_logged = cfg["save_logged"]
-    if save_logged is not None and log is not None:
-        args = (cid, messages, *log.args[1:])
-        if cfg["save_logged_release"] is not None and _fused_held(cfg):
-            (fused,) = yield ("io", (Op(cfg["save_logged_release"], (held, *args)),))
-            outcomes = _split(fused)
-        else:
-            outcomes = yield ("io", (Op(save_logged, args), Op(_exit, (held,), always=True)))
-        if outcomes[0][0] == "ok" and not outcomes[0][1]:  # the log did not go with it
-            outcomes = (*outcomes, *(yield ("io", (log,))))
-        elif outcomes[0][0] == "ok":
-            outcomes = (*outcomes, ("ok", None))
-        else:
-            outcomes = (*outcomes, *(yield ("io", (log,))))
-    elif held is not None and cfg["save_release"] is not None and _fused_held(cfg):
-        outcomes = yield from _save_release(cfg, cid, messages, held, log)
-    else:
-        outcomes = yield ("io", _save_ops(cfg, cid, messages, held, log))
+    if held is None:  # optimistic: take the lock for the save alone
+        held, current = yield ("take", cid, cfg["loaded_from_store"])
+        if cfg["loaded_from_store"]:
+            messages = rebase(loaded, current, messages, steps.fresh_messages(state))
+    outcomes = yield ("commit", cid, messages, held, log, cfg["loaded_from_store"])
     return messages, outcomes, outcomes[0]
 
 
@@ -466,8 +399,8 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     transcript loaded unless `history` is given, and the whole exchange saved at the
     end, or nothing if the run raised. The message log (cfg["log"]) records the prompt
     and every assistant text, also when the run failed. The run metric comes last.
-    A store's fused calls (cfg["lock_load"], cfg["save_release"]; None when they do not
-    apply) take and load, and save and release, in one effect each.
+    The lock, load, save and release are intents ("take", "commit", "release"): which
+    store calls make them (fused or separate) is the exchange module's business.
     """
     t0 = yield ("clock",)
     asked_at = yield ("now",)
@@ -476,7 +409,7 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     held, loaded, state = None, history, None
     try:
         if cid is not None:
-            held, got = yield from _take(cfg, cid, history is None)
+            held, got = yield ("take", cid, history is None)
             loaded = got if history is None else history
             if not hold:
                 yield from _release(held)
@@ -523,19 +456,18 @@ def _log_op(cfg: Mapping, cid: str | None, prompt: Any, state: Any, asked_at: An
     if cfg["log"] is None:
         return None
     texts = tuple(state["said"]) if state is not None else ()
-    return Op(cfg["log"], (cid, prompt_text(prompt), texts, asked_at), always=True)
+    return Op(cfg["log"], (cid, prompt_text(prompt), texts, asked_at), always=True, kind="log")
 
 
 def _fail(cfg, cid, held, prompt, state, asked_at, t0, error, logged: bool = True):
     """The exit of a run that raised: release, log what was said, emit the run metric."""
-    ops = (Op(_exit, (held,), always=True),) if held is not None else ()
     log = _log_op(cfg, cid, prompt, state, asked_at) if logged else None
-    if log is not None:
-        ops = (*ops, Op(_quiet, (log.fn, *log.args), always=True))
-    if ops:
-        outcomes = yield ("io", ops)
-        if held is not None:
-            yield from _released(outcomes[0])
+    said = (Op(_quiet, (log.fn, *log.args), always=True, kind="log"),) if log else ()
+    if held is not None:
+        outcomes = yield ("release", held, *said)
+        yield from _released(outcomes[0])
+    elif said:
+        yield ("io", said)
     t1 = yield ("clock",)
     yield ("metric", _run_metric(cfg, None, t1 - t0, error))
 

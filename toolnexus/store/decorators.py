@@ -5,8 +5,10 @@
 
 Every decorator passes the store's other keys through ("delete", "ids", "lock", your
 own), wrapping those that take an id when it changes ids (so `namespaced` locks the
-namespaced id), and sets a readable "desc". A save may declare what `get` returns right
-after it (its `stored_view` attribute, see `stored_view`); decorators keep that true.
+namespaced id), and sets a readable "desc". Each builds its map with `fused.derive`,
+which drops the store's fused calls that need what it replaced (a fused call never
+bypasses a decorator), and declares again what stays true: the "view" (what `get`
+returns right after `save`, see `stored_view`) where it still knows it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import base64
 import hashlib
 import inspect
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,10 +26,11 @@ from typing import Any
 from toolz.functoolz import curry as _toolz_curry
 from toolz.functoolz import instanceproperty, no_default
 
-from .._extras import needs_extra
 from ..core import transcript as tx
+from ..core.extras import needs_extra
+from .document import parse_document
 from .errors import StoreCorruptError
-from .file import file_store, parse_document
+from .fused import derive, stored_view, view
 
 __all__ = [
     "DecryptionError",
@@ -40,8 +42,6 @@ __all__ = [
     "retention",
     "sanitize_id",
     "sanitize_ids",
-    "sanitized_file_store",
-    "stored_view",
 ]
 
 
@@ -72,6 +72,13 @@ def _desc(store: Mapping) -> str:
     return store.get("desc") or "store"
 
 
+def _same_view(store: Mapping) -> dict:
+    """Return the store's "view" declared again, for a decorator whose get and save keep
+    what get returns after save (they only map ids, or watch)."""
+    inner = stored_view(store)
+    return {} if inner is None else {"view": view(inner)}
+
+
 def _check_store(store: Any, who: str) -> None:
     if not (
         isinstance(store, Mapping) and callable(store.get("get")) and callable(store.get("save"))
@@ -80,29 +87,6 @@ def _check_store(store: Any, who: str) -> None:
             f"{who}: expected a store (a mapping with callable 'get' and 'save'),"
             f" got {type(store).__name__}"
         )
-
-
-def stored_view(store: Mapping) -> Callable[[Sequence[Mapping]], Any] | None:
-    """Return fn(transcript) -> what `store["get"]` returns right after `store["save"]` of it.
-
-    Only when the store's save declares it (a `stored_view` attribute of that very
-    function, so a decorator that replaces "save" without declaring one drops it); else
-    None, and only reading back tells. `read_through` uses it to fill its cache.
-
-    >>> from toolnexus.store import in_memory_store
-    >>> view = stored_view(capped_store(1, in_memory_store()))
-    >>> [m["content"] for m in view([{"role": "user", "content": c} for c in "ab"])]
-    ['b']
-    """
-    view = getattr(store["save"], "stored_view", None)
-    return view if callable(view) else None
-
-
-def _declared(save: Callable, view: Callable | None) -> Callable:
-    """Return `save`, declaring `view` as its stored view (when there is one)."""
-    if view is not None:
-        save.stored_view = view  # type: ignore[attr-defined]
-    return save
 
 
 # ---- capped ----------------------------------------------------------------
@@ -143,9 +127,9 @@ def capped_store(n: int, store: Mapping, *, keep: int | None = None) -> dict:
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         inner_save(id, cut(transcript))
 
-    view = None if inner_view is None else (lambda t: inner_view(cut(t)))
+    seen = {} if inner_view is None else {"view": view(lambda t: inner_view(cut(t)))}
     shown = f"{n}" if keep is None or keep == n else f"{n}, keep={keep}"
-    return {**store, "save": _declared(save, view), "desc": f"capped({shown}, {_desc(store)})"}
+    return derive(store, fused=seen, save=save, desc=f"capped({shown}, {_desc(store)})")
 
 
 # ---- sanitized ids -----------------------------------------------------------
@@ -206,7 +190,7 @@ def sanitize_ids(store: Mapping) -> dict:
     `ids()` can list it.
     """
     _check_store(store, "sanitize_ids")
-    out = {**store, "desc": f"sanitized({_desc(store)})"}
+    ops: dict[str, Any] = {"desc": f"sanitized({_desc(store)})"}
 
     def name_key(key: str) -> str | None:
         return _NAME + key[len(_HASHED) :] if key.startswith(_HASHED) else None
@@ -221,9 +205,9 @@ def sanitize_ids(store: Mapping) -> dict:
             store["save"](side, [{"role": "toolnexus.id", "content": id}])
         store["save"](key, transcript)
 
-    out.update(get=get, save=_declared(save, stored_view(store)))
+    ops.update(get=get, save=save)
     if callable(store.get("lock")):
-        out["lock"] = lambda id: store["lock"](sanitize_id(id))  # the key's lock
+        ops["lock"] = lambda id: store["lock"](sanitize_id(id))  # the key's lock
     if "delete" in store:
 
         def delete(id: str) -> None:
@@ -232,7 +216,7 @@ def sanitize_ids(store: Mapping) -> dict:
             if name_key(key) and "ids" in store:
                 store["delete"](name_key(key))
 
-        out["delete"] = delete
+        ops["delete"] = delete
     if "ids" in store:
 
         def ids() -> tuple[str, ...]:
@@ -245,20 +229,8 @@ def sanitize_ids(store: Mapping) -> dict:
                     found.append(_unsanitize(key))
             return tuple(i for i in found if isinstance(i, str))
 
-        out["ids"] = ids
-    return out
-
-
-def sanitized_file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> dict:
-    """Return `sanitize_ids(file_store(directory))`: file names safe on every file system.
-
-    `file_store` alone is already injective on a case-sensitive file system (safe ids
-    verbatim, others base64, long ones hashed). This adds lowercase-only names (so 'A'
-    and 'a' stay apart on macOS and Windows) and no device names. Its "lock" is the file
-    store's, on the sanitized key. Its file names differ from a plain `file_store`'s: do
-    not switch an existing directory.
-    """
-    return sanitize_ids(file_store(directory, lock_timeout=lock_timeout))
+        ops["ids"] = ids
+    return derive(store, fused=_same_view(store), **ops)
 
 
 # ---- namespaced --------------------------------------------------------------
@@ -284,19 +256,18 @@ def namespaced(prefix: str, store: Mapping) -> dict:
         )
     _check_store(store, "namespaced")
     head = prefix + ":"
-    out = {
-        **store,
+    ops: dict[str, Any] = {
         "get": lambda id: store["get"](head + id),
-        "save": _declared(lambda id, t: store["save"](head + id, t), stored_view(store)),
+        "save": lambda id, t: store["save"](head + id, t),
         "desc": f"namespaced({prefix!r}, {_desc(store)})",
     }
     if callable(store.get("lock")):
-        out["lock"] = lambda id: store["lock"](head + id)  # the backend id's lock
+        ops["lock"] = lambda id: store["lock"](head + id)  # the backend id's lock
     if "delete" in store:
-        out["delete"] = lambda id: store["delete"](head + id)
+        ops["delete"] = lambda id: store["delete"](head + id)
     if "ids" in store:
-        out["ids"] = lambda: tuple(k[len(head) :] for k in store["ids"]() if k.startswith(head))
-    return out
+        ops["ids"] = lambda: tuple(k[len(head) :] for k in store["ids"]() if k.startswith(head))
+    return derive(store, fused=_same_view(store), **ops)
 
 
 # ---- observed ------------------------------------------------------------------
@@ -322,7 +293,7 @@ def observed(
     [('a', 1)]
     """
     _check_store(store, "observed")
-    out = {**store, "desc": f"observed({_desc(store)})"}
+    ops: dict[str, Any] = {"desc": f"observed({_desc(store)})"}
     if on_get is not None:
 
         def get(id: str):
@@ -330,22 +301,22 @@ def observed(
             on_get(id, found)
             return found
 
-        out["get"] = get
+        ops["get"] = get
     if on_save is not None:
 
         def save(id: str, transcript: Sequence[Mapping]) -> None:
             store["save"](id, transcript)
             on_save(id, transcript)
 
-        out["save"] = _declared(save, stored_view(store))
+        ops["save"] = save
     if on_delete is not None and "delete" in store:
 
         def delete(id: str) -> None:
             store["delete"](id)
             on_delete(id)
 
-        out["delete"] = delete
-    return out
+        ops["delete"] = delete
+    return derive(store, fused=_same_view(store), **ops)  # its get and save change nothing
 
 
 # ---- read-through cache --------------------------------------------------------
@@ -377,19 +348,18 @@ def read_through(cache: Mapping, store: Mapping) -> dict:
             cache["save"](id, found)
         return found
 
-    view = stored_view(store)
+    inner_view = stored_view(store)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         cache["delete"](id)  # first: a failed save must not leave a stale copy readable
         store["save"](id, transcript)
-        now = view(transcript) if view is not None else store["get"](id)
+        now = inner_view(transcript) if inner_view is not None else store["get"](id)
         if now is not None:
             cache["save"](id, now)
 
-    out = {
-        **store,
+    ops: dict[str, Any] = {
         "get": get,
-        "save": _declared(save, view),
+        "save": save,
         "desc": f"read_through({_desc(cache)}, {_desc(store)})",
     }
     if "delete" in store:
@@ -399,8 +369,8 @@ def read_through(cache: Mapping, store: Mapping) -> dict:
             store["delete"](id)
             cache["delete"](id)
 
-        out["delete"] = delete
-    return out
+        ops["delete"] = delete
+    return derive(store, fused=_same_view(store), **ops)  # it returns what the store does
 
 
 # ---- retention -------------------------------------------------------------------
@@ -472,14 +442,15 @@ def retention(
         stamp(id)  # first: a failed save then only extends the old transcript's life
         store["save"](id, transcript)
 
-    out = {**store, "get": get, "save": save, "desc": f"retention({age:g}s, {_desc(store)})"}
+    ops: dict[str, Any] = {"get": get, "save": save,
+                           "desc": f"retention({age:g}s, {_desc(store)})"}  # fmt: skip
     if "delete" in store:
 
         def delete(id: str) -> None:
             store["delete"](id)
             store["delete"](meta_id(id))
 
-        out["delete"] = delete
+        ops["delete"] = delete
     if "ids" in store:
 
         def ids() -> tuple[str, ...]:
@@ -488,8 +459,8 @@ def retention(
                 k for k in keys if not k.startswith(SAVED_AT) and not is_expired(saved_at(k))
             )
 
-        out["ids"] = ids
-    return out
+        ops["ids"] = ids
+    return derive(store, **ops)
 
 
 # ---- encrypted -------------------------------------------------------------------
@@ -555,6 +526,5 @@ def encrypted(key: Any, store: Mapping) -> dict:
         store["save"](id, [{"role": ENCRYPTED_ROLE, "content": token.decode("ascii")}])
 
     # A store that keeps its one-message ciphertext as given gives back the plain value.
-    view = tx.freeze_transcript if stored_view(store) is not None else None
-    out = {**store, "get": get, "save": _declared(save, view)}
-    return {**out, "desc": f"encrypted({_desc(store)})"}
+    seen = {"view": view(tx.freeze_transcript)} if stored_view(store) is not None else {}
+    return derive(store, fused=seen, get=get, save=save, desc=f"encrypted({_desc(store)})")

@@ -7,26 +7,25 @@ A turn boundary is where a turn starts (a user message that answers no tool call
 `core.transcript.safe_cuts`) or the end: a cut anywhere else would orphan a tool
 result or leave a call unanswered.
 
-A durable store forks without pulling the conversation through Python, through its own
-optional "fork" key: `fork(src, dst, at, check) -> count | None`, which copies on the server
-(SQL INSERT ... SELECT, Redis COPY, a file copy), raises KeyError for an absent `src`,
-and calls `check(message)` on the one message at index `at` (None when `at` is the end),
-which raises ValueError if it is no turn start. Only a store map whose "fork" is its
-own (its `get` and `save` are the ones the fork was made with) gets that fast path: a
-decorator that wraps `get` or `save` (capped, encrypted, namespaced...) is never
-bypassed, and any other store forks by get + save.
+A durable store forks without pulling the conversation through Python, through its
+fused "fork" call (see store.fused; it needs get and save): `fork(src, dst, at, check)
+-> count | None`, which copies on the server (SQL INSERT ... SELECT, a Redis script),
+raises KeyError for an absent `src`, and calls `check(message)` on the one message at
+index `at` (None when `at` is the end), which raises ValueError if it is no turn start.
+A decorator that replaces `get` or `save` (capped, encrypted, namespaced...) drops it,
+so it is never bypassed, and any other store forks by get + save.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import nullcontext
 from typing import Any
 
 from ..core.transcript import freeze_transcript, is_turn_start, safe_cuts
+from .fused import fused_call
 
-__all__ = ["fork", "rewind", "turn_boundaries", "check_boundary", "own_fork", "decode_row",
-           "forked_digest"]  # fmt: skip
+__all__ = ["fork", "rewind", "turn_boundaries", "check_boundary", "decode_row", "forked_digest"]
 
 
 def turn_boundaries(transcript: Any) -> tuple[int, ...]:
@@ -78,16 +77,6 @@ def _check_at(at: Any) -> None:
         raise ValueError(f"at must be a message count >= 1, got {at!r}")
 
 
-def own_fork(store: Mapping) -> Callable | None:
-    """Return the store's "fork" when it is its own (made with this get and save), else None."""
-    fast = store.get("fork")
-    if not callable(fast):
-        return None
-    if getattr(fast, "get", None) is not store.get("get"):
-        return None
-    return fast if getattr(fast, "save", None) is store.get("save") else None
-
-
 def _lock(store: Mapping, id: str):
     lock = store.get("lock")
     return lock(id) if callable(lock) else nullcontext()
@@ -104,7 +93,7 @@ def fork(store: Mapping, src: str, dst: str, *, at: int | None = None) -> int | 
     _check_at(at)
     if src == dst:
         raise ValueError("fork: src and dst are the same conversation")
-    fast = own_fork(store)
+    fast = fused_call(store, "fork")
     if fast is not None:
         with _lock(store, dst):  # an exchange in flight on dst saves first, then the fork
             return fast(src, dst, at, lambda m: check_boundary(at, m))

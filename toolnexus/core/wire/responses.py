@@ -44,10 +44,10 @@ from .parts import (
 )
 from .responses_stream import (
     ResponsesStream,
+    final_response,
     stream_body,
     stream_event,
     stream_start,
-    stream_turn,
 )
 
 __all__ = [
@@ -499,6 +499,12 @@ def parse_response(data: Mapping | bytes | str) -> PMap:
         return _parse_response(response_object(data))
     except MALFORMED as e:
         raise malformed(e) from None
+
+
+def stream_turn(acc: ResponsesStream) -> PMap:
+    """Return the normalized turn of a finished stream: `parse_response` of the response it
+    stands for (see responses_stream.final_response, which raises for a cut stream)."""
+    return parse_response(final_response(acc))
 
 
 def valid_call_id(id: str) -> bool:

@@ -14,7 +14,7 @@ from pyrsistent import PMap, pmap, pvector
 from .common import MALFORMED, MalformedResponse, malformed, name_text, stream_cut
 from .sse import load_json, stream_error
 
-__all__ = ["ResponsesStream", "stream_body", "stream_start", "stream_event", "stream_turn"]
+__all__ = ["ResponsesStream", "stream_body", "stream_start", "stream_event", "final_response"]
 
 
 # ---- streaming -------------------------------------------------------------------------
@@ -35,7 +35,7 @@ class ResponsesStream(NamedTuple):
     `items` holds the output items by output_index (as added, then as done); `args`
     the argument fragments of function calls not done yet; `final` the response of the
     closing event (response.completed or response.incomplete): without it the stream was
-    cut short (`stream_turn` raises).
+    cut short (`final_response` raises).
     """
 
     items: PMap = pmap()
@@ -163,9 +163,9 @@ def _assembled(acc: ResponsesStream) -> list:
     return out
 
 
-def stream_turn(acc: ResponsesStream) -> PMap:
-    """Return the normalized turn of a finished stream: what parse_response gives of the
-    closing event's response (its output, else the items the events assembled).
+def final_response(acc: ResponsesStream) -> dict:
+    """Return the response a finished stream stands for: the closing event's response
+    (its output, else the items the events assembled), for the codec's parse_response.
 
     A stream that ended without response.completed or response.incomplete (cut short,
     or a 200 with no event) is a ProviderError marked `network` (see common.stream_cut).
@@ -177,6 +177,4 @@ def stream_turn(acc: ResponsesStream) -> PMap:
         response["output"] = _assembled(acc)
     if not response.get("model") and acc.model:
         response["model"] = acc.model
-    from .responses import parse_response  # the codec reads the final response
-
-    return parse_response(response)
+    return response

@@ -2,123 +2,30 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import os
-import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pyrsistent import PVector, thaw
+from pyrsistent import PVector
 
-from ..core import transcript as tx
-from ..core.wire.jsonload import load
-from .errors import StoreCorruptError, StoreUnavailableError
+from ...core import transcript as tx
+from ...store.decorators import sanitize_ids
+from ...store.document import document_text, parse_document
+from ...store.errors import StoreCorruptError
+from ...store.fused import view
+from ...store.locks import paired_lock
+from .lock import file_lock_beside
+from .names import SUFFIX, file_name_for, id_for_file_name, is_digest
 
 try:  # POSIX: per-id temp files are flocked (see _open_temp); elsewhere, random temp names
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["file_store", "file_name_for", "id_for_file_name", "parse_document"]
+__all__ = ["file_store", "sanitized_file_store", "sweep_temp_files"]
 
-_SAFE = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_SUFFIX = ".json"
-_DIGEST = "~~"  # '~~' + SHA-256 hex: never a base64 name, whose alphabet has no '~'
-_MAX_ENCODED = 240  # keeps names (and '.tmp-' + name, name + '.lock') under 255 bytes
 _TEMP = ".tmp-"
-
-
-def _raw(id: str) -> bytes:
-    # surrogatepass: any str is an id, even one holding a lone surrogate.
-    return id.encode("utf-8", "surrogatepass")
-
-
-def file_name_for(id: str) -> str:
-    """Return the file name for a conversation id: injective, never a path, at most 246 bytes.
-
-    A safe id (letters, digits, '_' and '-', up to 100) is its own name; any other id
-    is '~' + its URL-safe base64 (which cannot collide with a safe name: '~' is not a
-    safe character); an id too long for that is '~~' + the SHA-256 of its UTF-8, and
-    its file keeps the full id inside, checked on every read.
-
-    >>> file_name_for("user-42"), file_name_for("a/b"), file_name_for("a_b")
-    ('user-42.json', '~YS9i.json', 'a_b.json')
-    >>> file_name_for("x" * 300)[:4], len(file_name_for("x" * 300))
-    ('~~0d', 71)
-    """
-    if not isinstance(id, str) or id == "":
-        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
-    if _SAFE.fullmatch(id):
-        return id + _SUFFIX
-    raw = _raw(id)
-    encoded = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-    if len(encoded) <= _MAX_ENCODED:
-        return "~" + encoded + _SUFFIX
-    return _DIGEST + hashlib.sha256(raw).hexdigest() + _SUFFIX
-
-
-def _is_digest(name: str) -> bool:
-    return name.startswith(_DIGEST)
-
-
-def id_for_file_name(name: str) -> str | None:
-    """Return the id a file name stands for; None if not one of ours or a digest name.
-
-    (A digest name's id is only inside its file: `file_store`'s "ids" reads it there.)
-    """
-    if not name.endswith(_SUFFIX) or _is_digest(name):
-        return None
-    stem = name[: -len(_SUFFIX)]
-    if stem.startswith("~"):
-        pad = "=" * (-len(stem[1:]) % 4)
-        try:
-            return base64.urlsafe_b64decode(stem[1:] + pad).decode("utf-8", "surrogatepass")
-        except ValueError:
-            return None
-    return stem if _SAFE.fullmatch(stem) else None
-
-
-def parse_document(raw: bytes) -> tuple[PVector, str | None]:
-    """Return (transcript, the id written inside or None) of a stored document.
-
-    Raises TranscriptFormatError for anything else: bytes that are not UTF-8 or not
-    JSON, an unknown version, a missing or non-list "messages" (never read as empty).
-
-    >>> parse_document(b'{"version": 1, "id": "a", "messages": []}')
-    (pvector([]), 'a')
-    """
-    try:
-        doc = load(raw.decode("utf-8"))  # bounded depth and size: never a RecursionError
-    except UnicodeDecodeError as e:
-        raise tx.TranscriptFormatError(f"not UTF-8: {e}") from None
-    except ValueError as e:
-        raise tx.TranscriptFormatError(f"not JSON: {e}") from None
-    if isinstance(doc, list):  # format version 0: a bare message list
-        return tx.freeze_transcript(doc), None
-    if not isinstance(doc, dict) or "version" not in doc:
-        raise tx.TranscriptFormatError("not a transcript document (no 'version')")
-    if doc["version"] != tx.FORMAT_VERSION:
-        raise tx.TranscriptFormatError(f"unknown transcript format version {doc['version']!r}")
-    messages, stored = doc.get("messages"), doc.get("id")
-    if not isinstance(messages, list):
-        raise tx.TranscriptFormatError(f"'messages' is {type(messages).__name__}, not a list")
-    if stored is not None and not isinstance(stored, str):
-        raise tx.TranscriptFormatError(f"'id' is {type(stored).__name__}, not a string")
-    return tx.freeze_transcript(messages), stored
-
-
-def _document(id: str | None, transcript: PVector) -> str:
-    """Return the file's text; refused (TranscriptFormatError) if `parse_document` could
-    not read it back (over its size bound, or not UTF-8)."""
-    if id is None:
-        return tx.readable(tx.dumps(transcript), "the conversation's file")
-    messages = tx.json_text(thaw(transcript))
-    # The id ASCII-escaped: any str (a lone surrogate too) stays valid UTF-8 on disk.
-    doc = f'{{"version":{tx.FORMAT_VERSION},"id":{json.dumps(id)},"messages":{messages}}}'
-    return tx.readable(doc, "the conversation's file")
 
 
 # ---- atomic writes -----------------------------------------------------------------
@@ -130,7 +37,7 @@ def _document(id: str | None, transcript: PVector) -> str:
 def _open_temp(root: Path, name: str) -> tuple[int, Path]:
     """Open, flock and empty this name's temp file; return (fd, path)."""
     if fcntl is None:  # pragma: no cover - Windows
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=_TEMP, suffix=_SUFFIX)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=_TEMP, suffix=SUFFIX)
         return fd, Path(tmp)
     tmp = root / (_TEMP + name)
     while True:
@@ -205,35 +112,6 @@ def sweep_temp_files(root: Path) -> int:
     return removed
 
 
-def lock_directory(path: str | os.PathLike) -> Path:
-    """Return where the paired locks of a store at `path` live: `PATH-locks` beside it.
-
-    By its real path, so every spelling of the path (relative, through a symlink)
-    shares the locks; inside it only when it has no parent ('/').
-    """
-    real = Path(os.path.realpath(path))
-    return real.with_name(real.name + "-locks") if real.name else real / ".locks"
-
-
-def file_lock_beside(path: str | os.PathLike, timeout: float) -> Callable:
-    """Return the `file_lock` in `lock_directory(path)`; a clear error if it cannot be made.
-
-    Where there is no flock (Windows) it is the in-process lock: pass `lock=` there.
-    """
-    from .locks import file_lock, local_lock
-
-    if fcntl is None:  # pragma: no cover - Windows
-        return local_lock(timeout)
-    where = lock_directory(path)
-    try:
-        return file_lock(where, timeout=timeout)
-    except OSError as e:
-        raise StoreUnavailableError(
-            f"cannot create the lock directory {str(where)!r} beside {str(path)!r} ({e}): "
-            "make its parent writable, or pass the client a lock= of your own"
-        ) from None
-
-
 # ---- the store -----------------------------------------------------------------------
 
 
@@ -250,8 +128,6 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     over a network file system: use `lock=`). A lock not taken within `lock_timeout`
     seconds raises LockTimeoutError.
     """
-    from .locks import paired_lock
-
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     sweep_temp_files(root)
@@ -261,10 +137,8 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         name = file_name_for(id)
-        text = _document(id if _is_digest(name) else None, tx.freeze_transcript(transcript))
+        text = document_text(id if is_digest(name) else None, tx.freeze_transcript(transcript))
         _write_atomically(root, name, text)
-
-    save.stored_view = tx.freeze_transcript  # type: ignore[attr-defined]  # get returns it
 
     def delete(id: str) -> None:
         _delete(root, id)
@@ -279,6 +153,7 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
         "ids": ids,
         "lock": paired_lock(lambda: file_lock_beside(root, lock_timeout)),
         "desc": f"file({str(root)!r})",
+        "fused": {"view": view(tx.freeze_transcript)},  # get reads back what save wrote
     }
 
 
@@ -294,7 +169,7 @@ def _read(id: str, path: Path) -> PVector | None:
         transcript, stored = parse_document(raw)
     except tx.TranscriptFormatError as e:
         raise StoreCorruptError(f"{path} is not a valid transcript: {e}") from None
-    if stored != id and (stored is not None or _is_digest(path.name)):
+    if stored != id and (stored is not None or is_digest(path.name)):
         raise StoreCorruptError(
             f"{path} holds conversation {stored!r:.120}, not {id!r:.120} (a name collision)"
         )
@@ -303,7 +178,7 @@ def _read(id: str, path: Path) -> PVector | None:
 
 def _delete(root: Path, id: str) -> None:
     path = root / file_name_for(id)
-    if _is_digest(path.name):
+    if is_digest(path.name):
         try:
             stored = parse_document(path.read_bytes())[1]
         except (OSError, tx.TranscriptFormatError):
@@ -327,5 +202,17 @@ def _ids(root: Path) -> tuple:
     for p in root.iterdir():
         if p.name.startswith("."):
             continue
-        found.append(_stored_id(p) if _is_digest(p.name) else id_for_file_name(p.name))
+        found.append(_stored_id(p) if is_digest(p.name) else id_for_file_name(p.name))
     return tuple(sorted(i for i in found if i is not None))
+
+
+def sanitized_file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> dict:
+    """Return `sanitize_ids(file_store(directory))`: file names safe on every file system.
+
+    `file_store` alone is already injective on a case-sensitive file system (safe ids
+    verbatim, others base64, long ones hashed). This adds lowercase-only names (so 'A'
+    and 'a' stay apart on macOS and Windows) and no device names. Its "lock" is the file
+    store's, on the sanitized key. Its file names differ from a plain `file_store`'s: do
+    not switch an existing directory.
+    """
+    return sanitize_ids(file_store(directory, lock_timeout=lock_timeout))

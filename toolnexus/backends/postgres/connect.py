@@ -1,80 +1,20 @@
-"""Connecting to Redis, PostgreSQL and SQLite for stores, locks and logs (imports the
-drivers lazily).
+"""Connecting to PostgreSQL for the store, lock and log (psycopg imported lazily).
 
-Every address that can reach an error or a `desc` goes through `redact` first:
+Every address that can reach an error or a `desc` is redacted first (`redact_dsn`):
 a password never leaves this module.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._extras import needs_extra
-from ..core.errors import scrub_chain
-from ..core.secrets import dsn_passwords, redact_dsn, scrubber
-from .errors import StoreUnavailableError
-
-
-def redact(address: str) -> str:
-    """Return a URL or conninfo string with any password replaced by '***' (lenient).
-
-    A DSN psycopg cannot parse (a raw '%' or '@' in the password) is still redacted.
-
-    >>> redact("redis://:s3cret@host:6379/0"), redact("host=db password=s3cret user=me")
-    ('redis://:***@host:6379/0', 'host=db password=*** user=me')
-    >>> redact("postgresql://me:s3cret@db/app?sslmode=require&password=x")
-    'postgresql://me:***@db/app?sslmode=require&password=***'
-    >>> redact("postgresql://u:my%secret@host/db")
-    'postgresql://u:***@host/db'
-    """
-    return redact_dsn(address)
-
-
-def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
-    """Return `text` with every form of every secret (fragments, escapes) replaced by '***'."""
-    return scrubber(secrets)(text)
-
-
-# ---- Redis -----------------------------------------------------------------
-
-
-def redis_client(client_or_url: Any) -> Any:
-    """Return a redis-py client: the one given, or one for a redis:// URL."""
-    if isinstance(client_or_url, str):
-        with needs_extra("a redis:// URL"):
-            import redis
-
-        return redis.Redis.from_url(client_or_url, socket_connect_timeout=5, socket_timeout=30)
-    if not callable(getattr(client_or_url, "execute_command", None)):
-        raise TypeError(f"expected a redis client or a redis:// URL, got {type(client_or_url)}")
-    return client_or_url
-
-
-def redis_address(client: Any) -> str:
-    """Return where a redis-py client connects, without its password."""
-    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
-    if kw.get("path"):
-        return f"unix:{kw['path']}/{kw.get('db', 0)}"
-    return f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
-
-
-def redis_password(client: Any) -> str | None:
-    """Return the client's password (only to scrub it from driver messages)."""
-    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
-    return kw.get("password")
-
-
-def redis_unavailable(client: Any, e: BaseException, what: str) -> StoreUnavailableError:
-    """Return the error for a Redis server that is down or refused (`what` names it)."""
-    scrub_chain(e, (redis_password(client),))  # it stays as the new error's __context__
-    return StoreUnavailableError(f"{what} is unavailable: {type(e).__name__}: {e}")
-
-
-# ---- PostgreSQL ------------------------------------------------------------
+from ...core.errors import scrub_chain
+from ...core.extras import needs_extra
+from ...core.secrets import dsn_passwords, redact_dsn
+from ...store.errors import StoreUnavailableError
 
 
 def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any, str, bool]:
@@ -100,10 +40,10 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
             # proxy) is found as it is taken and replaced, never handed out to fail.
             check=ConnectionPool.check_connection,
         )
-        return pool, redact(pool_or_dsn), True
+        return pool, redact_dsn(pool_or_dsn), True
     if not callable(getattr(pool_or_dsn, "connection", None)):
         raise TypeError(f"expected a psycopg_pool pool or a DSN, got {type(pool_or_dsn)}")
-    return pool_or_dsn, redact(str(getattr(pool_or_dsn, "conninfo", "") or "pool")), False
+    return pool_or_dsn, redact_dsn(str(getattr(pool_or_dsn, "conninfo", "") or "pool")), False
 
 
 def pg_passwords(pool: Any) -> tuple[str, ...]:
@@ -178,33 +118,7 @@ def pg_autocommit(conn: Any) -> Iterator[Any]:
         conn.autocommit = False
 
 
-# ---- SQLite ----------------------------------------------------------------
-
-
-def read_only(e: BaseException) -> bool:
-    """Whether a sqlite3 error says the database (or its directory) cannot be written."""
-    code = getattr(e, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF == 8:  # SQLITE_READONLY and its extended codes
-        return True
-    return "readonly database" in str(e) or "read-only" in str(e)
-
-
-def sqlite_wal(conn: Any, timeout: float) -> None:
-    """Switch a SQLite connection's file to WAL (a plain read once the file is in WAL).
-
-    Switching a new file needs it to itself, and SQLite answers "locked" at once, without
-    its busy wait, while another connection holds the file's write lock (a second process
-    setting the same new file up): retry until `timeout` seconds have passed.
-    """
-    import sqlite3
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
+def database(address: str) -> tuple[str, str]:
+    """Return what names the database at `address` (redacted): a store's save and a log's
+    rows may share a statement only when theirs are equal."""
+    return ("postgresql", address)

@@ -11,11 +11,14 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from .._extras import needs_extra
-from ..core.transcript import freeze_transcript
-from . import _connect, _rows
-from .errors import StoreCorruptError, StoreUnavailableError
-from .locks import LockLostError, paired_lock, postgres_lock
+from ...core.extras import needs_extra
+from ...core.transcript import freeze_transcript
+from ...store import _rows
+from ...store.errors import StoreCorruptError, StoreUnavailableError
+from ...store.fused import fuse, view
+from ...store.locks import LockLostError, paired_lock
+from . import connect as _connect
+from .lock import postgres_lock
 
 __all__ = ["postgres_store"]
 
@@ -165,7 +168,7 @@ def postgres_store(
         import psycopg  # noqa: F401
 
     pool, address, owned = _connect.pg_pool(pool_or_dsn, timeout=timeout)
-    return open_store(pool, address, owned, table, timeout, lock_timeout)[0]
+    return open_store(pool, address, owned, table, timeout, lock_timeout)
 
 
 def open_store(
@@ -176,14 +179,14 @@ def open_store(
     timeout: float,
     lock_timeout: float,
     keep: int = 1,
-) -> tuple[dict, Callable]:
-    """Return (the store, its `write(id, transcript, log=None)`) on `pool`.
+) -> dict:
+    """Return the store on `pool`; a lock sharing `pool` holds at most all but `keep` of
+    its connections.
 
-    A lock sharing `pool` holds at most all but `keep` of its connections.
-
-    `write` with `log` (a function of a CTE name returning the log's guarded INSERT and
-    its parameters) records the log rows in the save's own statement or transaction:
-    the backend bundle's fused save (see backends.py).
+    Its fused calls (see store.fused): "view", "fork", "lock_load" and "save_release" (on
+    the connection the lock holds), and "save_logged" and "save_logged_release", which
+    record a message log's rows in the save's own statement when the log is in this
+    database (its "rows" declare the same `where`).
     """
     st = _Pg(
         pool, address, owned, table, timeout, _store_lock(pool, owned, timeout, lock_timeout, keep)
@@ -191,12 +194,6 @@ def open_store(
 
     def get(id: str):
         return _get(st, id)
-
-    def write(id: str, transcript: Sequence[Mapping], log: Any = None, held: Any = None) -> None:
-        """Save; with `log` (its INSERT, guarded by a CTE "head"), in the same statement or
-        transaction, so the transcript and its log entries are committed together. With
-        `held` (the connection of the conversation's lock), on that connection."""
-        _write(st, id, transcript, log, held)
 
     def save(id: str, transcript: Sequence[Mapping]) -> None:
         _write(st, id, transcript)
@@ -213,37 +210,31 @@ def open_store(
         if owned:
             pool.close()
 
-    def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
-        """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
-        return _fork_in(st, src, dst, at, check)
-
-    def lock_load(id: str) -> tuple[Any, Any]:
-        """Take the conversation's lock and read it on the lock's own connection (no
-        second pooled connection); return (the entered lock, the transcript or None)."""
-        return _lock_load(st, id)
-
-    def save_release(held: Any, id: str, transcript: Sequence[Mapping]) -> BaseException | None:
-        """Save on the lock's connection, then release the lock; return a failed release's
-        error (the save stands), raise a failed save's (after releasing)."""
-        return _save_release(st, held, id, transcript)
-
-    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    lock_load.get, lock_load.lock = get, st.lock  # type: ignore[attr-defined]  # what they fuse
-    save_release.save = save  # type: ignore[attr-defined]
-    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
-    store = {
-        "lock_load": lock_load,
-        "save_release": save_release,
+    return {
         "get": get,
         "save": save,
         "delete": delete,
         "ids": ids,
-        "fork": fork,
         "close": close,
         "lock": st.lock,
         "desc": st.desc,
+        "fused": _fused_calls(st, address),
     }
-    return store, write
+
+
+def _fused_calls(st: _Pg, address: str) -> dict:
+    """Return the store's fused calls, each a top-level function on its state."""
+    where = _connect.database(address)
+    return {
+        "view": view(freeze_transcript),
+        "fork": fuse(partial(_fork_in, st), "get", "save"),
+        "lock_load": fuse(partial(_lock_load, st), "get", "lock"),
+        "save_release": fuse(partial(_save_release, st), "save", "lock"),
+        "save_logged": fuse(partial(_save_logged, st), "save", where=where),
+        "save_logged_release": fuse(
+            partial(_save_logged_release, st), "save", "lock", where=where
+        ),  # fmt: skip
+    }
 
 
 class _Pg:
@@ -428,7 +419,8 @@ def _ids(st: _Pg) -> tuple:
         return tuple(r[0] for r in conn.execute(st.sql["ids"]).fetchall())
 
 
-def _fork_in(st: _Pg, src: str, dst: str, at: int | None, check) -> int:
+def _fork_in(st: _Pg, src: str, dst: str, at: int | None = None, check=None) -> int:
+    """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
     _check_id(src), _check_id(dst)
     st.memo.forget(dst)
     with _errors(st, src), _connection(st) as conn, conn.transaction():
@@ -436,11 +428,13 @@ def _fork_in(st: _Pg, src: str, dst: str, at: int | None, check) -> int:
 
 
 def _lock_load(st: _Pg, id: str) -> tuple[Any, Any]:
+    """Take the conversation's lock and read it on the lock's own connection (no second
+    pooled connection); return (the entered lock, the transcript or None)."""
     _check_id(id)
     _prepare(st)  # the tables exist before the read that goes with the take
     with _errors(st, id):  # the read's errors, raised as the take's
         # The usual case is one round trip: the read goes in the take's pipeline.
-        held = st.lock.inner().take_on(id, partial(run, query=st.sql["get"], params=(id,)))
+        held = st.lock.made().take_on(id, partial(run, query=st.sql["get"], params=(id,)))
     try:
         with _errors(st, id), _connection(st, held.conn) as conn:
             if held.first is not None:
@@ -452,12 +446,55 @@ def _lock_load(st: _Pg, id: str) -> tuple[Any, Any]:
 
 
 def _save_release(st: _Pg, held: Any, id: str, transcript: Sequence[Mapping]) -> Any:
+    """Save on the lock's connection, then release the lock; return a failed release's
+    error (the save stands), raise a failed save's (after releasing)."""
     try:
         _write(st, id, transcript, held=held.conn)
     except BaseException:
         held.release()
         raise
     return held.release()
+
+
+def _save_logged(
+    st: _Pg, id: str, transcript: Sequence[Mapping], rows: Callable, entries: Any, held=None
+) -> bool:
+    """Save, recording `entries` in the same statement (`rows(entries)`: the log's INSERT,
+    a function of the CTE that guards it); return whether they went with it (else the
+    caller records them). With `held` (the connection of the lock), on that connection."""
+    alone = partial(_write, st, id, transcript, held=held)
+    if not entries:
+        alone()
+        return False
+    try:
+        statement = rows(entries)  # the log's table exists before a statement writes to it
+    except StoreUnavailableError:
+        raise  # the save could not go either: nothing is saved, the run raises
+    except Exception:  # the log cannot be set up: the save alone; the caller reports
+        alone()
+        return False
+    try:
+        _write(st, id, transcript, statement, held=held)
+        return True
+    except (StoreRefusedError, StoreCorruptError, ValueError):
+        # Perhaps the log's part (its table gone, an entry it refuses): the save alone,
+        # and the caller records the log as usual, which reports why. A fault of the
+        # store's own raises again here.
+        alone()
+        return False
+
+
+def _save_logged_release(
+    st: _Pg, held: Any, id: str, transcript: Sequence[Mapping], rows: Callable, entries: Any
+) -> tuple[bool, BaseException | None]:
+    """`_save_logged` on the connection of `held` (lock_load's), then release it; return
+    (logged, a failed release's error); a failed save raises after the release."""
+    try:
+        logged = _save_logged(st, id, transcript, rows, entries, held.conn)
+    except BaseException:
+        held.release()
+        raise
+    return logged, held.release()
 
 
 def _fork_statements(table: str) -> dict:
@@ -479,7 +516,7 @@ def _fork_statements(table: str) -> dict:
 
 def _fork(conn: Any, sql: dict, q: dict, desc: str, src: str, dst: str, at, check) -> int:
     """Copy the rows of `src` (the first `at`) to `dst` with one INSERT ... SELECT."""
-    from .forks import decode_row, forked_digest
+    from ...store.forks import decode_row, forked_digest
 
     head = None
     for id in sorted((src, dst)):  # both head rows locked in one order: forks never deadlock

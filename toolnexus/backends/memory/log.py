@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from .entry import check_entry, check_query, cutoff, fold, select_rows
+from ...history.entry import check_entry, check_query, cutoff, fold, select_rows
 
 __all__ = ["in_memory_log"]
 

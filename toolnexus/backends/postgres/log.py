@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from pyrsistent import pmap
 
-from .._extras import needs_extra
-from ..store._connect import is_pg_unavailable, pg_autocommit, pg_open, pg_pool, pg_unavailable
-from .entry import check_query, cutoff, entry_fields, fold
+from ...core.extras import needs_extra
+from ...history.entry import check_query, cutoff, entry_fields, fold
+from ...store.fused import fuse
+from .connect import (
+    database,
+    is_pg_unavailable,
+    pg_autocommit,
+    pg_open,
+    pg_pool,
+    pg_unavailable,
+)
 
-__all__ = ["postgres_log", "like_pattern", "guarded_insert"]
+__all__ = ["postgres_log", "like_pattern", "guarded_insert", "rows_in"]
 
 logger = logging.getLogger("toolnexus.history")
 
@@ -170,6 +178,12 @@ def guarded_insert(table: str, entries: Iterable[Mapping], relation: str) -> tup
     return _guarded_sql(table, len(rows), relation), [v for row in rows for v in row]
 
 
+def rows_in(table: str, entries: Iterable[Mapping]) -> Callable[[str], tuple[str, list]]:
+    """Return fn(relation) -> the guarded INSERT of `entries` into `table` (see
+    `guarded_insert`): the log's rows for a statement of the store's."""
+    return partial(guarded_insert, table, entries)
+
+
 def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: float = 10.0) -> dict:
     """Return a message log in PostgreSQL table `table` (created if needed).
 
@@ -227,6 +241,10 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
         "close": close,
         "index": "trigram" if trigram else "scan",
         "desc": what,  # the address is redacted: never a password
+        # Its rows as part of a store's statement in this database (see store.fused).
+        "fused": {
+            "rows": fuse(partial(rows_in, table), "record", "record_many", where=database(address))
+        },  # fmt: skip
     }
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pyrsistent import pmap
 
-from ..store._connect import sqlite_wal
-from .entry import check_entry, check_query, cutoff, fold, from_micros, micros
+from ...history.entry import check_entry, check_query, cutoff, fold, from_micros, micros
+from .connect import sqlite_wal
 
 __all__ = ["sqlite_log", "trigram_supported", "word_prefilter"]
 
@@ -173,8 +173,8 @@ def _where(q: Mapping, kind: str) -> tuple[list[str], list]:
 
 def _open_error(path: str, e: sqlite3.OperationalError) -> Exception:
     """Return the clear error for a message log file that cannot be opened for writing."""
-    from ..store._connect import read_only
-    from ..store.errors import StoreReadOnlyError, StoreUnavailableError
+    from ...store.errors import StoreReadOnlyError, StoreUnavailableError
+    from .connect import read_only
 
     what = f"message log sqlite_log({path!r})"
     if read_only(e):

@@ -1,5 +1,6 @@
-"""The PostgreSQL advisory lock's takes and releases (see `locks.postgres_lock`): a state
-record plus top-level functions, on the connections of a psycopg pool.
+"""The PostgreSQL lock: an advisory lock per conversation, held by a pooled connection's
+session (the server frees it if that session dies); a state record plus top-level
+functions, on the connections of a psycopg pool.
 """
 
 from __future__ import annotations
@@ -8,11 +9,128 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import partial
 from queue import Empty, SimpleQueue
 from typing import Any
 
-__all__ = ["PgLock", "take", "advisory_key"]
+from ...core.extras import needs_extra
+from ...store.locks import LockTimeoutError, _per_id, _queued, _warn_lost, local_lock
+
+__all__ = ["postgres_lock", "PostgresLock", "Held", "PgLock", "advisory_key"]
+
+
+def postgres_lock(
+    pool_or_dsn: Any,
+    *,
+    timeout: float = 60.0,
+    connect_timeout: float = 10.0,
+    max_held: int | None = None,
+) -> PostgresLock:
+    """Return a lock per conversation as a PostgreSQL advisory lock, for many processes and hosts.
+
+    Holds a dedicated pooled connection while held (a pool shared with a store needs
+    a connection more than the locks held at once); the server frees the lock if that
+    session dies. Waits use `lock_timeout`, so no polling. Getting a connection waits at
+    most `connect_timeout`, whatever `timeout` is (a server that is down fails after
+    `connect_timeout`; a short lock timeout still allows a slow connect). With
+    `max_held`, at most that many locks of this value are held at once (the others wait,
+    within `timeout`): a pool shared with a store then always keeps a connection for it.
+    """
+    with needs_extra("postgres_lock"):
+        import psycopg  # noqa: F401
+
+    from .connect import pg_pool
+
+    if max_held is not None and (not isinstance(max_held, int) or max_held < 1):
+        raise ValueError(f"postgres_lock: max_held must be an integer >= 1, got {max_held!r}")
+
+    pool, address, owned = pg_pool(pool_or_dsn, timeout=connect_timeout, max_size=64)
+    what = f"postgres_lock({address!r})"
+    st = PgLock(pool, owned, what, connect_timeout, max_held, LockTimeoutError, _warn_lost)
+    return PostgresLock(st, timeout)
+
+
+class PostgresLock:
+    """A `postgres_lock`: `lock(id)` is the context manager held around an exchange; a store
+    on the same pool takes it with its first statement (`take_on`) and saves on the
+    connection that holds it (`conn_of`). `close()` closes a pool made from a DSN (a
+    caller's pool is theirs)."""
+
+    __slots__ = ("_st", "_timeout", "_queue", "_hold")
+
+    def __init__(self, st: PgLock, timeout: float) -> None:
+        self._st, self._timeout = st, timeout
+        # Threads of this process queue here, whichever way they take.
+        self._queue = local_lock(timeout)
+        self._hold = _per_id(partial(_take_released, st), timeout, self._queue)
+
+    def __call__(self, id: str) -> AbstractContextManager:
+        return self._hold(id)
+
+    def take_on(self, id: str, also: Callable[[Any], Any] | None = None) -> Held:
+        """Take `id`'s lock as `with lock(id)` does; return it entered, its session's
+        connection as `.conn` (autocommit), for a store's statements while it is held.
+
+        `also(conn)` sends a store's statement in the same round trip as the take
+        (psycopg's pipeline mode) and returns its cursor: `.first` is that cursor when
+        the lock was free at once, else None (read again: it ran before the lock was).
+        """
+        st = self._st
+
+        def take_now(deadline: float) -> tuple[Callable[[], None], Any, Any]:
+            return take_lock(st, id, max(0.0, deadline - time.monotonic()), also)
+
+        queued, (release, conn, first) = _queued(self._queue, id, self._timeout, take_now)
+        return Held(release, queued, conn, first)
+
+    def conn_of(self, id: str) -> Any:
+        """Return the connection holding `id`'s lock while this value holds it, else None."""
+        return self._st.holding.get(id)
+
+    def close(self) -> None:
+        """Close the pool this lock made from a DSN (a pool you gave stays yours)."""
+        if self._st.owned:
+            self._st.pool.close()
+
+
+def _take_released(st: PgLock, id: str, seconds: float) -> Callable[[], None]:
+    return take_lock(st, id, seconds, None)[0]
+
+
+class Held:
+    """A PostgreSQL lock taken by `postgres_lock(...).take_on`: entered; `.conn` is the
+    connection whose session holds it, and `__exit__` (or `release`) lets it go. `first`:
+    the cursor of a statement sent in the take's round trip (see `take_on`), or None."""
+
+    __slots__ = ("_release", "_queued", "conn", "_open", "first")
+
+    def __init__(
+        self, release: Callable[[], None], queued: AbstractContextManager, conn: Any, first=None
+    ):
+        self._release, self._queued, self.conn, self._open = release, queued, conn, True
+        self.first = first
+
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Release the lock (once: a second exit does nothing); raise a failed unlock."""
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self._release()
+        finally:
+            self._queued.__exit__(None, None, None)
+
+    def release(self) -> BaseException | None:
+        """Release the lock; return the error of a failed unlock instead of raising it."""
+        try:
+            self.__exit__(None, None, None)
+        except Exception as e:
+            return e
+        return None
 
 
 def advisory_key(id: str) -> int:
@@ -52,7 +170,7 @@ class PgLock:
 
 
 def _pg_connect(st: PgLock) -> Any:
-    from ._connect import is_pg_unavailable, pg_open, pg_unavailable
+    from .connect import is_pg_unavailable, pg_open, pg_unavailable
 
     try:
         with st.ready:
@@ -67,7 +185,9 @@ def _pg_connect(st: PgLock) -> Any:
         raise
 
 
-def take(st: PgLock, id: str, seconds: float, also: Any) -> tuple[Callable[[], None], Any, Any]:
+def take_lock(
+    st: PgLock, id: str, seconds: float, also: Any
+) -> tuple[Callable[[], None], Any, Any]:
     """Take `id`'s lock (a slot first, with max_held); return (its release, the
     connection holding it, the cursor of `also` or None: see take_on)."""
     slots = st.slots
@@ -99,7 +219,7 @@ def _pg_take_slot(
 ) -> tuple[Callable[[], None], Any, Any]:
     import psycopg
 
-    from ._connect import is_pg_unavailable, pg_unavailable
+    from .connect import is_pg_unavailable, pg_unavailable
 
     key, pool = advisory_key(id), st.pool
     conn = _pg_connect(st)

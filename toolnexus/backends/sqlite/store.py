@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..core.transcript import freeze_transcript
-from . import _rows
-from ._connect import read_only, sqlite_wal
-from .errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
-from .file import file_lock_beside
-from .locks import paired_lock
+from ...core.transcript import freeze_transcript
+from ...store import _rows
+from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
+from ...store.fused import fuse, view
+from ...store.locks import paired_lock
+from ..file.lock import file_lock_beside
+from .connect import read_only, sqlite_wal
 
 __all__ = ["sqlite_store"]
 
@@ -99,17 +100,15 @@ def sqlite_store(
         with _errors(st, src), _transaction(st) as c:
             return _fork(c, st.desc, src, dst, at, check)
 
-    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
-    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
     lock = paired_lock(lambda: file_lock_beside(name, lock_timeout))
     return {
         "get": get,
         "save": save,
         "delete": delete,
         "ids": ids,
-        "fork": fork,
         "lock": lock,
         "desc": st.desc,
+        "fused": {"view": view(freeze_transcript), "fork": fuse(fork, "get", "save")},
     }
 
 
@@ -203,7 +202,7 @@ def _ids(st: _Sqlite) -> tuple:
 
 def _fork(c: sqlite3.Connection, desc: str, src: str, dst: str, at, check) -> int:
     """Copy the rows of `src` (the first `at`) to `dst` with one INSERT ... SELECT."""
-    from .forks import decode_row, forked_digest
+    from ...store.forks import decode_row, forked_digest
 
     head = c.execute(_HEAD, (src,)).fetchone()
     if head is None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 
-from ..core.transcript import freeze_transcript
-from ._rows import check_id
-from .locks import local_lock
+from ...core.transcript import freeze_transcript
+from ...store._rows import check_id
+from ...store.fused import view
+from ...store.locks import local_lock
 
 __all__ = ["in_memory_store"]
 
@@ -37,8 +38,6 @@ def in_memory_store(state: MutableMapping | None = None) -> dict:
         with lock:
             backing[id] = frozen
 
-    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-
     def delete(id: str) -> None:
         with lock:
             backing.pop(id, None)
@@ -54,4 +53,5 @@ def in_memory_store(state: MutableMapping | None = None) -> dict:
         "ids": ids,
         "lock": local_lock(),
         "desc": "in_memory()",
+        "fused": {"view": view(freeze_transcript)},  # get returns what save kept
     }

@@ -9,11 +9,14 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from .._extras import needs_extra
-from ..core.transcript import freeze_transcript
-from . import _connect, _rows
-from .errors import StoreCorruptError, StoreUnavailableError
-from .locks import LockLostError, paired_lock, redis_lock
+from ...core.extras import needs_extra
+from ...core.transcript import freeze_transcript
+from ...store import _rows
+from ...store.errors import StoreCorruptError, StoreUnavailableError
+from ...store.fused import fuse, view
+from ...store.locks import LockLostError, paired_lock
+from . import connect as _connect
+from .lock import Taken, redis_lock
 
 __all__ = ["redis_store"]
 
@@ -117,10 +120,10 @@ def redis_store(
     nothing was saved meanwhile, else gets LockLostError, and the turn another writer
     saved is kept.
 
-    Its "lock_load" and "save_release" make the usual exchange two round trips: one
-    script takes the lock and reads the transcript, another appends the exchange and
-    releases the lock (the client uses them only while the map's get, save and lock are
-    these: a decorator that wraps one of them is never bypassed).
+    Its fused "lock_load" and "save_release" (see store.fused) make the usual exchange
+    two round trips: one script takes the lock and reads the transcript, another appends
+    the exchange and releases the lock (a decorator that replaces get, save or lock drops
+    them: it is never bypassed).
     """
     with needs_extra("redis_store"):
         import redis  # noqa: F401
@@ -155,20 +158,19 @@ def redis_store(
         stored head last (the usual exchange); return a release's error, raise a save's."""
         return _save_release(st, held, id, transcript, save)
 
-    fork.get, fork.save = get, save  # type: ignore[attr-defined]  # the store it belongs to
-    save.stored_view = freeze_transcript  # type: ignore[attr-defined]  # get returns it
-    lock_load.get, lock_load.lock = get, st.lock  # type: ignore[attr-defined]  # what it stands for
-    save_release.save = save  # type: ignore[attr-defined]
     return {
         "get": get,
         "save": save,
         "delete": delete,
         "ids": ids,
-        "fork": fork,
         "lock": st.lock,
-        "lock_load": lock_load,
-        "save_release": save_release,
         "desc": st.desc,
+        "fused": {
+            "view": view(freeze_transcript),
+            "fork": fuse(fork, "get", "save"),
+            "lock_load": fuse(lock_load, "get", "lock"),
+            "save_release": fuse(save_release, "save", "lock"),
+        },
     }
 
 
@@ -311,7 +313,7 @@ def _lock_load(st: _Redis, id: str) -> tuple[Any, Any]:
             raise StoreCorruptError(f"{st.desc}: conversation {id!r:.120} has wrong key types")
         return out if out[0] == 1 else None
 
-    held, out = st.lock.inner().take_with(id, first_try)
+    held, out = st.lock.made().take_with(id, first_try)
     try:  # held elsewhere at first: waited for, so read now
         return held, _get(st, id) if out is None else _decoded(st, id, *out[1:4], out[4:])
     except BaseException:
@@ -324,7 +326,7 @@ def _save_release(
 ) -> BaseException | None:
     try:  # a transcript refused before any write: released all the same
         frozen = _rows.frozen(transcript)
-        extend = _rows.plan_extend(id, frozen, st.memo) if callable(_release_with(held)) else None
+        extend = _rows.plan_extend(id, frozen, st.memo) if isinstance(held, Taken) else None
     except BaseException:
         _exit_quietly(held)
         raise
@@ -369,11 +371,6 @@ def _lost(desc: str, id: str) -> LockLostError:
     )
 
 
-def _release_with(held: Any) -> Any:
-    """Return `held`'s `release_with` (a lock taken by `redis_lock`'s take_with), or None."""
-    return getattr(held, "release_with", None)
-
-
 def _exit_quietly(held: Any) -> None:
     """Release `held` after an error that the caller raises (a second one is not news)."""
     try:
@@ -406,7 +403,7 @@ return 1
 
 def _fork(client: Any, copy: Any, keys: Any, ids_key: str, desc: str, src, dst, at, check) -> int:
     """Check the cut, then copy on the server; again if src moved in between."""
-    from .forks import decode_row, forked_digest
+    from ...store.forks import decode_row, forked_digest
 
     (src_head, src_list), (dst_head, dst_list) = keys(src), keys(dst)
     while True:

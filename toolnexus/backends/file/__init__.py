@@ -1,0 +1,1 @@
+"""Files on one host: a JSON file per conversation, file locks beside it."""

@@ -1,0 +1,1 @@
+"""Redis: the store and its lock on one redis-py client."""

@@ -1,0 +1,1 @@
+"""SQLite: the store and message log in one file (stdlib sqlite3, WAL)."""
