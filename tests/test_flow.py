@@ -12,7 +12,7 @@ from toolnexus.core import flow
 from toolnexus.core.errors import ProviderError
 from toolnexus.core.wire.generated import parse_generated
 from toolnexus.exchange import choose, performed
-from toolnexus.store.fused import fuse
+from toolnexus.store.fused import derive, fuse
 
 ECHO = tool("echo", "Echo.", None, lambda a: str(a.get("s", "")))
 WAIT = tool("wait", "Needs an answer.", None, lambda a: (
@@ -64,7 +64,7 @@ def config(store, lock, save=None, fused=None, **over):
         "encode": False, "hold_lock": True,
         "on_unsupported_part": "error", "max_part_bytes": None,
         "log": lambda *a: logged.append(a),
-        "exchange": choose({**m, "fused": fused} if fused else m, None, None, None),
+        "exchange": choose(derive(m, fused=fused), None, None, None),
     }  # fmt: skip
     return {**cfg, **over}
 

@@ -111,7 +111,7 @@ def recording_store(w: World) -> dict:
              "lock": partial(_Held, w), "desc": "recording",
              "fused": {"view": view(freeze_transcript)}}  # fmt: skip
     if not w.fused:
-        return store
+        return derive(store)  # a store's map is built through derive, which binds its calls
 
     def used(name):
         w.used.append((name, frozenset(w.active)))
@@ -149,15 +149,13 @@ def recording_store(w: World) -> dict:
         save(dst, t[:n])
         return n
 
-    store["fused"] = {
-        **store["fused"],
+    return derive(store, fused={
         "fork": fuse(fast_fork, "get", "save"),
         "lock_load": fuse(lock_load, "get", "lock"),
         "save_release": fuse(save_release, "save", "lock"),
         "save_logged": fuse(save_logged, "save", where="db"),
         "save_logged_release": fuse(save_logged_release, "save", "lock", where="db"),
-    }
-    return store
+    })  # fmt: skip
 
 
 def recording_log(w: World) -> dict:
@@ -171,7 +169,7 @@ def recording_log(w: World) -> dict:
            "query": lambda **kw: (), "clear": lambda **kw: 0, "desc": "recording log"}  # fmt: skip
     if w.fused:
         rows = lambda entries: lambda relation: record_many(entries)  # noqa: E731
-        log["fused"] = {"rows": fuse(rows, "record", "record_many", where="db")}
+        log = derive(log, fused={"rows": fuse(rows, "record", "record_many", where="db")})
     return log
 
 
@@ -377,11 +375,32 @@ def test_fused_calls_are_used_where_nothing_replaced_what_they_need():
     assert {name for name, _ in w.used} == {"save_logged"}
 
 
-def test_a_hand_made_map_keeps_what_it_copies():
-    """The contract for decorator authors: `derive` drops what a replacement invalidates;
-    a map copied by hand keeps the store's fused calls (so build decorators with derive)."""
+def test_a_hand_made_map_loses_what_it_replaced():
+    """`derive` drops what a replacement invalidates; a map copied by hand with an
+    operation replaced loses the fused calls bound to the old one, and keeps the rest."""
     w = World(True)
     base = recording_store(w)
     by_hand = {**base, "save": lambda id, t: None}
-    assert declared(by_hand, "save_release") is not None
+    assert declared(base, "save_release") is not None
+    assert declared(by_hand, "save_release") is None
+    assert declared(by_hand, "lock_load") is not None  # it still holds get and lock
     assert declared(derive(base, save=lambda id, t: None), "save_release") is None
+
+
+def test_a_hand_made_decorator_is_never_bypassed():
+    """A decorator written as a hand-made copy of a store's map (no derive) still sees
+    every save of a real exchange: the store's fused save-and-release is not used."""
+    w = World(True)
+    base = recording_store(w)
+    seen = []
+
+    def save(id, t):
+        seen.append(len(t))
+        base["save"](id, t)
+
+    c = create_in_process_client(model="m", generate=_echo, store={**base, "save": save})
+    try:
+        run(c, "a", id="x")
+    finally:
+        close(c)
+    assert seen and "save_release" not in {name for name, _ in w.used}

@@ -24,6 +24,11 @@ A message log may declare "rows": fn(entries) -> fn(relation) -> (sql, params), 
 as part of another statement in its database (needs record, record_many). A call that
 joins two maps ("save_logged" and a log's "rows") names the database it works in as
 `where`; the two meet only when their `where` values are equal.
+
+A fused call is bound to the operations it stands for when a map is built (`derive`
+records them in its record), and applies only while the map still holds those very
+operations: a map copied by hand with one of them replaced (`{**store, "save": f}`)
+loses the fused calls that need it, so no hand-made decorator is ever bypassed.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class Fused(NamedTuple):
     call: Callable
     needs: frozenset[str]
     where: Hashable = None
+    # The operations it stands for, as the map held them when it was built (see `derive`).
+    over: tuple = ()
 
 
 def fuse(call: Callable, *needs: str, where: Hashable = None) -> Fused:
@@ -73,18 +80,34 @@ def derive(m: Mapping, *, fused: Mapping[str, Fused | None] | None = None, **ops
     replaced = ops.keys()
     kept = {name: f for name, f in (m.get("fused") or {}).items() if not f.needs & replaced}
     kept.update(fused or {})
-    calls = {name: f for name, f in kept.items() if f is not None}
     out = {k: v for k, v in m.items() if k != "fused"}
     out.update(ops)
+    calls = {name: _bound(f, out) for name, f in kept.items() if f is not None}
     if calls:
         out["fused"] = calls
     return out
 
 
+def _bound(f: Fused, m: Mapping) -> Fused:
+    """Return `f` bound to the operations `m` holds for what it needs."""
+    return f._replace(over=tuple((n, m.get(n)) for n in sorted(f.needs)))
+
+
+def _holds(m: Mapping, f: Fused) -> bool:
+    """Whether `m` still holds the operations `f` was bound to (built by `derive`)."""
+    return len(f.over) == len(f.needs) and all(m.get(n) is op for n, op in f.over)
+
+
 def declared(m: Mapping, name: str) -> Fused | None:
-    """Return the Fused record `m` declares under `name`, or None."""
+    """Return the Fused record `m` declares under `name`, or None (also when `m` no longer
+    holds the operations it was bound to: a copy made by hand that replaced one).
+
+    >>> store = derive({"get": 1, "lock": 2}, fused={"lock_load": fuse(3, "get", "lock")})
+    >>> declared(store, "lock_load").call, declared({**store, "get": 4}, "lock_load")
+    (3, None)
+    """
     found = (m.get("fused") or {}).get(name)
-    return found if isinstance(found, Fused) else None
+    return found if isinstance(found, Fused) and _holds(m, found) else None
 
 
 def fused_call(m: Mapping, name: str) -> Callable | None:

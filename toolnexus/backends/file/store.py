@@ -13,7 +13,7 @@ from ...core import transcript as tx
 from ...store.decorators import sanitize_ids
 from ...store.document import document_text, parse_document
 from ...store.errors import StoreCorruptError
-from ...store.fused import view
+from ...store.fused import derive, view
 from ...store.locks import paired_lock
 from .lock import file_lock_beside
 from .names import SUFFIX, file_name_for, id_for_file_name, is_digest
@@ -146,15 +146,17 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     def ids():
         return _ids(root)
 
-    return {
-        "get": get,
-        "save": save,
-        "delete": delete,
-        "ids": ids,
-        "lock": paired_lock(lambda: file_lock_beside(root, lock_timeout)),
-        "desc": f"file({str(root)!r})",
-        "fused": {"view": view(tx.freeze_transcript)},  # get reads back what save wrote
-    }
+    return derive(
+        {
+            "get": get,
+            "save": save,
+            "delete": delete,
+            "ids": ids,
+            "lock": paired_lock(lambda: file_lock_beside(root, lock_timeout)),
+            "desc": f"file({str(root)!r})",
+            "fused": {"view": view(tx.freeze_transcript)},  # get reads back what save wrote
+        }
+    )  # binds the fused calls to these operations
 
 
 def _read(id: str, path: Path) -> PVector | None:

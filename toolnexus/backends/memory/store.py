@@ -7,7 +7,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 
 from ...core.transcript import freeze_transcript
 from ...store._rows import check_id
-from ...store.fused import view
+from ...store.fused import derive, view
 from ...store.locks import local_lock
 
 __all__ = ["in_memory_store"]
@@ -46,12 +46,14 @@ def in_memory_store(state: MutableMapping | None = None) -> dict:
         with lock:
             return tuple(backing)
 
-    return {
-        "get": get,
-        "save": save,
-        "delete": delete,
-        "ids": ids,
-        "lock": local_lock(),
-        "desc": "in_memory()",
-        "fused": {"view": view(freeze_transcript)},  # get returns what save kept
-    }
+    return derive(
+        {
+            "get": get,
+            "save": save,
+            "delete": delete,
+            "ids": ids,
+            "lock": local_lock(),
+            "desc": "in_memory()",
+            "fused": {"view": view(freeze_transcript)},  # get returns what save kept
+        }
+    )  # binds the fused calls to these operations

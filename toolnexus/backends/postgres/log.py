@@ -19,7 +19,7 @@ from pyrsistent import pmap
 
 from ...core.extras import needs_extra
 from ...history.entry import check_query, cutoff, entry_fields, fold
-from ...store.fused import fuse
+from ...store.fused import derive, fuse
 from .connect import (
     database,
     is_pg_unavailable,
@@ -233,19 +233,23 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
         if owned:
             pool.close()
 
-    return {
-        "record": record,
-        "record_many": record_many,
-        "query": query,
-        "clear": clear,
-        "close": close,
-        "index": "trigram" if trigram else "scan",
-        "desc": what,  # the address is redacted: never a password
-        # Its rows as part of a store's statement in this database (see store.fused).
-        "fused": {
-            "rows": fuse(partial(rows_in, table), "record", "record_many", where=database(address))
-        },  # fmt: skip
-    }
+    return derive(
+        {
+            "record": record,
+            "record_many": record_many,
+            "query": query,
+            "clear": clear,
+            "close": close,
+            "index": "trigram" if trigram else "scan",
+            "desc": what,  # the address is redacted: never a password
+            # Its rows as part of a store's statement in this database (see store.fused).
+            "fused": {
+                "rows": fuse(
+                    partial(rows_in, table), "record", "record_many", where=database(address)
+                )
+            },  # fmt: skip
+        }
+    )  # binds the fused calls to these operations
 
 
 class _PgLog:

@@ -15,7 +15,7 @@ from ...core.extras import needs_extra
 from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store.errors import StoreCorruptError, StoreUnavailableError
-from ...store.fused import fuse, view
+from ...store.fused import derive, fuse, view
 from ...store.locks import LockLostError, paired_lock
 from . import connect as _connect
 from .lock import postgres_lock
@@ -210,16 +210,18 @@ def open_store(
         if owned:
             pool.close()
 
-    return {
-        "get": get,
-        "save": save,
-        "delete": delete,
-        "ids": ids,
-        "close": close,
-        "lock": st.lock,
-        "desc": st.desc,
-        "fused": _fused_calls(st, address),
-    }
+    return derive(
+        {
+            "get": get,
+            "save": save,
+            "delete": delete,
+            "ids": ids,
+            "close": close,
+            "lock": st.lock,
+            "desc": st.desc,
+            "fused": _fused_calls(st, address),
+        }
+    )  # binds the fused calls to these operations
 
 
 def _fused_calls(st: _Pg, address: str) -> dict:

@@ -13,7 +13,7 @@ from ...core.extras import needs_extra
 from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store.errors import StoreCorruptError, StoreUnavailableError
-from ...store.fused import fuse, view
+from ...store.fused import derive, fuse, view
 from ...store.locks import LockLostError, paired_lock
 from . import connect as _connect
 from .lock import Taken, redis_lock
@@ -158,20 +158,22 @@ def redis_store(
         stored head last (the usual exchange); return a release's error, raise a save's."""
         return _save_release(st, held, id, transcript, save)
 
-    return {
-        "get": get,
-        "save": save,
-        "delete": delete,
-        "ids": ids,
-        "lock": st.lock,
-        "desc": st.desc,
-        "fused": {
-            "view": view(freeze_transcript),
-            "fork": fuse(fork, "get", "save"),
-            "lock_load": fuse(lock_load, "get", "lock"),
-            "save_release": fuse(save_release, "save", "lock"),
-        },
-    }
+    return derive(
+        {
+            "get": get,
+            "save": save,
+            "delete": delete,
+            "ids": ids,
+            "lock": st.lock,
+            "desc": st.desc,
+            "fused": {
+                "view": view(freeze_transcript),
+                "fork": fuse(fork, "get", "save"),
+                "lock_load": fuse(lock_load, "get", "lock"),
+                "save_release": fuse(save_release, "save", "lock"),
+            },
+        }
+    )  # binds the fused calls to these operations
 
 
 class _Redis:

@@ -12,7 +12,7 @@ from pathlib import Path
 from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
-from ...store.fused import fuse, view
+from ...store.fused import derive, fuse, view
 from ...store.locks import paired_lock
 from ..file.lock import file_lock_beside
 from .connect import read_only, sqlite_wal
@@ -101,15 +101,17 @@ def sqlite_store(
             return _fork(c, st.desc, src, dst, at, check)
 
     lock = paired_lock(lambda: file_lock_beside(name, lock_timeout))
-    return {
-        "get": get,
-        "save": save,
-        "delete": delete,
-        "ids": ids,
-        "lock": lock,
-        "desc": st.desc,
-        "fused": {"view": view(freeze_transcript), "fork": fuse(fork, "get", "save")},
-    }
+    return derive(
+        {
+            "get": get,
+            "save": save,
+            "delete": delete,
+            "ids": ids,
+            "lock": lock,
+            "desc": st.desc,
+            "fused": {"view": view(freeze_transcript), "fork": fuse(fork, "get", "save")},
+        }
+    )  # binds the fused calls to these operations
 
 
 class _Sqlite:
