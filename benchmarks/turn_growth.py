@@ -15,21 +15,38 @@ one exchange per N, and the growth from 10 to N messages as a multiple of the CP
   history  the same (frozen) history passed as `history=` each time: translated,
            repaired and encoded once per exchange (what a durable store's fresh objects
            cost on each load, on top of decoding them)
+
+Then, per durable store (SQLite in a temporary file; PostgreSQL and Redis from
+TOOLNEXUS_TEST_POSTGRES_DSN / TOOLNEXUS_TEST_REDIS_URL, skipped with the reason when
+absent or unreachable; unique table and key names, removed after), the whole exchange
+with its load and save:
+
+  own      one client alone continues its own conversation
+  other    two clients (two runtimes, two store values: two workers of a service) take
+           turns on one id; measured is an exchange of one when the OTHER saved last
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import tempfile
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import httpx
 from pyrsistent import thaw
 
 import toolnexus as tn
 from toolnexus.core.transcript import freeze_transcript
-from toolnexus.store import in_memory_store
+from toolnexus.store import in_memory_store, sqlite_store
 from toolnexus.testing import openai_response, text_reply
 
 ANSWER = json.dumps(openai_response(text_reply("Noted."))).encode()
@@ -86,26 +103,136 @@ def dumps(n: int, rounds: int) -> float:
     return statistics.median(cpu(lambda: json.dumps(plain)) for _ in range(rounds))
 
 
+def own_path(store: dict, n: int, rounds: int) -> float:
+    """Median CPU of an exchange of one client continuing its own n-message conversation."""
+    c, out = client(store), []
+    for _ in range(rounds):
+        cid = f"own-{uuid.uuid4().hex[:8]}"
+        store["save"](cid, history(n - 2))
+        tn.run(c, "warm up", id=cid)  # loaded cold once, then saved by this client
+        out.append(cpu(lambda cid=cid: tn.run(c, "one more", id=cid)))
+        store["delete"](cid)
+    return statistics.median(out)
+
+
+def other_path(stores: tuple[dict, dict], n: int, rounds: int) -> float:
+    """Median CPU of an exchange of one of two clients (own runtime, own store value) when
+    the other saved the n-message conversation last."""
+    a, b = client(stores[0]), client(stores[1])
+    out = []
+    for _ in range(rounds):
+        cid = f"other-{uuid.uuid4().hex[:8]}"
+        stores[0]["save"](cid, history(n - 6))
+        for c in (a, b, a):  # turns: each has loaded and saved it; a saved last
+            tn.run(c, "warm up", id=cid)
+        out.append(cpu(lambda cid=cid: tn.run(b, "one more", id=cid)))
+        stores[0]["delete"](cid)
+    return statistics.median(out)
+
+
+@contextmanager
+def _sqlite() -> Iterator[Callable[[], dict]]:
+    with tempfile.TemporaryDirectory(prefix="toolnexus-turns-") as tmp:
+        path = Path(tmp) / "chat.db"
+        yield lambda: sqlite_store(path)
+
+
+@contextmanager
+def _postgres(dsn: str) -> Iterator[Callable[[], dict]]:
+    from psycopg_pool import ConnectionPool
+
+    from toolnexus.store import postgres_store
+
+    table = f"toolnexus_turns_{uuid.uuid4().hex[:8]}"
+    pool = ConnectionPool(dsn, min_size=1, max_size=4, open=True, timeout=5)
+    made: list[dict] = []
+    try:
+        yield lambda: made.append(postgres_store(pool, table)) or made[-1]
+    finally:
+        for s in made:
+            s["close"]()
+        with pool.connection() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")
+        pool.close()
+
+
+@contextmanager
+def _redis(url: str) -> Iterator[Callable[[], dict]]:
+    import redis
+
+    from toolnexus.store import redis_store
+
+    conn = redis.Redis.from_url(url, socket_connect_timeout=2)
+    conn.ping()
+    prefix = f"toolnexus-turns:{uuid.uuid4().hex[:8]}:"
+    try:
+        yield lambda: redis_store(conn, prefix=prefix)
+    finally:
+        keys = list(conn.scan_iter(match=prefix + "*", count=1000))
+        if keys:
+            conn.delete(*keys)
+        conn.close()
+
+
+def durable_stores() -> dict[str, Callable[[], Any]]:
+    """Return {name: a context manager yielding a store maker}; print why one is skipped."""
+    found: dict = {"sqlite": _sqlite}
+    for name, var, opener in (("postgres", "TOOLNEXUS_TEST_POSTGRES_DSN", _postgres),
+                              ("redis", "TOOLNEXUS_TEST_REDIS_URL", _redis)):  # fmt: skip
+        address = os.environ.get(var)
+        if not address:
+            print(f"  {name}: skipped ({var} is not set)")
+            continue
+        found[name] = lambda opener=opener, address=address: opener(address)
+    return found
+
+
+def _growth(figures: dict, key: tuple, sizes: tuple, measure: Callable, rounds: int) -> None:
+    """Measure `measure(n)` per size; record and print its growth from the first size."""
+    base = None
+    for n in sizes:
+        spent = measure(n)
+        base = spent if base is None else base
+        json_cpu = dumps(n, rounds)
+        growth = (spent - base) / json_cpu if n != sizes[0] else 0.0
+        figures[(*key, n)] = {"cpu_ms": spent * 1e3, "growth_x_dumps": growth}
+        label = " ".join(key)
+        print(
+            f"  {label:16} {n:5} messages  {spent * 1e3:7.3f} ms CPU  "
+            f"growth from {sizes[0]}: {growth:5.2f}x json.dumps ({json_cpu * 1e3:.3f} ms)"
+        )
+
+
+def store_figures(sizes: tuple, rounds: int) -> dict:
+    """Measure own and other per durable store; return {(store, path, n): figures}."""
+    figures: dict = {}
+    for name, opened in durable_stores().items():
+        try:
+            with ExitStack() as stack:
+                make = stack.enter_context(opened())
+                one, two = make(), (make(), make())
+                own = partial(own_path, one, rounds=rounds)
+                other = partial(other_path, two, rounds=rounds)
+                _growth(figures, (name, "own"), sizes, own, rounds)
+                _growth(figures, (name, "other"), sizes, other, rounds)
+        except Exception as e:  # unreachable or not installed: reported, skipped
+            print(f"  {name}: skipped ({type(e).__name__}: {e})")
+    return figures
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Print the figures; return them."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a few rounds, to check it runs")
+    p.add_argument("--no-stores", action="store_true", help="the in-process paths only")
     a = p.parse_args(argv)
     rounds = 3 if a.quick else 40
     sizes = (10, 1000) if a.quick else (10, 1000, 3000)
     figures: dict = {}
     for path, measure in (("memo", memo_path), ("history", history_path)):
-        base = measure(sizes[0], rounds)
-        for n in sizes:
-            spent = base if n == sizes[0] else measure(n, rounds)
-            json_cpu = dumps(n, rounds)
-            growth = (spent - base) / json_cpu if n != sizes[0] else 0.0
-            figures[(path, n)] = {"cpu_ms": spent * 1e3, "growth_x_dumps": growth}
-            dumps_ms = json_cpu * 1e3
-            print(
-                f"  {path:8} {n:5} messages  {spent * 1e3:7.3f} ms CPU  "
-                f"growth from {sizes[0]}: {growth:5.2f}x json.dumps ({dumps_ms:.3f} ms)"
-            )
+        _growth(figures, (path,), sizes, lambda n, m=measure: m(n, rounds), rounds)
+    if not a.no_stores:
+        figures.update(store_figures(sizes, 3 if a.quick else 15))
     return figures
 
 
