@@ -29,6 +29,7 @@ with its load and save:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -37,7 +38,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +97,10 @@ def history_path(n: int, rounds: int) -> float:
                              for _ in range(rounds))  # fmt: skip
 
 
+@functools.cache
 def dumps(n: int, rounds: int) -> float:
-    """Median CPU of one json.dumps of an n-message history (plain dicts)."""
+    """Median CPU of one json.dumps of an n-message history (plain dicts), measured once
+    per size and run (the yardstick of every path: its own noise would be theirs)."""
     plain = thaw(tn.run(client(in_memory_store()), "x", history=history(n))["messages"])
     return statistics.median(cpu(lambda: json.dumps(plain)) for _ in range(rounds))
 
@@ -193,7 +195,7 @@ def _growth(figures: dict, key: tuple, sizes: tuple, measure: Callable, rounds: 
     for n in sizes:
         spent = measure(n)
         base = spent if base is None else base
-        json_cpu = dumps(n, rounds)
+        json_cpu = dumps(n, max(rounds, 5) * 10)
         growth = (spent - base) / json_cpu if n != sizes[0] else 0.0
         figures[(*key, n)] = {"cpu_ms": spent * 1e3, "growth_x_dumps": growth}
         label = " ".join(key)
@@ -211,8 +213,8 @@ def store_figures(sizes: tuple, rounds: int) -> dict:
             with ExitStack() as stack:
                 make = stack.enter_context(opened())
                 one, two = make(), (make(), make())
-                own = partial(own_path, one, rounds=rounds)
-                other = partial(other_path, two, rounds=rounds)
+                own = functools.partial(own_path, one, rounds=rounds)
+                other = functools.partial(other_path, two, rounds=rounds)
                 _growth(figures, (name, "own"), sizes, own, rounds)
                 _growth(figures, (name, "other"), sizes, other, rounds)
         except Exception as e:  # unreachable or not installed: reported, skipped
