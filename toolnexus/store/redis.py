@@ -231,8 +231,10 @@ def _decoded(st: _Redis, id: str, version: Any, count: Any, digest: Any, bodies:
             raise StoreCorruptError(f"{st.desc}: conversation {id!r:.120} has rows but no head")
         st.memo.remember(id, pvector(), _rows.GENESIS, 0, ())  # seen absent: a save appends
         return None
-    rows = list(enumerate(bodies))
-    return st.memo.read(st.desc, id, _int(version), _int(count), _text(digest), rows)
+    # Redis cannot tell which rows changed since this process read them (no triggers, no
+    # row versions): every row is read and compared with what is known, at C speed, and
+    # only the rows past it are decoded (see Memo.read).
+    return st.memo.read_list(st.desc, id, _int(version), _int(count), _text(digest), bodies)
 
 
 def _script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> list:
