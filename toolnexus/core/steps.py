@@ -113,7 +113,9 @@ def with_messages(state: State, messages: PVector) -> State:
     messages = DIALECTS[state["dialect"]].replayable(messages)
     texts = None if state["texts"] is None else texts_of(messages)
     fresh = min(state["fresh"], len(messages))  # a rewrite keeps the run's own tail
-    return {**state, "messages": messages, "texts": texts, "fresh": fresh}
+    # A rewrite may change the history the run started from: its facts (core.loading)
+    # no longer hold.
+    return {**state, "messages": messages, "texts": texts, "fresh": fresh, "facts": None}
 
 
 def request(state: State, model: str, tools: Sequence, system: str, params: Mapping) -> dict:

@@ -29,6 +29,7 @@ __all__ = [
     "is_system",
     "is_tool_result",
     "loads",
+    "open_calls",
     "repair",
     "safe_cuts",
     "thaw_transcript",
@@ -445,6 +446,16 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
     0
     """
     t = freeze_transcript(transcript)
+    out, open_calls, caller, merge_at, changed = _walk(t)
+    changed = changed or bool(open_calls)
+    _close(out, caller, open_calls, merge_at)
+    return pvector(out) if changed else t
+
+
+def _walk(t: Sequence[Mapping]) -> tuple[list, list, Mapping | None, int | None, bool]:
+    """Return repair's pass over `t` before its last close: (the messages so far, the calls
+    still open, the message that made them, the result message to merge into, whether
+    anything changed)."""
     out: list = []
     open_calls: list = []
     caller: Mapping | None = None
@@ -467,9 +478,30 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
         _close(out, caller, open_calls, merge_at)
         out.append(m)
         caller, open_calls, merge_at = m, list(calls), None
-    changed = changed or bool(open_calls)
-    _close(out, caller, open_calls, merge_at)
-    return pvector(out) if changed else t
+    return out, open_calls, caller, merge_at, changed
+
+
+def open_calls(transcript: Sequence[Mapping]) -> tuple:
+    """Return the ids of the tool calls `repair` would find unanswered at the end of a
+    transcript (the last turn's), reading only its tail: O(the last turn).
+
+    Where this is empty, repairing a transcript with more messages after it is repairing
+    each part alone (nothing open crosses the boundary; see core.loading).
+
+    >>> open_calls([{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}])
+    ('c',)
+    >>> open_calls([{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+    ...             {"role": "tool", "tool_call_id": "c", "content": "4"}])
+    ()
+    """
+    # The walk starts over at each message that answers nothing: from the last one on,
+    # it goes as it would over the whole transcript.
+    start = len(transcript)
+    while start > 0:
+        start -= 1
+        if not _shape(transcript[start])[0]:
+            break
+    return tuple(_walk(transcript[start:])[1])
 
 
 def dangling(transcript: Sequence[Mapping]) -> PMap:
