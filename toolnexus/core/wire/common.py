@@ -200,15 +200,16 @@ def message_text(value: Any) -> str:
 
 
 def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence | None) -> str:
-    # The body's messages end with the state's (a system message may lead), so item k
-    # is message k - lead: one that is still the state's own value reuses its text.
+    # The JSON of the body's messages, without the brackets. They end with the state's (a
+    # system message may lead), so item k is message k - lead: one that is still the
+    # state's own value reuses its text.
     if texts is None or messages is None:
-        return _ENCODER.encode(items)
+        return ",".join(map(_ENCODER.encode, items))
     lead = len(items) - len(messages)
     if lead >= 0 and all(map(is_, itertools.islice(items, lead, None), messages)):
         # The usual case, checked and joined at C speed: the body holds the state's own
         # messages after its lead (a system message), so every text is reused.
-        return "[" + ",".join([*map(_ENCODER.encode, items[:lead]), *texts]) + "]"
+        return ",".join([*map(_ENCODER.encode, items[:lead]), *texts])
     # Some items moved (a lifted system message, a body_transform): each message of the
     # state the body still holds reuses its text, wherever it now stands.
     # Both keep their order, so one forward scan (a few messages ahead at most) finds it.
@@ -220,7 +221,7 @@ def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence |
         else:
             parts.append(texts[k])
             j = k + 1
-    return "[" + ",".join(parts) + "]"
+    return ",".join(parts)
 
 
 _AHEAD = 8  # how far past the last match a moved message is looked for
@@ -242,17 +243,23 @@ def encode_body(
     >>> encode_body({"model": "m", "messages": pvector([m])}, pvector([m]), ['{"content":"hi"}'])
     b'{"model":"m","messages":[{"content":"hi"}]}'
     """
+    # One list of pieces, joined once and encoded once: the messages' text (most of the
+    # body, the whole history) is copied twice, not once per concatenation around it.
     parts = []
     for key, value in body.items():
+        parts += (",", _ENCODER.encode(key), ":")
         hit = known.get(key) if known else None
         if hit is not None and hit[0] is value:
-            text = hit[1]
+            parts.append(hit[1])
         elif key == "messages" and isinstance(value, (list, tuple, PVector)):
-            text = _messages_text(value, messages, texts)
+            parts += ("[", _messages_text(value, messages, texts), "]")
         else:
-            text = _ENCODER.encode(value)
-        parts.append(_ENCODER.encode(key) + ":" + text)
-    return ("{" + ",".join(parts) + "}").encode("utf-8")
+            parts.append(_ENCODER.encode(value))
+    if not parts:
+        return b"{}"
+    parts[0] = "{"  # the first key's comma
+    parts.append("}")
+    return "".join(parts).encode("utf-8")
 
 
 def turn(
