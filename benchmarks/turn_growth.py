@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import os
 import statistics
@@ -68,10 +69,21 @@ def client(store: dict) -> tn.Client:
 
 
 def cpu(fn) -> float:
-    """Return the process CPU seconds of one call."""
-    t0 = time.process_time()
-    fn()
-    return time.process_time() - t0
+    """Return the process CPU seconds of one call.
+
+    What came before (a round's setup: a new history, its warm-up run) is frozen out of
+    the collector's sight meanwhile (gc.freeze): else a full collection of the setup's
+    objects lands in some measured calls and not others, and the median measures the
+    collector's timing (all paths alike). What the call itself allocates is collected
+    as usual.
+    """
+    gc.freeze()
+    try:
+        t0 = time.process_time()
+        fn()
+        return time.process_time() - t0
+    finally:
+        gc.unfreeze()
 
 
 def memo_path(n: int, rounds: int) -> float:
