@@ -86,62 +86,76 @@ def cpu(fn) -> float:
         gc.unfreeze()
 
 
-def memo_path(n: int, rounds: int) -> float:
-    """Median CPU of an exchange on a conversation this client saved (n messages before)."""
+def memo_path() -> Callable[[int], float]:
+    """Return one round: the CPU of an exchange on an n-message conversation this client
+    saved itself (a new conversation each round)."""
     store = in_memory_store()
     c = client(store)
-    seed = history(n - 2)
-    out = []
-    for i in range(rounds):
-        cid = f"c{i}"
-        store["save"](cid, seed)
+
+    def one(n: int) -> float:
+        cid = f"memo-{uuid.uuid4().hex[:8]}"
+        store["save"](cid, history(n - 2))
         tn.run(c, "warm up", id=cid)  # now saved by this runtime: n messages, remembered
-        out.append(cpu(lambda cid=cid: tn.run(c, "one more", id=cid)))
-    return statistics.median(out)
+        spent = cpu(lambda: tn.run(c, "one more", id=cid))
+        store["delete"](cid)
+        return spent
+
+    return one
 
 
-def history_path(n: int, rounds: int) -> float:
-    """Median CPU of an exchange given the n-message history as `history=`."""
+def history_path() -> Callable[[int], float]:
+    """Return one round: the CPU of an exchange given an n-message history as `history=`."""
     c = client(in_memory_store())
-    given = freeze_transcript(history(n))  # as a store's get returns it
-    tn.run(c, "warm up", history=given)
-    return statistics.median(cpu(lambda: tn.run(c, "one more", history=given))
-                             for _ in range(rounds))  # fmt: skip
+    given = functools.cache(lambda n: freeze_transcript(history(n)))  # as a store's get returns
+
+    def one(n: int) -> float:
+        return cpu(lambda: tn.run(c, "one more", history=given(n)))
+
+    return one
 
 
 @functools.cache
-def dumps(n: int, rounds: int) -> float:
-    """Median CPU of one json.dumps of an n-message history (plain dicts), measured once
-    per size and run (the yardstick of every path: its own noise would be theirs)."""
-    plain = thaw(tn.run(client(in_memory_store()), "x", history=history(n))["messages"])
-    return statistics.median(cpu(lambda: json.dumps(plain)) for _ in range(rounds))
+def _plain(n: int) -> list:
+    return thaw(tn.run(client(in_memory_store()), "x", history=history(n))["messages"])
 
 
-def own_path(store: dict, n: int, rounds: int) -> float:
-    """Median CPU of an exchange of one client continuing its own n-message conversation."""
-    c, out = client(store), []
-    for _ in range(rounds):
+def dumps(n: int) -> float:
+    """Median CPU of one json.dumps of an n-message history (plain dicts), measured now."""
+    plain = _plain(n)
+    return statistics.median(cpu(lambda: json.dumps(plain)) for _ in range(5))
+
+
+def own_path(store: dict) -> Callable[[int], float]:
+    """Return one round: the CPU of an exchange of one client continuing its own n-message
+    conversation."""
+    c = client(store)
+
+    def one(n: int) -> float:
         cid = f"own-{uuid.uuid4().hex[:8]}"
         store["save"](cid, history(n - 2))
         tn.run(c, "warm up", id=cid)  # loaded cold once, then saved by this client
-        out.append(cpu(lambda cid=cid: tn.run(c, "one more", id=cid)))
+        spent = cpu(lambda: tn.run(c, "one more", id=cid))
         store["delete"](cid)
-    return statistics.median(out)
+        return spent
+
+    return one
 
 
-def other_path(stores: tuple[dict, dict], n: int, rounds: int) -> float:
-    """Median CPU of an exchange of one of two clients (own runtime, own store value) when
-    the other saved the n-message conversation last."""
+def other_path(stores: tuple[dict, dict]) -> Callable[[int], float]:
+    """Return one round: the CPU of an exchange of one of two clients (own runtime, own
+    store value) when the other saved the n-message conversation last."""
     a, b = client(stores[0]), client(stores[1])
-    out = []
-    for _ in range(rounds):
+
+    def one(n: int) -> float:
         cid = f"other-{uuid.uuid4().hex[:8]}"
         stores[0]["save"](cid, history(n - 6))
         for c in (a, b, a):  # turns: each has loaded and saved it; a saved last
             tn.run(c, "warm up", id=cid)
-        out.append(cpu(lambda cid=cid: tn.run(b, "one more", id=cid)))
+        spent = cpu(lambda: tn.run(b, "one more", id=cid))
         stores[0]["delete"](cid)
-    return statistics.median(out)
+        return spent
+
+    return one
 
 
 @contextmanager
@@ -201,20 +215,25 @@ def durable_stores() -> dict[str, Callable[[], Any]]:
     return found
 
 
-def _growth(figures: dict, key: tuple, sizes: tuple, measure: Callable, rounds: int) -> None:
-    """Measure `measure(n)` per size; record and print its growth from the first size."""
-    base = None
+def _growth(figures: dict, key: tuple, sizes: tuple, one: Callable, rounds: int) -> None:
+    """Measure `one(n)` for every size in each round, with the yardstick of that moment:
+    the growth of a round is (one(n) - one(sizes[0])) / json.dumps(n), so a machine that
+    slows down or speeds up between rounds moves both sides alike. Record and print the
+    medians."""
+    spent: dict = {n: [] for n in sizes}
+    growth: dict = {n: [] for n in sizes}
+    for _ in range(rounds):
+        for n in sizes:
+            spent[n].append(one(n))
+        for n in sizes[1:]:
+            growth[n].append((spent[n][-1] - spent[sizes[0]][-1]) / dumps(n))
     for n in sizes:
-        spent = measure(n)
-        base = spent if base is None else base
-        json_cpu = dumps(n, max(rounds, 5) * 10)
-        growth = (spent - base) / json_cpu if n != sizes[0] else 0.0
-        figures[(*key, n)] = {"cpu_ms": spent * 1e3, "growth_x_dumps": growth}
+        cpu_ms = statistics.median(spent[n]) * 1e3
+        g = statistics.median(growth[n]) if growth[n] else 0.0
+        figures[(*key, n)] = {"cpu_ms": cpu_ms, "growth_x_dumps": g}
         label = " ".join(key)
-        print(
-            f"  {label:16} {n:5} messages  {spent * 1e3:7.3f} ms CPU  "
-            f"growth from {sizes[0]}: {growth:5.2f}x json.dumps ({json_cpu * 1e3:.3f} ms)"
-        )
+        print(f"  {label:16} {n:5} messages  {cpu_ms:7.3f} ms CPU  growth from {sizes[0]}: "
+              f"{g:5.2f}x json.dumps ({dumps(n) * 1e3:.3f} ms)")  # fmt: skip
 
 
 def store_figures(sizes: tuple, rounds: int) -> dict:
@@ -224,11 +243,8 @@ def store_figures(sizes: tuple, rounds: int) -> dict:
         try:
             with ExitStack() as stack:
                 make = stack.enter_context(opened())
-                one, two = make(), (make(), make())
-                own = functools.partial(own_path, one, rounds=rounds)
-                other = functools.partial(other_path, two, rounds=rounds)
-                _growth(figures, (name, "own"), sizes, own, rounds)
-                _growth(figures, (name, "other"), sizes, other, rounds)
+                _growth(figures, (name, "own"), sizes, own_path(make()), rounds)
+                _growth(figures, (name, "other"), sizes, other_path((make(), make())), rounds)
         except Exception as e:  # unreachable or not installed: reported, skipped
             print(f"  {name}: skipped ({type(e).__name__}: {e})")
     return figures
@@ -240,13 +256,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--quick", action="store_true", help="a few rounds, to check it runs")
     p.add_argument("--no-stores", action="store_true", help="the in-process paths only")
     a = p.parse_args(argv)
-    rounds = 3 if a.quick else 40
+    rounds = 3 if a.quick else 25
     sizes = (10, 1000) if a.quick else (10, 1000, 3000)
     figures: dict = {}
     for path, measure in (("memo", memo_path), ("history", history_path)):
-        _growth(figures, (path,), sizes, lambda n, m=measure: m(n, rounds), rounds)
+        _growth(figures, (path,), sizes, measure(), rounds)
     if not a.no_stores:
-        figures.update(store_figures(sizes, 3 if a.quick else 15))
+        figures.update(store_figures(sizes, rounds))
     return figures
 
 

@@ -452,6 +452,12 @@ def test_a_get_after_a_save_hands_back_the_value_saved(pool, table):
     )
 
 
+def test_a_get_reads_past_what_it_knows_and_hides_nothing(pool, table):
+    cases.check_reads_past_what_it_knows_and_hides_nothing(
+        lambda: postgres_store(pool, table), raw_for(pool, table)
+    )
+
+
 # ---- the fused exchange: the lock's own connection serves the load and the save --------
 
 

@@ -174,3 +174,7 @@ def test_concurrent_first_use_of_new_files(tmp_path):
 
 def test_a_get_after_a_save_hands_back_the_value_saved(db):
     cases.check_get_hands_back_the_value_saved(lambda: sqlite_store(db), raw_for(db))
+
+
+def test_a_get_reads_past_what_it_knows_and_hides_nothing(db):
+    cases.check_reads_past_what_it_knows_and_hides_nothing(lambda: sqlite_store(db), raw_for(db))

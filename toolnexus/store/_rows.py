@@ -168,6 +168,7 @@ class Memo:
     def __init__(self, size: int = 256, per_id: int = 2) -> None:
         self._size, self._per_id = size, per_id
         self._items: OrderedDict = OrderedDict()
+        self._unchecked: dict[str, int] = {}  # reads by the head alone since all rows were
         self._lock = threading.Lock()
 
     def remember(
@@ -186,7 +187,8 @@ class Memo:
         `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
         """
         if not isinstance(transcript, PVector) or not all(
-            isinstance(m, PMap) for m in islice(transcript, frozen_upto, None)
+            isinstance(m, PMap)
+            for m in transcript[frozen_upto:]  # a slice: O(the rest)
         ):
             return
         seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
@@ -195,7 +197,8 @@ class Memo:
             self._items[id] = (seen, *kept)[: self._per_id]
             self._items.move_to_end(id)
             while len(self._items) > self._size:
-                self._items.popitem(last=False)
+                gone, _ = self._items.popitem(last=False)
+                self._unchecked.pop(gone, None)
 
     def saved(self, id: str, transcript: PVector, plan: Plan) -> None:
         """Record a transcript just saved by `plan`."""
@@ -218,7 +221,13 @@ class Memo:
         return best
 
     def read_past(
-        self, id: str, known: Seen, head: Sequence, stamp: object, rows: Sequence
+        self,
+        id: str,
+        known: Seen,
+        head: Sequence,
+        stamp: object,
+        rows: Sequence,
+        recheck: int | None = None,
     ) -> PVector | None:
         """Return `known`'s transcript extended by the `(seq, text)` rows past it, or None.
 
@@ -228,11 +237,15 @@ class Memo:
         chained over these rows (a rewrite of any earlier row, through any store, moves
         the digest; one behind the stores' back moves the stamp). The first messages are
         `known`'s own objects; with no new rows it is `known`'s very transcript. None
-        means: read and check every row (which names any corruption).
+        means: read and check every row (which names any corruption). `recheck`, for a
+        database that keeps no edit stamp: None after that many reads of `id` by the head
+        alone, so a row changed by hand shows within that many reads.
         """
         version, count, digest = head
         k = len(known.transcript)
         if version != FORMAT_VERSION or stamp != known.stamp or known.texts is None:
+            return None
+        if recheck is not None and self._unchecked.get(id, 0) >= recheck:
             return None
         if type(count) is not int or count != k + len(rows):
             return None
@@ -247,6 +260,8 @@ class Memo:
             return None  # the whole read names the row
         transcript = known.transcript.extend(new) if new else known.transcript
         self.remember(id, transcript, digest, count, known.texts + texts, stamp, True)
+        with self._lock:
+            self._unchecked[id] = self._unchecked.get(id, 0) + 1
         return transcript
 
     def read(
@@ -274,14 +289,21 @@ class Memo:
                           stamp)  # fmt: skip
 
     def read_list(
-        self, backend: str, id: str, version: object, count: object, digest: str, bodies: list
+        self,
+        backend: str,
+        id: str,
+        version: object,
+        count: object,
+        digest: str,
+        bodies: list,
+        stamp: object = UNKNOWN,
     ) -> PVector:
         """`read` for a backend whose rows are a list (row i is bodies[i]): the same checks,
         without building `(seq, text)` pairs unless rows must be decoded one by one."""
         texts = _list_texts(bodies)
         rows = lambda: list(enumerate(bodies))  # noqa: E731
         return self._read(backend, id, (version, count, digest), rows, texts,
-                          count == len(bodies), UNKNOWN)  # fmt: skip
+                          count == len(bodies), stamp)  # fmt: skip
 
     def _read(
         self,
@@ -294,6 +316,8 @@ class Memo:
         stamp: object,
     ) -> PVector:
         version, count, digest = head
+        with self._lock:  # every row is compared below
+            self._unchecked.pop(id, None)
         best = None
         for seen in self._seen(id):
             if seen.texts is None:
@@ -320,26 +344,32 @@ class Memo:
         """Drop what is known of `id`."""
         with self._lock:
             self._items.pop(id, None)
+            self._unchecked.pop(id, None)
 
     def prefix_of(self, id: str, transcript: Sequence[Mapping], count: int) -> Seen | None:
         """Return the remembered transcript that is `transcript[:count]` by identity, or None."""
         for seen in self._seen(id):
-            if len(seen.transcript) == count and all(
-                map(operator.is_, seen.transcript, islice(transcript, count))
-            ):
+            if len(seen.transcript) == count and _starts(transcript, seen.transcript):
                 return seen
         return None
 
     def known_prefix(self, id: str, transcript: Sequence[Mapping]) -> Seen | None:
         """Return the longest remembered transcript that is a prefix of `transcript` by
         identity, or None."""
-        best = None
-        for seen in self._seen(id):
-            n = len(seen.transcript)
-            if n <= len(transcript) and (best is None or n > len(best.transcript)):
-                if all(map(operator.is_, seen.transcript, islice(transcript, n))):
-                    best = seen
-        return best
+        longest_first = sorted(self._seen(id), key=lambda s: -len(s.transcript))
+        for seen in longest_first:
+            if len(seen.transcript) <= len(transcript) and _starts(transcript, seen.transcript):
+                return seen
+        return None
+
+
+def _starts(transcript: Sequence, prefix: Sequence) -> bool:
+    """Whether `transcript` begins with the very objects of `prefix` (checked last first:
+    a different transcript of that length is told at once, else one C-speed scan)."""
+    n = len(prefix)
+    if n and transcript[n - 1] is not prefix[n - 1]:
+        return False
+    return all(map(operator.is_, prefix, transcript))
 
 
 def _texts(rows: Sequence) -> tuple[str, ...] | None:
@@ -387,7 +417,7 @@ def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Hea
     if known is None:
         return None
     count = len(known.transcript)
-    tail, kept = encode_rows(islice(transcript, count, None))
+    tail, kept = encode_rows(transcript[count:])
     head = Head(FORMAT_VERSION, len(transcript), chain(known.digest, tail))
     exact = known.exact and None not in kept
     plan = Plan(True, count, tail, head, count, _joined(known.texts, kept), known.stamp, exact)
@@ -407,7 +437,7 @@ def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo:
         seen = memo.prefix_of(id, transcript, stored.count)
         prefix = seen.digest if seen is not None else digest_of(islice(transcript, stored.count))
         if prefix == stored.digest:
-            tail, kept = encode_rows(islice(transcript, stored.count, None))
+            tail, kept = encode_rows(transcript[stored.count :])
             head = Head(FORMAT_VERSION, n, chain(prefix, tail))
             if seen is None:
                 return Plan(True, stored.count, tail, head, 0)
