@@ -32,9 +32,9 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PSet, PVector, pvector
 
+from .steps import text_of, texts_of
 from .transcript import freeze_transcript, open_calls, repair
 from .wire import DIALECTS
-from .wire.common import message_text
 from .wire.translate import native_call_ids, translate
 
 __all__ = ["Loaded", "whole", "extended", "facts_after"]
@@ -48,10 +48,6 @@ class Loaded(NamedTuple):
     lifted: str
     texts: PVector | None
     facts: tuple[str, PSet] | None
-
-
-def _texts_of(messages: Sequence[Mapping]) -> PVector:
-    return pvector(message_text(m) for m in messages)
 
 
 def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True) -> Loaded:
@@ -72,7 +68,7 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
     if ids is None or history is not frozen:  # changed on the way: its own facts
         ids = native_call_ids(history, dialect, keep_system=True)
     facts = (dialect, ids) if ids is not None else None
-    return Loaded(history, lifted, _texts_of(history) if encode else None, facts)
+    return Loaded(history, lifted, texts_of(history) if encode else None, facts)
 
 
 def extended(memo: Mapping | None, loaded: Any, dialect: str, encode: bool = True) -> Loaded | None:
@@ -104,7 +100,7 @@ def extended(memo: Mapping | None, loaded: Any, dialect: str, encode: bool = Tru
     if memo["history"] is known:
         out = facts_after(facts, ready, dialect) if ready is not new else (dialect, ids)
     history = _vector(memo["history"]).extend(ready)
-    texts = memo["texts"].extend(map(message_text, ready)) if encode else None
+    texts = memo["texts"].extend(map(text_of, ready)) if encode else None
     return Loaded(history, "", texts, out)
 
 

@@ -531,10 +531,11 @@ def dangling(transcript: Sequence[Mapping]) -> PMap:
     return pmap({"unanswered": tuple(unanswered), "orphaned": tuple(orphaned)})
 
 
-def readable(text: str, what: str = "a message", bound: int = MAX_BYTES) -> str:
+def readable(text: str | bytes, what: str = "a message", bound: int = MAX_BYTES) -> str | bytes:
     """Return `text` (JSON about to be stored) if a store's reader takes it back, else raise
     TranscriptFormatError: a save that no later get could read is refused before it is
-    written (UTF-8 with no lone surrogate, at most `bound` bytes, as `load` reads).
+    written (UTF-8 with no lone surrogate, at most `bound` bytes, as `load` reads; bytes
+    are UTF-8 already: their size alone is checked).
 
     >>> readable('{"a":1}')
     '{"a":1}'
@@ -546,7 +547,7 @@ def readable(text: str, what: str = "a message", bound: int = MAX_BYTES) -> str:
     if len(text) * 4 <= bound and text.isascii():
         return text  # the usual case: no encode needed
     try:
-        size = len(text.encode("utf-8"))
+        size = len(text) if type(text) is bytes else len(text.encode("utf-8"))
     except UnicodeEncodeError as e:
         raise TranscriptFormatError(
             f"{what} holds a lone surrogate ({text[e.start : e.end]!r} at {e.start}), which is "
