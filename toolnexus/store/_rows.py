@@ -68,7 +68,7 @@ class Plan(NamedTuple):
     frozen_upto: int  # this many leading messages are known to be pmaps (a memo hit)
     # Every stored row after the save, when known (None for a row that would not read
     # back as its message: see encode_rows).
-    texts: tuple[str | None, ...] | None = None
+    texts: Sequence[str | None] | None = None
     stamp: object = UNKNOWN  # the edit stamp the rows before `start` were seen with
     exact: bool = False  # every text is known and reads back as its message
 
@@ -80,7 +80,7 @@ class Seen(NamedTuple):
 
     transcript: PVector
     digest: str
-    texts: tuple[str | None, ...] | None
+    texts: PVector | None  # a pvector: extended by the new rows in O(new)
     stamp: object
     exact: bool
 
@@ -177,7 +177,7 @@ class Memo:
         transcript: Sequence[Mapping],
         digest: str,
         frozen_upto: int = 0,
-        texts: tuple[str | None, ...] | None = None,
+        texts: Sequence[str | None] | None = None,
         stamp: object = UNKNOWN,
         exact: bool = False,
     ) -> None:
@@ -191,6 +191,8 @@ class Memo:
             for m in transcript[frozen_upto:]  # a slice: O(the rest)
         ):
             return
+        if texts is not None and not isinstance(texts, PVector):
+            texts = pvector(texts)
         seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
@@ -259,7 +261,7 @@ class Memo:
         except (ValueError, TypeError):
             return None  # the whole read names the row
         transcript = known.transcript.extend(new) if new else known.transcript
-        self.remember(id, transcript, digest, count, known.texts + texts, stamp, True)
+        self.remember(id, transcript, digest, count, known.texts.extend(texts), stamp, True)
         with self._lock:
             self._unchecked[id] = self._unchecked.get(id, 0) + 1
         return transcript
@@ -322,15 +324,16 @@ class Memo:
         for seen in self._seen(id):
             if seen.texts is None:
                 continue
-            if seen.texts == texts and seen.digest == digest and version == FORMAT_VERSION:
-                if seen.exact and numbered:
+            same = texts is not None and len(seen.texts) == len(texts)
+            if same and seen.digest == digest and version == FORMAT_VERSION:
+                if seen.exact and numbered and tuple(seen.texts) == texts:
                     self.remember(id, seen.transcript, digest, len(texts), texts, stamp, True)
                     return seen.transcript
             if best is None or len(seen.texts) > len(best.texts):
                 best = seen
         if best is not None and best.exact and texts is not None and version == FORMAT_VERSION:
             k = len(best.texts)
-            if numbered and texts[:k] == best.texts:
+            if numbered and texts[:k] == tuple(best.texts):
                 new = decode_rows(backend, id, version, count - k, rows()[k:], start=k)
                 transcript = best.transcript.extend(new)
                 self.remember(id, transcript, digest, count, texts, stamp, True)
@@ -401,8 +404,8 @@ def _numbered(rows: Sequence, count: object) -> bool:
     return count == len(rows) and all(map(operator.eq, _seqs(rows), range(len(rows))))
 
 
-def _joined(texts: tuple | None, tail: tuple[str | None, ...]) -> tuple | None:
-    return None if texts is None else texts + tail
+def _joined(texts: PVector | None, tail: tuple[str | None, ...]) -> PVector | None:
+    return None if texts is None else texts.extend(tail)
 
 
 def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Head, Plan] | None:
