@@ -168,7 +168,8 @@ class Memo:
     def __init__(self, size: int = 256, per_id: int = 2) -> None:
         self._size, self._per_id = size, per_id
         self._items: OrderedDict = OrderedDict()
-        self._unchecked: dict[str, int] = {}  # reads by the head alone since all rows were
+        # Per id, the reads taken by the head alone since one compared every row.
+        self._unchecked: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def remember(
@@ -186,10 +187,9 @@ class Memo:
 
         `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
         """
-        if not isinstance(transcript, PVector) or not all(
-            isinstance(m, PMap)
-            for m in transcript[frozen_upto:]  # a slice: O(the rest)
-        ):
+        # A slice, not islice: checking the rest costs O(the rest), not O(all).
+        rest = transcript[frozen_upto:] if isinstance(transcript, PVector) else None
+        if rest is None or not all(isinstance(m, PMap) for m in rest):
             return
         if texts is not None and not isinstance(texts, PVector):
             texts = pvector(texts)
