@@ -75,9 +75,10 @@ def check_round_trip_and_restart(make_store) -> None:
     assert cid not in s["ids"]()
 
 
-def check_get_hands_back_the_value_saved(make_store, raw) -> None:
+def check_get_hands_back_the_value_saved(make_store, raw, within: int = 1) -> None:
     """A get after a save returns the very value saved (the client's memo keys on it),
-    unless what is stored changed since: another writer's save, or a row edited."""
+    unless what is stored changed since: another writer's save, or a row edited (seen by
+    the next get; by one of the next `within` on a store that keeps no edit stamp)."""
     s, cid = make_store(), new_id()
     saved = freeze(turns(4))
     s["save"](cid, saved)
@@ -89,8 +90,49 @@ def check_get_hands_back_the_value_saved(make_store, raw) -> None:
     s["save"](cid, got)
     assert s["get"](cid) is got
     raw["set_body"](cid, 1, json.dumps(msg("assistant", "edited"), separators=(",", ":")))
-    edited = s["get"](cid)  # same head, a changed row: never hidden behind the memo
+    for _ in range(within):  # same head, a changed row: never hidden behind the memo
+        edited = s["get"](cid)
+        if edited is not got:
+            break
     assert thaw(edited[1]) == msg("assistant", "edited") and edited is not got
+
+
+def _by_hand(text: str) -> str:
+    return json.dumps(msg("user", text), separators=(",", ":"))
+
+
+def check_reads_past_what_it_knows_and_hides_nothing(make_store, raw, within: int = 1) -> None:
+    """A get of a conversation this process has seen reads only the rows past what it
+    knows (the rest are the very messages it had), and never hides a change: another
+    writer's rewrite of an early row with the same count (the digest tells), a row
+    changed by hand behind the stores' back with the head as it was (the next get; one
+    of the next `within` on a store that keeps no edit stamp), a row dropped by hand."""
+    s, other, cid = make_store(), make_store(), new_id()
+    s["save"](cid, turns(4))
+    s["save"](cid, s["get"](cid).extend(freeze(turns(2, "b"))))  # an append: known by its head
+    mine = s["get"](cid)
+    other["save"](cid, other["get"](cid).extend(freeze(turns(2, "c"))))
+    got = s["get"](cid)
+    assert thaw(got) == turns(4) + turns(2, "b") + turns(2, "c")
+    assert all(got[i] is mine[i] for i in range(6))  # read past them, not again
+    assert s["get"](cid) is got  # nothing new: the very value
+    rewritten = other["get"](cid).set(1, freeze(msg("assistant", "rewritten")))
+    other["save"](cid, rewritten)  # history rewritten elsewhere, the same count
+    got = s["get"](cid)
+    assert got == rewritten and len(got) == 8
+    s["save"](cid, got.append(freeze(msg("user", "more"))))
+    known = s["get"](cid)
+    raw["set_body"](cid, 2, _by_hand("by hand"))  # behind the stores' back: head unchanged
+    for _ in range(within):
+        edited = s["get"](cid)
+        if edited is not known:
+            break
+    assert thaw(edited[2]) == msg("user", "by hand") and len(edited) == 9
+    assert thaw(make_store()["get"](cid)) == thaw(edited)  # as every process reads it
+    raw["drop_row"](cid, 3)  # a row gone by hand, the head unchanged: corrupt, at once
+    for store in (s, make_store()):
+        with pytest.raises(StoreCorruptError, match="row"):
+            store["get"](cid)
 
 
 def check_empty_transcript(make_store) -> None:

@@ -132,3 +132,25 @@ def test_prompt_cache_quick(capsys):
     # keep=30 holds the front for ten messages between cuts: far more of it is reusable
     assert arms["capped_store(40, keep=30)"]["share"] > arms["capped_store(40)"]["share"] + 0.2
     assert "in a stable prefix" in capsys.readouterr().out
+
+
+def test_turn_growth_quick(capsys):
+    """Every path, and on each durable store configured here one client alone and two
+    taking turns (PostgreSQL and Redis are skipped, with the reason, when not set)."""
+    import os
+
+    figures = load("turn_growth").main(["--quick"])
+    stores = ["sqlite"] + [
+        name
+        for name, var in (
+            ("postgres", "TOOLNEXUS_TEST_POSTGRES_DSN"),
+            ("redis", "TOOLNEXUS_TEST_REDIS_URL"),
+        )
+        if os.environ.get(var)
+    ]
+    paths = [(p,) for p in ("memo", "history")]
+    paths += [(s, p) for s in stores for p in ("own", "other")]
+    assert set(figures) == {(*p, n) for p in paths for n in (10, 1000)}
+    assert all(f["cpu_ms"] > 0 for f in figures.values())
+    out = capsys.readouterr().out
+    assert "json.dumps" in out and "sqlite other" in out

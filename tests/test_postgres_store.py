@@ -456,6 +456,12 @@ def test_a_get_after_a_save_hands_back_the_value_saved(pool, table):
     )
 
 
+def test_a_get_reads_past_what_it_knows_and_hides_nothing(pool, table):
+    cases.check_reads_past_what_it_knows_and_hides_nothing(
+        lambda: postgres_store(pool, table), raw_for(pool, table)
+    )
+
+
 # ---- the fused exchange: the lock's own connection serves the load and the save --------
 
 
@@ -622,3 +628,44 @@ def test_a_failed_read_in_the_take_pipeline_frees_the_lock(pool, table):
     with psycopg.connect(pool.conninfo, autocommit=True) as other:
         key = _advisory_key(cid)
         assert other.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (True,)
+
+
+def test_tables_made_before_edit_stamps_get_them_and_read_as_before(pool, table):
+    """Its heads gain the "edited" column and its messages the triggers on first use; a
+    row changed by hand then shows at the next get of a process that had read it."""
+    from toolnexus.store import _rows
+
+    texts = [_rows.encode_message(m) for m in cases.turns(4)]
+    with pool.connection() as c:
+        c.execute(f"CREATE TABLE {table}_heads (id text PRIMARY KEY, version integer NOT NULL, "
+                  "count integer NOT NULL, digest text NOT NULL)")  # fmt: skip
+        c.execute(f"CREATE TABLE {table} (id text NOT NULL, seq integer NOT NULL, "
+                  "body text NOT NULL, PRIMARY KEY (id, seq))")  # fmt: skip
+        c.execute(f"INSERT INTO {table}_heads VALUES ('a', 1, %s, %s)",
+                  (len(texts), _rows.chain(_rows.GENESIS, texts)))  # fmt: skip
+        for seq, text in enumerate(texts):
+            c.execute(f"INSERT INTO {table} VALUES ('a', %s, %s)", (seq, text))
+    assert thaw(postgres_store(pool, table)["get"]("a")) == cases.turns(4)
+    with pool.connection() as c:
+        triggers = {r[0] for r in c.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass", (table,))}  # fmt: skip
+        column = c.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = %s "
+            "AND column_name = 'edited'", (table + "_heads",)
+        ).fetchone()  # fmt: skip
+    assert triggers == {"toolnexus_updated", "toolnexus_deleted", "toolnexus_truncated"}
+    assert column is not None
+    cases.check_reads_past_what_it_knows_and_hides_nothing(
+        lambda: postgres_store(pool, table), raw_for(pool, table)
+    )
+
+
+def test_a_truncate_by_hand_is_seen_by_a_process_that_had_read(pool, table):
+    s = postgres_store(pool, table)
+    s["save"]("a", cases.turns(2))
+    s["save"]("a", s["get"]("a").extend(freeze(cases.turns(2, "b"))))
+    assert len(s["get"]("a")) == 4
+    with pool.connection() as c:
+        c.execute(f"TRUNCATE {table}")  # the rows go, the heads stay
+    with pytest.raises(StoreCorruptError, match="rows"):
+        s["get"]("a")

@@ -174,3 +174,74 @@ def test_concurrent_first_use_of_new_files(tmp_path):
 
 def test_a_get_after_a_save_hands_back_the_value_saved(db):
     cases.check_get_hands_back_the_value_saved(lambda: sqlite_store(db), raw_for(db))
+
+
+def test_a_get_reads_past_what_it_knows_and_hides_nothing(db):
+    cases.check_reads_past_what_it_knows_and_hides_nothing(lambda: sqlite_store(db), raw_for(db))
+
+
+# The schema before edit stamps: no "edited" column, no triggers.
+_OLD_SCHEMA = """
+CREATE TABLE toolnexus_conversations (
+    id TEXT PRIMARY KEY, version INTEGER NOT NULL, count INTEGER NOT NULL, digest TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE toolnexus_messages (
+    id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (id, seq)
+) WITHOUT ROWID;
+"""
+
+
+def _old_file(path, transcript) -> None:
+    """Write `transcript` under id "a" as a toolnexus made before edit stamps did."""
+    from toolnexus.store import _rows
+
+    texts = [_rows.encode_message(m) for m in transcript]
+    with sqlite3.connect(path) as c:
+        c.executescript(_OLD_SCHEMA)
+        c.execute("INSERT INTO toolnexus_conversations VALUES ('a', 1, ?, ?)",
+                  (len(texts), _rows.chain(_rows.GENESIS, texts)))  # fmt: skip
+        c.executemany("INSERT INTO toolnexus_messages VALUES ('a', ?, ?)", enumerate(texts))
+    c.close()
+
+
+def test_a_file_made_before_edit_stamps_gets_them_and_reads_as_before(tmp_path):
+    path = tmp_path / "old.db"
+    _old_file(path, cases.turns(4))
+    s = sqlite_store(path)
+    assert thaw(s["get"]("a")) == cases.turns(4)
+    with sqlite3.connect(path) as c:
+        columns = {r[1] for r in c.execute("PRAGMA table_info(toolnexus_conversations)")}
+        found = c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        triggers = {r[0] for r in found}
+    c.close()
+    assert "edited" in columns
+    assert triggers == {"toolnexus_messages_updated", "toolnexus_messages_deleted"}
+    # A second process opening it finds it done; the stamps now tell a hand edit at once.
+    again = lambda: sqlite_store(path)  # noqa: E731
+    cases.check_reads_past_what_it_knows_and_hides_nothing(again, raw_for(path))
+
+
+def test_a_read_only_file_made_before_edit_stamps_is_read_whole_every_time(tmp_path, monkeypatch):
+    """Nothing can give it the stamps: every get reads and compares all rows, as before."""
+    import toolnexus.backends.sqlite.store as module
+    from toolnexus.store import _rows
+
+    path = tmp_path / "old.db"
+    _old_file(path, cases.turns(4))
+    ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    assert module._upgrade(ro) is False  # a read-only file that lacks them
+    ro.close()
+    stamped = []
+    real = _rows.read_joined
+
+    def spy(backend, id, query, memo, with_stamps=True):
+        stamped.append(with_stamps)
+        return real(backend, id, query, memo, with_stamps)
+
+    monkeypatch.setattr(module, "_upgrade", lambda conn: False)  # as on such a file
+    monkeypatch.setattr(_rows, "read_joined", spy)
+    s = sqlite_store(path)
+    assert thaw(s["get"]("a")) == cases.turns(4)
+    raw_for(path)["set_body"]("a", 1, '{"content":"by hand","role":"user"}')
+    assert thaw(s["get"]("a"))[1] == {"role": "user", "content": "by hand"}
+    assert stamped == [False, False]

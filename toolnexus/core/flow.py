@@ -23,7 +23,8 @@ handlers for these kinds; none holds exchange logic:
   ("metric", event)       -> None (an on_metric record)
   ("warn", text)          -> None (a warning the host should see; nothing raised)
   ("recall", id)          -> the runtime's memo of a conversation or None: {messages (what
-                             was saved), history (it, replayable), texts (of history)}
+                             was saved), history (it, replayable), texts (of history),
+                             facts (of messages: core.loading)}
   ("remember", id, memo)  -> None
 
 and three intents, the exchange's store calls, which toolnexus/exchange.py performs as
@@ -48,17 +49,16 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, pmap
 
-from . import steps
+from . import loading, steps
 from .errors import ProviderError
 from .output import read_output
 from .retry import decide, error_info, plan
 from .tool import as_result, tool_result
-from .transcript import freeze_transcript, readable, repair
+from .transcript import freeze_transcript, readable
 from .wire import DIALECTS
 from .wire.common import message_text
 from .wire.parts import prompt_text
 from .wire.sse import whole_characters
-from .wire.translate import translate
 
 __all__ = ["Op", "exchange_flow", "run_flow", "rebase", "value_of"]
 
@@ -345,28 +345,43 @@ def _start(cfg: Mapping, cid: str | None, prompt: Any, loaded: Any):
     out of it (a transcript of the other dialect is translated: see wire.translate).
 
     A transcript this runtime saved itself (the same value, see "recall") is used as it
-    is, with the text of each message kept then; anything else is translated, repaired
+    is, with the text of each message kept then; one that goes on from it (the store
+    handed back those very messages plus what another worker added) has only its new
+    messages made ready (core.loading.extended); anything else is translated, repaired
     and encoded once here, never per turn.
     """
     memo = (yield ("recall", cid)) if cid is not None and loaded is not None else None
-    lifted = ""
-    if memo is not None and memo["messages"] is loaded:
-        history, texts = memo["history"], memo["texts"]
-    else:
-        policy = cfg["on_unsupported_part"]
-        # System messages stay in the transcript (saved with it) whatever the dialect.
-        moved = translate(freeze_transcript(loaded), cfg["dialect"], on_unsupported_part=policy,
-                          keep_system=True)  # fmt: skip
-        codec = DIALECTS[cfg["dialect"]]
-        history, lifted = codec.replayable(repair(moved.messages)), moved.system
-        texts = steps.texts_of(history) if cfg["encode"] else None
-    state = steps.start(cfg["dialect"], history, prompt, texts,
+    ready = _ready(cfg, memo, loaded)
+    state = steps.start(cfg["dialect"], ready.history, prompt, ready.texts,
                         on_unsupported_part=cfg["on_unsupported_part"],
                         max_part_bytes=cfg["max_part_bytes"])  # fmt: skip
+    state = {**state, "facts": ready.facts}
     if cid is not None:  # a prompt no store could read back: refused before the model is paid
         texts = state["texts"]  # the prompt's JSON text, when the state keeps texts
         readable(texts[-1] if texts else message_text(state["messages"][-1]), "the prompt")
-    return state, lifted
+    return state, ready.lifted
+
+
+def _ready(cfg: Mapping, memo: Mapping | None, loaded: Any) -> loading.Loaded:
+    """Return the loaded transcript made ready to replay: the memo's own when it is what
+    this runtime saved, else its new messages alone when it goes on from that, else whole."""
+    dialect, encode = cfg["dialect"], cfg["encode"]
+    if memo is not None and memo["messages"] is loaded:
+        facts = memo.get("facts") if memo["history"] is loaded else None
+        return loading.Loaded(memo["history"], "", memo["texts"], facts)
+    got = loading.extended(memo, loaded, dialect, encode)
+    if got is not None:
+        return got
+    return loading.whole(loaded, dialect, cfg["on_unsupported_part"], encode)
+
+
+def _memo(state: steps.State, messages: Any) -> dict:
+    """Return what the runtime remembers of a conversation just saved as `messages` (the
+    run's own transcript): it, its replayable history and texts, and its facts."""
+    history, texts = steps.replayable_history(state)
+    added = steps.fresh_messages(state)
+    facts = loading.facts_after(state.get("facts"), added, state["dialect"])
+    return {"messages": messages, "history": history, "texts": texts, "facts": facts}
 
 
 def _with_system(cfg: Mapping, lifted: str) -> Mapping:
@@ -434,8 +449,7 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     if cid is not None:
         yield from _released(outcomes[1])
         if messages is state["messages"]:  # saved as it is (not rebased): remember it
-            history, texts = steps.replayable_history(state)
-            yield ("remember", cid, {"messages": messages, "history": history, "texts": texts})
+            yield ("remember", cid, _memo(state, messages))
     t1 = yield ("clock",)
     yield ("metric", _run_metric(cfg, state, t1 - t0))
     if log is not None and outcomes[-1][0] == "error":

@@ -9,9 +9,9 @@ while True:
     if is_finished(state): break
 result(state)
 
-A state may carry "texts": the JSON text of each message, parallel to "messages", kept
-by the steps themselves so a request re-encodes only what is new (see `request_content`).
-It is None for a client that never encodes (an in-process model).
+A state may carry "texts": the JSON of each message (UTF-8 bytes), parallel to
+"messages", kept by the steps themselves so a request re-encodes only what is new (see
+`request_content`). It is None for a client that never encodes (an in-process model).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from pyrsistent import PMap, PVector, pmap, pvector
 
 from .calls import name_error, parse_arguments
 from .tool import tool_result
+from .transcript import readable
 from .wire import DIALECTS
-from .wire.common import ZERO_USAGE, add_usage, encode_body, message_text
+from .wire.common import ZERO_USAGE, add_usage, encode_body, message_json, message_text
 from .wire.parts import prompt_message
 
 # A loop state: a plain dict that no step mutates (each returns a new one). It lives for
@@ -46,6 +47,7 @@ __all__ = [
     "invalid_result",
     "pending_request",
     "texts_of",
+    "text_of",
     "fresh_messages",
     "replayable_history",
 ]
@@ -56,8 +58,18 @@ def _vector(items: Sequence) -> PVector:
 
 
 def texts_of(messages: Sequence[Mapping]) -> PVector:
-    """Return the JSON text of each message (what a request body carries for it)."""
-    return pvector(message_text(m) for m in messages)
+    """Return the JSON of each message, UTF-8 (what a request body carries for it)."""
+    return pvector(map(text_of, messages))
+
+
+def text_of(message: Mapping, what: str = "a message") -> bytes:
+    """Return the JSON of one message, UTF-8; one holding a lone surrogate (half of a
+    character, not UTF-8) is a TranscriptFormatError naming `what`."""
+    try:
+        return message_json(message)
+    except UnicodeEncodeError:
+        readable(message_text(message), what)  # raises, naming the surrogate
+        raise
 
 
 def start(
@@ -80,7 +92,7 @@ def start(
         "dialect": dialect,
         # A frozen history is shared, not copied: O(1) however long it is.
         "messages": _vector(history).append(user),
-        "texts": None if texts is None else _vector(texts).append(message_text(user)),
+        "texts": None if texts is None else _vector(texts).append(text_of(user, "the prompt")),
         "fresh": 1,  # how many messages at the end this run added (the prompt, so far)
         "said": pvector(),  # every non-empty assistant text of the run, in order
         "turns": 0,
@@ -102,7 +114,7 @@ def _grow(state: State, new: Sequence[Mapping]) -> dict:
     texts = state["texts"]
     return {
         "messages": state["messages"].extend(new),
-        "texts": None if texts is None else texts.extend(message_text(m) for m in new),
+        "texts": None if texts is None else texts.extend(map(text_of, new)),
         "fresh": state["fresh"] + len(new),
     }
 
@@ -113,7 +125,9 @@ def with_messages(state: State, messages: PVector) -> State:
     messages = DIALECTS[state["dialect"]].replayable(messages)
     texts = None if state["texts"] is None else texts_of(messages)
     fresh = min(state["fresh"], len(messages))  # a rewrite keeps the run's own tail
-    return {**state, "messages": messages, "texts": texts, "fresh": fresh}
+    # A rewrite may change the history the run started from: its facts (core.loading)
+    # no longer hold.
+    return {**state, "messages": messages, "texts": texts, "fresh": fresh, "facts": None}
 
 
 def request(state: State, model: str, tools: Sequence, system: str, params: Mapping) -> dict:
@@ -241,7 +255,7 @@ def replayable_history(state: State) -> tuple[PVector, PVector | None]:
         return messages, texts
     start = len(messages) - len(fresh)
     kept = messages[:start].extend(clean)
-    return kept, None if texts is None else texts[:start].extend(message_text(m) for m in clean)
+    return kept, None if texts is None else texts[:start].extend(map(text_of, clean))
 
 
 def fresh_messages(state: State) -> PVector:

@@ -29,6 +29,7 @@ __all__ = [
     "is_system",
     "is_tool_result",
     "loads",
+    "open_calls",
     "repair",
     "safe_cuts",
     "thaw_transcript",
@@ -445,6 +446,16 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
     0
     """
     t = freeze_transcript(transcript)
+    out, open_calls, caller, merge_at, changed = _walk(t)
+    changed = changed or bool(open_calls)
+    _close(out, caller, open_calls, merge_at)
+    return pvector(out) if changed else t
+
+
+def _walk(t: Sequence[Mapping]) -> tuple[list, list, Mapping | None, int | None, bool]:
+    """Return repair's pass over `t` before its last close: (the messages so far, the calls
+    still open, the message that made them, the result message to merge into, whether
+    anything changed)."""
     out: list = []
     open_calls: list = []
     caller: Mapping | None = None
@@ -467,9 +478,30 @@ def repair(transcript: Sequence[Mapping]) -> PVector:
         _close(out, caller, open_calls, merge_at)
         out.append(m)
         caller, open_calls, merge_at = m, list(calls), None
-    changed = changed or bool(open_calls)
-    _close(out, caller, open_calls, merge_at)
-    return pvector(out) if changed else t
+    return out, open_calls, caller, merge_at, changed
+
+
+def open_calls(transcript: Sequence[Mapping]) -> tuple:
+    """Return the ids of the tool calls `repair` would find unanswered at the end of a
+    transcript (the last turn's), reading only its tail: O(the last turn).
+
+    Where this is empty, repairing a transcript with more messages after it is repairing
+    each part alone (nothing open crosses the boundary; see core.loading).
+
+    >>> open_calls([{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}])
+    ('c',)
+    >>> open_calls([{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+    ...             {"role": "tool", "tool_call_id": "c", "content": "4"}])
+    ()
+    """
+    # The walk starts over at each message that answers nothing: from the last one on,
+    # it goes as it would over the whole transcript.
+    start = len(transcript)
+    while start > 0:
+        start -= 1
+        if not _shape(transcript[start])[0]:
+            break
+    return tuple(_walk(transcript[start:])[1])
 
 
 def dangling(transcript: Sequence[Mapping]) -> PMap:
@@ -499,10 +531,11 @@ def dangling(transcript: Sequence[Mapping]) -> PMap:
     return pmap({"unanswered": tuple(unanswered), "orphaned": tuple(orphaned)})
 
 
-def readable(text: str, what: str = "a message", bound: int = MAX_BYTES) -> str:
+def readable(text: str | bytes, what: str = "a message", bound: int = MAX_BYTES) -> str | bytes:
     """Return `text` (JSON about to be stored) if a store's reader takes it back, else raise
     TranscriptFormatError: a save that no later get could read is refused before it is
-    written (UTF-8 with no lone surrogate, at most `bound` bytes, as `load` reads).
+    written (UTF-8 with no lone surrogate, at most `bound` bytes, as `load` reads; bytes
+    are UTF-8 already: their size alone is checked).
 
     >>> readable('{"a":1}')
     '{"a":1}'
@@ -514,7 +547,7 @@ def readable(text: str, what: str = "a message", bound: int = MAX_BYTES) -> str:
     if len(text) * 4 <= bound and text.isascii():
         return text  # the usual case: no encode needed
     try:
-        size = len(text.encode("utf-8"))
+        size = len(text) if type(text) is bytes else len(text.encode("utf-8"))
     except UnicodeEncodeError as e:
         raise TranscriptFormatError(
             f"{what} holds a lone surrogate ({text[e.start : e.end]!r} at {e.start}), which is "

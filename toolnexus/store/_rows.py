@@ -14,7 +14,7 @@ import json
 import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -42,6 +42,22 @@ class Head(NamedTuple):
     digest: str
 
 
+class _Unknown:
+    """The edit stamp of a transcript whose stored stamp this process does not know."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+# A backend whose database marks every changed or deleted row (a trigger sets a fresh
+# "edited" stamp on the conversation's head) tells a read "nothing you know has changed"
+# by an equal stamp; UNKNOWN equals no stamp, so a transcript remembered with it is never
+# extended from the head alone (the next read compares every row instead).
+UNKNOWN = _Unknown()
+
+
 class Plan(NamedTuple):
     """How to save: `encoded` rows go after the first `start` (start 0 replaces)."""
 
@@ -52,7 +68,21 @@ class Plan(NamedTuple):
     frozen_upto: int  # this many leading messages are known to be pmaps (a memo hit)
     # Every stored row after the save, when known (None for a row that would not read
     # back as its message: see encode_rows).
-    texts: tuple[str | None, ...] | None = None
+    texts: Sequence[str | None] | None = None
+    stamp: object = UNKNOWN  # the edit stamp the rows before `start` were seen with
+    exact: bool = False  # every text is known and reads back as its message
+
+
+class Seen(NamedTuple):
+    """A transcript the memo remembers: its chained digest, its row texts (None where
+    unknown), the stored edit stamp it was seen with, and whether every row's text is
+    known and reads back as the very message (so a read may give the value itself)."""
+
+    transcript: PVector
+    digest: str
+    texts: PVector | None  # a pvector: extended by the new rows in O(new)
+    stamp: object
+    exact: bool
 
 
 def check_id(id: Any) -> str:
@@ -122,14 +152,15 @@ def digest_of(messages: Iterable[Mapping]) -> str:
 
 
 class Memo:
-    """The last transcripts seen per id (saved and read), each with its chained digest and,
-    when known, its stored row texts (a bounded LRU, one per store).
+    """The last transcripts seen per id (saved and read), each a `Seen` (a bounded LRU,
+    one per store).
 
     It lets a save recognise "the same objects as before, plus new ones" by an identity
     scan instead of re-encoding every message, and a read recognise "the rows this
-    process saw last" by comparing their texts instead of decoding them: a miss only
-    costs CPU, never correctness. Two per id, because `run` saves an extension of what
-    it read while a reader may have read the conversation in between. Only fully frozen
+    process saw last" without decoding them: by the head and edit stamp alone where the
+    database keeps one (`read_past`), else by comparing their texts. A miss only costs
+    CPU, never correctness. Two per id, because `run` saves an extension of what it read
+    while a reader may have read the conversation in between. Only fully frozen
     transcripts are kept: a dict inside could change after the fact while keeping its
     identity.
     """
@@ -137,6 +168,8 @@ class Memo:
     def __init__(self, size: int = 256, per_id: int = 2) -> None:
         self._size, self._per_id = size, per_id
         self._items: OrderedDict = OrderedDict()
+        # Per id, the reads taken by the head alone since one compared every row.
+        self._unchecked: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def remember(
@@ -145,87 +178,201 @@ class Memo:
         transcript: Sequence[Mapping],
         digest: str,
         frozen_upto: int = 0,
-        texts: tuple[str, ...] | None = None,
+        texts: Sequence[str | None] | None = None,
+        stamp: object = UNKNOWN,
+        exact: bool = False,
     ) -> None:
-        """Record that `transcript` has chained digest `digest` (and rows `texts`).
+        """Record that `transcript` has chained digest `digest` (and rows `texts`, seen
+        with edit stamp `stamp`; `exact`: see Seen).
 
         `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
         """
-        if not isinstance(transcript, PVector) or not all(
-            isinstance(m, PMap) for m in islice(transcript, frozen_upto, None)
-        ):
+        # A slice, not islice: checking the rest costs O(the rest), not O(all).
+        rest = transcript[frozen_upto:] if isinstance(transcript, PVector) else None
+        if rest is None or not all(isinstance(m, PMap) for m in rest):
             return
+        if texts is not None and not isinstance(texts, PVector):
+            texts = pvector(texts)
+        seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
         with self._lock:
-            kept = [e for e in self._items.get(id, ()) if e[0] is not transcript]
-            self._items[id] = ((transcript, digest, texts), *kept)[: self._per_id]
+            kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
+            self._items[id] = (seen, *kept)[: self._per_id]
             self._items.move_to_end(id)
             while len(self._items) > self._size:
-                self._items.popitem(last=False)
+                gone, _ = self._items.popitem(last=False)
+                self._unchecked.pop(gone, None)
 
     def saved(self, id: str, transcript: PVector, plan: Plan) -> None:
         """Record a transcript just saved by `plan`."""
-        self.remember(id, transcript, plan.head.digest, plan.frozen_upto, plan.texts)
+        self.remember(
+            id, transcript, plan.head.digest, plan.frozen_upto, plan.texts, plan.stamp, plan.exact
+        )
+
+    def _seen(self, id: str) -> tuple[Seen, ...]:
+        with self._lock:
+            return self._items.get(id, ())
+
+    def known(self, id: str) -> Seen | None:
+        """Return the longest remembered transcript of `id` that a read may extend from the
+        stored head alone (its stamp is known and it reads back exactly), or None."""
+        best = None
+        for seen in self._seen(id):
+            if seen.exact and seen.stamp is not UNKNOWN:
+                if best is None or len(seen.transcript) > len(best.transcript):
+                    best = seen
+        return best
+
+    def read_past(
+        self,
+        id: str,
+        known: Seen,
+        head: Sequence,
+        stamp: object,
+        rows: Sequence,
+        recheck: int | None = None,
+    ) -> PVector | None:
+        """Return `known`'s transcript extended by the `(seq, text)` rows past it, or None.
+
+        Taken only when the stored head vouches that nothing `known` holds has changed:
+        the same format version and edit stamp, a count of exactly the rows known plus
+        these, rows numbered on from the known ones, and a digest equal to the known one
+        chained over these rows (a rewrite of any earlier row, through any store, moves
+        the digest; one behind the stores' back moves the stamp). The first messages are
+        `known`'s own objects; with no new rows it is `known`'s very transcript. None
+        means: read and check every row (which names any corruption). `recheck`, for a
+        database that keeps no edit stamp: None after that many reads of `id` by the head
+        alone, so a row changed by hand shows within that many reads.
+        """
+        version, count, digest = head
+        k = len(known.transcript)
+        if version != FORMAT_VERSION or stamp != known.stamp or known.texts is None:
+            return None
+        if recheck is not None and self._unchecked.get(id, 0) >= recheck:
+            return None
+        if type(count) is not int or count != k + len(rows):
+            return None
+        texts = _texts(rows)
+        if texts is None or chain(known.digest, texts) != digest:
+            return None
+        if not all(map(operator.eq, _seqs(rows), range(k, count))):
+            return None
+        try:
+            new = [_read_v1(text) for text in texts]
+        except (ValueError, TypeError):
+            return None  # the whole read names the row
+        transcript = known.transcript.extend(new) if new else known.transcript
+        self.remember(id, transcript, digest, count, known.texts.extend(texts), stamp, True)
+        with self._lock:
+            self._unchecked[id] = self._unchecked.get(id, 0) + 1
+        return transcript
 
     def read(
-        self, backend: str, id: str, version: object, count: object, digest: str, rows: Sequence
+        self,
+        backend: str,
+        id: str,
+        version: object,
+        count: object,
+        digest: str,
+        rows: Sequence,
+        stamp: object = UNKNOWN,
     ) -> PVector:
-        """Return the transcript of a head and its `(seq, text)` rows (see `decode_rows`),
-        and remember it.
+        """Return the transcript of a head and ALL its `(seq, text)` rows (see
+        `decode_rows`), and remember it (with the edit stamp read with them).
 
         Rows whose texts are exactly those of a remembered transcript (same digest) give
         that very value back, so a client that keeps what it derived from it (the
-        runtime memo) need not derive it again; a changed row is never hidden, since
-        every text is compared. Otherwise the rows are decoded, reusing the remembered
-        messages whose rows are unchanged.
+        runtime memo) need not derive it again; rows that begin with the texts of one
+        give it back extended by the rest, decoded; a changed row is never hidden, since
+        every text is compared (at C speed: one tuple comparison). Otherwise the rows
+        are decoded, reusing the remembered messages whose rows are unchanged.
         """
-        texts = _texts(rows)
-        with self._lock:
-            known = self._items.get(id, ())
+        texts, numbered = _texts(rows), _numbered(rows, count)
+        return self._read(backend, id, (version, count, digest), lambda: rows, texts, numbered,
+                          stamp)  # fmt: skip
+
+    def read_list(
+        self,
+        backend: str,
+        id: str,
+        version: object,
+        count: object,
+        digest: str,
+        bodies: list,
+        stamp: object = UNKNOWN,
+    ) -> PVector:
+        """`read` for a backend whose rows are a list (row i is bodies[i]): the same checks,
+        without building `(seq, text)` pairs unless rows must be decoded one by one."""
+        texts = _list_texts(bodies)
+        rows = lambda: list(enumerate(bodies))  # noqa: E731
+        return self._read(backend, id, (version, count, digest), rows, texts,
+                          count == len(bodies), stamp)  # fmt: skip
+
+    def _read(
+        self,
+        backend: str,
+        id: str,
+        head: tuple,
+        rows: Callable[[], Sequence],
+        texts: tuple[str, ...] | None,
+        numbered: bool,
+        stamp: object,
+    ) -> PVector:
+        version, count, digest = head
+        with self._lock:  # every row is compared below
+            self._unchecked.pop(id, None)
         best = None
-        for seen, seen_digest, seen_texts in known:
-            if seen_texts is None:
+        for seen in self._seen(id):
+            if seen.texts is None:
                 continue
-            if seen_texts == texts and seen_digest == digest and version == FORMAT_VERSION:
-                if count == len(texts) and all(map(operator.eq, _seqs(rows), range(count))):
-                    self.remember(id, seen, digest, len(seen), texts)
-                    return seen
-            if best is None or len(seen_texts) > len(best[1]):
-                best = (seen, seen_texts)
-        transcript = decode_rows(backend, id, version, count, rows, best)
-        self.remember(id, transcript, digest, len(transcript), texts)
+            same = texts is not None and len(seen.texts) == len(texts)
+            if same and seen.digest == digest and version == FORMAT_VERSION:
+                if seen.exact and numbered and tuple(seen.texts) == texts:
+                    self.remember(id, seen.transcript, digest, len(texts), texts, stamp, True)
+                    return seen.transcript
+            if best is None or len(seen.texts) > len(best.texts):
+                best = seen
+        if best is not None and best.exact and texts is not None and version == FORMAT_VERSION:
+            k = len(best.texts)
+            if numbered and texts[:k] == tuple(best.texts):
+                new = decode_rows(backend, id, version, count - k, rows()[k:], start=k)
+                transcript = best.transcript.extend(new)
+                self.remember(id, transcript, digest, count, texts, stamp, True)
+                return transcript
+        reuse = (best.transcript, best.texts) if best is not None else None
+        transcript = decode_rows(backend, id, version, count, rows(), reuse)
+        self.remember(id, transcript, digest, len(transcript), texts, stamp, texts is not None)
         return transcript
 
     def forget(self, id: str) -> None:
         """Drop what is known of `id`."""
         with self._lock:
             self._items.pop(id, None)
+            self._unchecked.pop(id, None)
 
-    def prefix_digest(
-        self, id: str, transcript: Sequence[Mapping], count: int
-    ) -> tuple[str, bool, tuple[str, ...] | None]:
-        """Return the digest of `transcript[:count]`, whether the memo knew those objects,
-        and their row texts when known."""
-        with self._lock:
-            known = self._items.get(id, ())
-        for seen, digest, texts in known:
-            if len(seen) == count and all(map(operator.is_, seen, islice(transcript, count))):
-                return digest, True, texts
-        return digest_of(islice(transcript, count)), False, None
+    def prefix_of(self, id: str, transcript: Sequence[Mapping], count: int) -> Seen | None:
+        """Return the remembered transcript that is `transcript[:count]` by identity, or None."""
+        for seen in self._seen(id):
+            if len(seen.transcript) == count and _starts(transcript, seen.transcript):
+                return seen
+        return None
 
-    def known_prefix(
-        self, id: str, transcript: Sequence[Mapping]
-    ) -> tuple[int, str, tuple[str, ...] | None] | None:
-        """Return `(count, digest, texts)` of the longest remembered transcript that is a
-        prefix of `transcript` by identity, or None."""
-        with self._lock:
-            known = self._items.get(id, ())
-        best = None
-        for seen, digest, texts in known:
-            n = len(seen)
-            if n <= len(transcript) and (best is None or n > best[0]):
-                if all(map(operator.is_, seen, islice(transcript, n))):
-                    best = (n, digest, texts)
-        return best
+    def known_prefix(self, id: str, transcript: Sequence[Mapping]) -> Seen | None:
+        """Return the longest remembered transcript that is a prefix of `transcript` by
+        identity, or None."""
+        longest_first = sorted(self._seen(id), key=lambda s: -len(s.transcript))
+        for seen in longest_first:
+            if len(seen.transcript) <= len(transcript) and _starts(transcript, seen.transcript):
+                return seen
+        return None
+
+
+def _starts(transcript: Sequence, prefix: Sequence) -> bool:
+    """Whether `transcript` begins with the very objects of `prefix` (checked last first:
+    a different transcript of that length is told at once, else one C-speed scan)."""
+    n = len(prefix)
+    if n and transcript[n - 1] is not prefix[n - 1]:
+        return False
+    return all(map(operator.is_, prefix, transcript))
 
 
 def _texts(rows: Sequence) -> tuple[str, ...] | None:
@@ -237,12 +384,28 @@ def _texts(rows: Sequence) -> tuple[str, ...] | None:
         return None
 
 
+def _list_texts(bodies: list) -> tuple[str, ...] | None:
+    """`_texts` of rows given as a list of bodies (bytes from most drivers): decoded at C
+    speed."""
+    try:
+        return tuple(map(bytes.decode, bodies))
+    except TypeError:  # str (a client that decodes its replies itself)
+        return _texts(list(enumerate(bodies)))
+    except UnicodeDecodeError:
+        return None
+
+
 def _seqs(rows: Sequence) -> Iterable:
     return (seq for seq, _ in rows)
 
 
-def _joined(texts: tuple[str, ...] | None, tail: tuple[str, ...]) -> tuple[str, ...] | None:
-    return None if texts is None else texts + tail
+def _numbered(rows: Sequence, count: object) -> bool:
+    """Whether `rows` are exactly rows 0..count-1, in order."""
+    return count == len(rows) and all(map(operator.eq, _seqs(rows), range(len(rows))))
+
+
+def _joined(texts: PVector | None, tail: tuple[str | None, ...]) -> PVector | None:
+    return None if texts is None else texts.extend(tail)
 
 
 def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Head, Plan] | None:
@@ -256,29 +419,37 @@ def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Hea
     known = memo.known_prefix(id, transcript)
     if known is None:
         return None
-    count, digest, texts = known
-    tail, kept = encode_rows(islice(transcript, count, None))
-    head = Head(FORMAT_VERSION, len(transcript), chain(digest, tail))
-    plan = Plan(True, count, tail, head, count, _joined(texts, kept))
-    return Head(FORMAT_VERSION, count, digest), plan
+    count = len(known.transcript)
+    tail, kept = encode_rows(transcript[count:])
+    head = Head(FORMAT_VERSION, len(transcript), chain(known.digest, tail))
+    exact = known.exact and None not in kept
+    plan = Plan(True, count, tail, head, count, _joined(known.texts, kept), known.stamp, exact)
+    return Head(FORMAT_VERSION, count, known.digest), plan
 
 
 def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo: Memo) -> Plan:
     """Return how to save `transcript` over the `stored` head: append the new tail or replace.
 
     Appends only when the stored transcript (same format version) is a value-equal
-    prefix of the new one, as told by the digest chain.
+    prefix of the new one, as told by the digest chain. An append keeps the edit stamp
+    of the prefix it extends (when the memo knew it); a replace's is UNKNOWN (deleting
+    the old rows moves the stored stamp).
     """
     n = len(transcript)
     if stored is not None and stored.version == FORMAT_VERSION and stored.count <= n:
-        prefix, hit, texts = memo.prefix_digest(id, transcript, stored.count)
+        seen = memo.prefix_of(id, transcript, stored.count)
+        prefix = seen.digest if seen is not None else digest_of(islice(transcript, stored.count))
         if prefix == stored.digest:
-            tail, kept = encode_rows(islice(transcript, stored.count, None))
+            tail, kept = encode_rows(transcript[stored.count :])
             head = Head(FORMAT_VERSION, n, chain(prefix, tail))
-            upto = stored.count if hit else 0
-            return Plan(True, stored.count, tail, head, upto, _joined(texts, kept))
+            if seen is None:
+                return Plan(True, stored.count, tail, head, 0)
+            exact = seen.exact and None not in kept
+            texts = _joined(seen.texts, kept)
+            return Plan(True, stored.count, tail, head, stored.count, texts, seen.stamp, exact)
     encoded, kept = encode_rows(transcript)
-    return Plan(False, 0, encoded, Head(FORMAT_VERSION, n, chain(GENESIS, encoded)), 0, kept)
+    head = Head(FORMAT_VERSION, n, chain(GENESIS, encoded))
+    return Plan(False, 0, encoded, head, 0, kept, UNKNOWN, None not in kept)
 
 
 def _fail(backend: str, id: str, why: str) -> StoreCorruptError:
@@ -315,14 +486,16 @@ def decode_rows(
     version: object,
     count: object,
     rows: Iterable[tuple[object, object]],
-    reuse: tuple[PVector, tuple[str, ...]] | None = None,
+    reuse: tuple[PVector, tuple[str | None, ...]] | None = None,
+    start: int = 0,
 ) -> PVector:
     """Return the transcript of a head and its `(seq, text)` rows, in seq order.
 
-    Anything but rows 0..count-1 of readable messages is a StoreCorruptError naming
-    the id: a missing, extra or unreadable row is never skipped. `reuse` is a known
-    transcript and its row texts: a row with the same text at the same place is that
-    message (equal text, equal immutable value), not decoded again.
+    Anything but rows 0..count-1 (`start`..start+count-1: the rows past those known) of
+    readable messages is a StoreCorruptError naming the id: a missing, extra or
+    unreadable row is never skipped. `reuse` is a known transcript and its row texts: a
+    row with the same text at the same place is that message (equal text, equal
+    immutable value), not decoded again.
     """
     seen, seen_texts = reuse or ((), ())
     known = len(seen_texts)
@@ -334,7 +507,7 @@ def decode_rows(
             f"unknown format version {version!r} (this toolnexus reads {sorted(_READERS)})",
         )
     messages = []
-    for expected, (seq, text) in enumerate(rows):
+    for expected, (seq, text) in enumerate(rows, start):
         if seq != expected:
             raise _fail(backend, id, f"message row {expected} is missing (found row {seq!r})")
         if expected < known and reader is _read_v1 and text == seen_texts[expected]:
@@ -345,23 +518,57 @@ def decode_rows(
         except (ValueError, TypeError) as e:
             raise _fail(backend, id, f"message row {seq}: {e}") from None
     if not isinstance(count, int) or len(messages) != count:
-        raise _fail(backend, id, f"the head says {count!r} messages but {len(messages)} rows exist")
+        count = count + start if isinstance(count, int) else count
+        found = len(messages) + start
+        raise _fail(backend, id, f"the head says {count!r} messages but {found} rows exist")
     return pvector(messages)
 
 
-def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list]:
-    """Return the head and the `(seq, body)` rows of a key-first outer join's rows
-    `(version, count, digest, seq, body)` (see `decode_joined`)."""
-    head = tuple(rows[0][:3]) if rows else (None, None, None)
-    return head, [(seq, body) for *_, seq, body in rows if seq is not None]
+def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list, object]:
+    """Return the head, the `(seq, body)` rows and the edit stamp of a key-first outer
+    join's rows `(version, count, digest, edited, seq, body)` (see `decode_joined`)."""
+    if not rows:
+        return (None, None, None), [], None
+    head = tuple(rows[0][:3])
+    if rows[0][4] is None:  # the join found no message row
+        return head, [], rows[0][3]
+    return head, [(seq, body) for *_, seq, body in rows], rows[0][3]
+
+
+def read_joined(
+    backend: str, id: str, query: Callable[[int], Sequence], memo: Memo, stamped: bool = True
+) -> PVector | None:
+    """Return the transcript `query(k)` reads (see `split_joined`: the head, edit stamp
+    and message rows from seq `k` on, in ONE statement: one snapshot), or None.
+
+    `k` is the count of the longest transcript the memo knows (0: none): when the head
+    and stamp vouch for it (`Memo.read_past`) only the rows past it are read and decoded;
+    otherwise `query(0)` reads every row and all of it is checked (`decode_joined`), the
+    rare second statement (history rewritten by another writer, rows changed by hand).
+    Without edit stamps (`stamped` False: a database the triggers could not be added
+    to) nothing vouches for what is known: every read is `query(0)`, all checked.
+    """
+    if not stamped:
+        head, messages, _ = split_joined(query(0))
+        return decode_joined(backend, id, head, messages, memo)
+    known = memo.known(id)
+    k = len(known.transcript) if known is not None else 0
+    head, messages, stamp = split_joined(query(k))
+    if known is not None and head[0] is not None:
+        got = memo.read_past(id, known, head, stamp, messages)
+        if got is not None:
+            return got
+    if k:
+        head, messages, stamp = split_joined(query(0))
+    return decode_joined(backend, id, head, messages, memo, stamp)
 
 
 def decode_joined(
-    backend: str, id: str, head: Sequence, messages: Sequence, memo: Memo
+    backend: str, id: str, head: Sequence, messages: Sequence, memo: Memo, stamp: object = UNKNOWN
 ) -> PVector | None:
-    """Return the transcript of a head `(version, count, digest)` and its `(seq, body)`
+    """Return the transcript of a head `(version, count, digest)` and ALL its `(seq, body)`
     rows, read by one SQL statement (one snapshot) that always yields the head's columns
-    (see `Memo.read`), or None.
+    (see `Memo.read`; `stamp`: the edit stamp read with them), or None.
 
     No head and no messages means absent (the memo then knows it as the empty
     transcript, which a first save appends to), no head but messages is corrupt.
@@ -370,6 +577,6 @@ def decode_joined(
     if version is None and count is None:
         if messages:
             raise _fail(backend, id, "it has message rows but no head")
-        memo.remember(id, pvector(), GENESIS, 0, ())
+        memo.remember(id, pvector(), GENESIS, 0, (), stamp, True)
         return None
-    return memo.read(backend, id, version, count, digest, messages)
+    return memo.read(backend, id, version, count, digest, messages, stamp)

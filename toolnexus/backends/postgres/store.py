@@ -58,14 +58,15 @@ def _statements(table: str) -> dict:
     q = {
         "create": """
             CREATE TABLE IF NOT EXISTS {heads} (id text PRIMARY KEY, version integer NOT NULL,
-                count integer NOT NULL, digest text NOT NULL);
+                count integer NOT NULL, digest text NOT NULL, edited text);
             CREATE TABLE IF NOT EXISTS {messages} (id text NOT NULL, seq integer NOT NULL,
                 body text NOT NULL, PRIMARY KEY (id, seq))""",
         # One statement: one snapshot, even while another session saves; keyed on the id
-        # first, so "no head, yet rows" (corrupt) differs from "absent".
-        "get": """SELECT h.version, h.count, h.digest, m.seq, m.body
+        # first, so "no head, yet rows" (corrupt) differs from "absent". The rows from
+        # seq %s on: what this process knows is not read again (see _rows.read_joined).
+        "get": """SELECT h.version, h.count, h.digest, h.edited, m.seq, m.body
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
-            LEFT JOIN {messages} m ON m.id = k.id ORDER BY m.seq""",
+            LEFT JOIN {messages} m ON m.id = k.id AND m.seq >= %s ORDER BY m.seq""",
         # Locks the head row (creating a placeholder of version 0 the first time, so two
         # first saves queue up instead of colliding) and returns what is stored.
         "lock_head": """INSERT INTO {heads} (id, version, count, digest) VALUES (%s, 0, 0, '')
@@ -90,6 +91,10 @@ def _statements(table: str) -> dict:
         "start": _CREATE + " SELECT count(*) FROM head",
         "start_logged": _CREATE + ", logged AS ({{log}}) SELECT count(*) FROM head",
         "drop_head": "DELETE FROM {heads} WHERE id = %s",
+        # A table whose edit stamps could not be added (see _add_stamps): all rows, always.
+        "get_unstamped": """SELECT h.version, h.count, h.digest, NULL, m.seq, m.body
+            FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
+            LEFT JOIN {messages} m ON m.id = k.id AND m.seq >= %s ORDER BY m.seq""",
         "ids": "SELECT id FROM {heads} ORDER BY id",
     }
     # Rendered once: a composed statement would be rendered again on every execute.
@@ -112,15 +117,6 @@ def run(conn: Any, query: str, params: Sequence[Any] = ()) -> Any:
     transaction mode), which psycopg honours by preparing nothing.
     """
     return conn.execute(query, params, prepare=True)
-
-
-def _joined(rows: list[tuple]) -> tuple[tuple, list[tuple[int, str]]]:
-    """Return the head (version, count, digest) and the (seq, body) rows of "get"'s
-    rows: the head is on every row, and one row with no seq means no messages."""
-    head = rows[0][:3]
-    if rows[0][3] is None:
-        return head, []
-    return head, [(seq, body) for _, _, _, seq, body in rows]
 
 
 def _ddl_key(table: str) -> int:
@@ -243,7 +239,7 @@ class _Pg:
     """What one PostgreSQL store holds: its pool, statements, memo and lock."""
 
     __slots__ = ("pool", "owned", "table", "timeout", "sql", "fork_sql", "desc", "memo",
-                 "ready", "created", "lock")  # fmt: skip
+                 "ready", "created", "lock", "stamped")  # fmt: skip
 
     def __init__(self, pool: Any, address: str, owned: bool, table: str, timeout: float, lock):
         self.pool, self.owned, self.table, self.timeout = pool, owned, table, timeout
@@ -253,6 +249,7 @@ class _Pg:
         self.ready = threading.Lock()
         self.created: list[bool] = []
         self.lock = lock
+        self.stamped = False  # the table has edit stamps (known once created: _prepare)
 
 
 def _store_lock(pool: Any, owned: bool, timeout: float, lock_timeout: float, keep: int) -> Any:
@@ -299,7 +296,7 @@ def _errors(st: _Pg, id: str | None):
 
 
 def _prepare(st: _Pg) -> None:
-    """Open a pool we own and create the tables, on first use."""
+    """Open a pool we own and create the tables (and the edit stamps), on first use."""
     if st.created and not st.owned:
         return
     with st.ready:
@@ -309,7 +306,82 @@ def _prepare(st: _Pg) -> None:
             with st.pool.connection() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ddl_key(st.table),))
                 conn.execute(st.sql["create"])
+                st.stamped = _add_stamps(conn, st.table)
             st.created.append(True)
+
+
+# The edit stamps (see _rows.UNKNOWN): a statement that updates, deletes or truncates
+# message rows, whoever runs it (this library's replace and delete, or anyone by hand),
+# gives each conversation it touched a fresh "edited" stamp on its head. One function per
+# schema (its argument names the heads table); inserts need none (a new row is past what a
+# reader knows, or its count says so).
+_STAMP_FUNCTION = """CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    EXECUTE format('UPDATE %s SET edited = md5(random()::text || clock_timestamp()::text)',
+                   TG_ARGV[0]);
+  ELSE
+    EXECUTE format('UPDATE %s SET edited = md5(random()::text || clock_timestamp()::text) '
+                   'WHERE id IN (SELECT id FROM gone)', TG_ARGV[0]);
+  END IF;
+  RETURN NULL;
+END $$"""
+_STAMP_TRIGGERS = {
+    "toolnexus_updated": "AFTER UPDATE ON {messages} REFERENCING OLD TABLE AS gone",
+    "toolnexus_deleted": "AFTER DELETE ON {messages} REFERENCING OLD TABLE AS gone",
+    "toolnexus_truncated": "AFTER TRUNCATE ON {messages}",
+}
+
+
+def _add_stamps(conn: Any, table: str) -> bool:
+    """Give `table` its edit stamps if it lacks them (made before they existed), in the
+    caller's transaction (which holds the table's DDL lock); return whether it has them.
+    Refused (a role may not alter a table it does not own): False, and every read then
+    checks all rows, as reads always did."""
+    import psycopg
+    from psycopg import sql
+
+    messages, heads = _identifiers(table)
+    schema, name = conn.execute(
+        "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
+        "c.relnamespace WHERE c.oid = to_regclass(%s)", (messages.as_string(None),)
+    ).fetchone()  # fmt: skip
+    have = {r[0] for r in conn.execute(
+        "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(%s)",
+        (messages.as_string(None),))}  # fmt: skip
+    column = conn.execute(
+        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = "
+        "'edited' AND NOT attisdropped", (heads.as_string(None),)
+    ).fetchone()  # fmt: skip
+    if column and set(_STAMP_TRIGGERS) <= have:
+        return True
+    function = sql.Identifier(schema, "toolnexus_edited_v1")
+    target = sql.Literal(sql.Identifier(schema, name + "_heads").as_string(None))
+    try:
+        with conn.transaction():  # a savepoint: a refusal leaves the tables made
+            if not column:
+                conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS edited text")
+                             .format(heads))  # fmt: skip
+            # One function per schema, shared by its tables: made under a lock of its own.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ddl_key("function"),))
+            found = conn.execute("SELECT to_regprocedure(%s)",
+                                 (function.as_string(None) + "()",)).fetchone()  # fmt: skip
+            if found[0] is None:
+                conn.execute(sql.SQL(_STAMP_FUNCTION).format(function=function))
+            for trigger, when in _STAMP_TRIGGERS.items():
+                if trigger not in have:
+                    statement = (
+                        "CREATE TRIGGER {trigger} "
+                        + when
+                        + (" FOR EACH STATEMENT EXECUTE FUNCTION {function}({target})")
+                    )
+                    conn.execute(sql.SQL(statement).format(
+                        trigger=sql.Identifier(trigger), messages=messages,
+                        function=function, target=target))  # fmt: skip
+    except psycopg.errors.InsufficientPrivilege:
+        return False
+    return True
 
 
 @contextmanager
@@ -323,14 +395,18 @@ def _connection(st: _Pg, held: Any = None):
         yield conn
 
 
-def _read(st: _Pg, id: str, conn: Any):
-    with _connect.pg_autocommit(conn):
-        found = run(conn, st.sql["get"], (id,)).fetchall()  # one statement, one snapshot
-    return _decoded(st, id, found)
+def _read(st: _Pg, id: str, conn: Any, first: Any = None):
+    """Read `id` on `conn` (see _rows.read_joined); `first` is (k, the cursor of "get"
+    from seq k, already sent: the fused take's), or None."""
 
+    def query(k: int) -> list:
+        if first is not None and first[0] == k:
+            return first[1].fetchall()
+        with _connect.pg_autocommit(conn):
+            return run(conn, st.sql[get], (id, k)).fetchall()  # one statement, one snapshot
 
-def _decoded(st: _Pg, id: str, found: list[tuple]):
-    return _rows.decode_joined(st.desc, id, *_joined(found), st.memo)
+    get = "get" if st.stamped else "get_unstamped"
+    return _rows.read_joined(st.desc, id, query, st.memo, st.stamped)
 
 
 def _get(st: _Pg, id: str):
@@ -434,14 +510,16 @@ def _lock_load(st: _Pg, id: str) -> tuple[Any, Any]:
     pooled connection); return (the entered lock, the transcript or None)."""
     _check_id(id)
     _prepare(st)  # the tables exist before the read that goes with the take
+    known = st.memo.known(id) if st.stamped else None
+    k = len(known.transcript) if known is not None else 0
+    read = partial(run, query=st.sql["get" if st.stamped else "get_unstamped"], params=(id, k))
     with _errors(st, id):  # the read's errors, raised as the take's
         # The usual case is one round trip: the read goes in the take's pipeline.
-        held = st.lock.made().take_on(id, partial(run, query=st.sql["get"], params=(id,)))
+        held = st.lock.made().take_on(id, read)
     try:
         with _errors(st, id), _connection(st, held.conn) as conn:
-            if held.first is not None:
-                return held, _decoded(st, id, held.first.fetchall())
-            return held, _read(st, id, conn)
+            first = (k, held.first) if held.first is not None else None
+            return held, _read(st, id, conn, first)
     except BaseException:
         held.release()  # the read's error is the one to raise
         raise

@@ -70,9 +70,10 @@ return 2
 """
 )
 
-# KEYS: lock, head, list. ARGV: token, ttl ms. Take the lock (SET NX PX) and read the
-# transcript in one step: {0} when the lock is held elsewhere, {-2} for wrong key types
-# (checked first, so nothing is taken), else {1, version, count, digest, rows...}.
+# KEYS: lock, head, list. ARGV: token, ttl ms, the first row to read. Take the lock (SET
+# NX PX) and read the transcript in one step: {0} when the lock is held elsewhere, {-2}
+# for wrong key types (checked first, so nothing is taken), else {1, version, count,
+# digest, the list's length, rows from the first asked...}.
 _LOAD = """
 local kinds = {'hash', 'list'}
 for i = 2, 3 do
@@ -81,11 +82,15 @@ for i = 2, 3 do
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
 local h = redis.call('HMGET', KEYS[2], 'version', 'count', 'digest')
-local out = {1, h[1], h[2], h[3]}
-local rows = redis.call('LRANGE', KEYS[3], 0, -1)
-for i = 1, #rows do out[i + 4] = rows[i] end
+local out = {1, h[1], h[2], h[3], redis.call('LLEN', KEYS[3])}
+local rows = redis.call('LRANGE', KEYS[3], tonumber(ARGV[3]), -1)
+for i = 1, #rows do out[i + 5] = rows[i] end
 return out
 """
+
+
+# Reads of a conversation by the head alone between two that compare every row (see _read).
+RECHECK = 16
 
 
 def _text(value: Any) -> Any:
@@ -220,23 +225,57 @@ def _errors(st: _Redis, id: str | None):
 
 
 def _get(st: _Redis, id: str):
+    known = st.memo.known(id)
+    k = len(known.transcript) if known is not None else 0
+    return _read(st, id, known, k, _snapshot(st, id, k))
+
+
+def _snapshot(st: _Redis, id: str, k: int) -> tuple:
+    """Return (version, count, digest, the list's length, its rows from k on): one MULTI,
+    one consistent snapshot."""
     head_key, list_key = _keys(st, id)
     with _errors(st, id):
-        pipe = st.client.pipeline(transaction=True)  # MULTI/EXEC: one consistent snapshot
+        pipe = st.client.pipeline(transaction=True)
         pipe.hmget(head_key, "version", "count", "digest")
-        pipe.lrange(list_key, 0, -1)
-        (version, count, digest), bodies = pipe.execute()
+        pipe.llen(list_key)
+        pipe.lrange(list_key, k, -1)
+        (version, count, digest), length, bodies = pipe.execute()
+    return version, count, digest, length, bodies
+
+
+def _read(st: _Redis, id: str, known: Any, k: int, snapshot: Sequence) -> Any:
+    """Return the transcript of a snapshot of the rows from k (`known`'s count) on.
+
+    The head vouches for what this process knows (see Memo.read_past): the list is as
+    long as the head says, and the digest chained on over the new rows is the head's.
+    Otherwise (history rewritten, rows missing) all rows are read and checked. Redis
+    keeps no stamp of rows changed by hand, so one set in place (LSET) behind the
+    stores' back, without moving the head, is seen at once by a process that has not
+    read the conversation, and by one that has within RECHECK reads (every RECHECK-th
+    read compares all rows).
+    """
+    version, count, digest, length, bodies = snapshot
+    if known is not None and version is not None and _int(count) == _int(length):
+        head = (_int(version), _int(count), _text(digest))
+        rows = list(enumerate(bodies, k))
+        got = st.memo.read_past(id, known, head, None, rows, recheck=RECHECK)
+        if got is not None:
+            return got
+    if k:
+        version, count, digest, _, bodies = _snapshot(st, id, 0)
     return _decoded(st, id, version, count, digest, bodies)
 
 
 def _decoded(st: _Redis, id: str, version: Any, count: Any, digest: Any, bodies: Sequence) -> Any:
+    """Return the transcript of a head and ALL its rows, checked (see Memo.read)."""
     if version is None and count is None:
         if bodies:
             raise StoreCorruptError(f"{st.desc}: conversation {id!r:.120} has rows but no head")
-        st.memo.remember(id, pvector(), _rows.GENESIS, 0, ())  # seen absent: a save appends
+        # Seen absent: a save appends (no edit stamps in Redis: the head alone vouches).
+        st.memo.remember(id, pvector(), _rows.GENESIS, 0, (), None, True)
         return None
-    rows = list(enumerate(bodies))
-    return st.memo.read(st.desc, id, _int(version), _int(count), _text(digest), rows)
+    head = (_int(version), _int(count), _text(digest))
+    return st.memo.read_list(st.desc, id, *head, bodies, stamp=None)
 
 
 def _script_args(id: str, plan: _rows.Plan, expected: _rows.Head | None, token: str) -> list:
@@ -307,17 +346,21 @@ def _ids(st: _Redis) -> tuple:
 
 def _lock_load(st: _Redis, id: str) -> tuple[Any, Any]:
     head_key, list_key = _keys(st, id)
+    known = st.memo.known(id)
+    k = len(known.transcript) if known is not None else 0
 
     def first_try(key: str, token: str, ttl_ms: int) -> Any:
         with _errors(st, id):
-            out = st.load_script(keys=[key, head_key, list_key], args=[token, ttl_ms])
+            out = st.load_script(keys=[key, head_key, list_key], args=[token, ttl_ms, k])
         if out[0] == -2:
             raise StoreCorruptError(f"{st.desc}: conversation {id!r:.120} has wrong key types")
         return out if out[0] == 1 else None
 
     held, out = st.lock.made().take_with(id, first_try)
     try:  # held elsewhere at first: waited for, so read now
-        return held, _get(st, id) if out is None else _decoded(st, id, *out[1:4], out[4:])
+        if out is None:
+            return held, _get(st, id)
+        return held, _read(st, id, known, k, (*out[1:5], out[5:]))
     except BaseException:
         _exit_quietly(held)
         raise

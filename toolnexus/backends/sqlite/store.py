@@ -21,20 +21,41 @@ __all__ = ["sqlite_store"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS toolnexus_conversations (
-    id TEXT PRIMARY KEY, version INTEGER NOT NULL, count INTEGER NOT NULL, digest TEXT NOT NULL
+    id TEXT PRIMARY KEY, version INTEGER NOT NULL, count INTEGER NOT NULL, digest TEXT NOT NULL,
+    edited TEXT
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS toolnexus_messages (
     id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (id, seq)
 ) WITHOUT ROWID;
 """
 
-# One statement, so it reads one consistent snapshot even while another process writes;
-# keyed on the id first, so "no head, yet rows" (corrupt) differs from "absent".
-_GET = """
-SELECT c.version, c.count, c.digest, m.seq, m.body FROM (SELECT ? AS id) k
-LEFT JOIN toolnexus_conversations c ON c.id = k.id
-LEFT JOIN toolnexus_messages m ON m.id = k.id ORDER BY m.seq
+# Every message row changed or deleted, by this library (a replace, a delete) or by
+# anyone else (by hand, another tool), gives the conversation's head a fresh "edited"
+# stamp: a read that finds the stamp it knew (and the digest chained on over the new
+# rows) knows that no row it holds has changed, and reads only the rows past them.
+# Inserts need none: a new row is past what a reader knows, or its count says so.
+_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS toolnexus_messages_updated AFTER UPDATE ON toolnexus_messages
+BEGIN
+  UPDATE toolnexus_conversations SET edited = hex(randomblob(8)) WHERE id IN (OLD.id, NEW.id);
+END;
+CREATE TRIGGER IF NOT EXISTS toolnexus_messages_deleted AFTER DELETE ON toolnexus_messages
+BEGIN
+  UPDATE toolnexus_conversations SET edited = hex(randomblob(8)) WHERE id = OLD.id;
+END;
 """
+
+# One statement, so it reads one consistent snapshot even while another process writes;
+# keyed on the id first, so "no head, yet rows" (corrupt) differs from "absent". The rows
+# from seq ? on: what this process knows is not read again (see _rows.read_joined).
+_GET = """
+SELECT c.version, c.count, c.digest, c.edited, m.seq, m.body FROM (SELECT ? AS id) k
+LEFT JOIN toolnexus_conversations c ON c.id = k.id
+LEFT JOIN toolnexus_messages m ON m.id = k.id AND m.seq >= ? ORDER BY m.seq
+"""
+# The same on a read-only file made before edit stamps (nothing could give it them): its
+# stamp is never known, so every read compares all rows, as reads always did.
+_GET_UNSTAMPED = _GET.replace("c.edited", "NULL")
 _HEAD = "SELECT version, count, digest FROM toolnexus_conversations WHERE id = ?"
 _PUT_HEAD = """
 INSERT INTO toolnexus_conversations (id, version, count, digest) VALUES (?, ?, ?, ?)
@@ -54,6 +75,28 @@ def _connect(path: str, timeout: float, durable: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _upgrade(conn: sqlite3.Connection) -> bool:
+    """Give a file made before edit stamps its "edited" column and triggers (a second
+    process doing it at the same time finds it done); return whether the file has them
+    (not a read-only one that lacked them)."""
+    names = "('toolnexus_messages_updated', 'toolnexus_messages_deleted')"
+    found = conn.execute(f"SELECT count(*) FROM sqlite_master WHERE name IN {names}").fetchone()
+    if found[0] == 2:
+        return True
+    try:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(toolnexus_conversations)")}
+        if "edited" not in columns:
+            conn.execute("ALTER TABLE toolnexus_conversations ADD COLUMN edited TEXT")
+        conn.executescript(_TRIGGERS)
+    except sqlite3.OperationalError as e:
+        if read_only(e):
+            return False
+        if "duplicate column" not in str(e):
+            raise
+        conn.executescript(_TRIGGERS)
+    return True
 
 
 def sqlite_store(
@@ -133,6 +176,12 @@ def _conn(st: _Sqlite) -> sqlite3.Connection:
     if c is None or local.pid != os.getpid():
         c = local.conn = _connect(st.name, st.timeout, st.durable)
         local.pid = os.getpid()
+        try:
+            local.get = _GET if _upgrade(c) else _GET_UNSTAMPED
+        except BaseException:
+            local.conn = None
+            c.close()
+            raise
     return c
 
 
@@ -169,8 +218,14 @@ def _transaction(st: _Sqlite):
 def _get(st: _Sqlite, id: str):
     _rows.check_id(id)
     with _errors(st, id):
-        rows = _conn(st).execute(_GET, (id,)).fetchall()
-    return _rows.decode_joined(st.desc, id, *_rows.split_joined(rows), st.memo)
+        c = _conn(st)
+    statement = st.local.get
+
+    def query(k: int) -> list:
+        with _errors(st, id):
+            return c.execute(statement, (id, k)).fetchall()
+
+    return _rows.read_joined(st.desc, id, query, st.memo, statement is _GET)
 
 
 def _save(st: _Sqlite, id: str, transcript: Sequence[Mapping]) -> None:

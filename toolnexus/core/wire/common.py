@@ -199,16 +199,26 @@ def message_text(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence | None) -> str:
-    # The body's messages end with the state's (a system message may lead), so item k
-    # is message k - lead: one that is still the state's own value reuses its text.
+def message_json(value: Any) -> bytes:
+    """Return `message_text(value)` as UTF-8: what a request body carries for a message,
+    kept once per message so a body is one join of them (a lone surrogate raises
+    UnicodeEncodeError)."""
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+def _message_texts(items: Sequence, messages: Sequence | None, texts: Sequence | None) -> list:
+    # The JSON (UTF-8) of each of the body's messages. They end with the state's (a system
+    # message may lead), so item k is message k - lead: one that is still the state's
+    # own value reuses its text.
     if texts is None or messages is None:
-        return _ENCODER.encode(items)
+        return [*map(message_json, items)]
+    if items is messages:  # the body holds the state's own messages: every text is theirs
+        return [*texts]
     lead = len(items) - len(messages)
     if lead >= 0 and all(map(is_, itertools.islice(items, lead, None), messages)):
-        # The usual case, checked and joined at C speed: the body holds the state's own
+        # The usual case, checked and gathered at C speed: the body holds the state's own
         # messages after its lead (a system message), so every text is reused.
-        return "[" + ",".join([*map(_ENCODER.encode, items[:lead]), *texts]) + "]"
+        return [*map(message_json, items[:lead]), *texts]
     # Some items moved (a lifted system message, a body_transform): each message of the
     # state the body still holds reuses its text, wherever it now stands.
     # Both keep their order, so one forward scan (a few messages ahead at most) finds it.
@@ -216,11 +226,11 @@ def _messages_text(items: Sequence, messages: Sequence | None, texts: Sequence |
     for m in items:
         k = next((k for k in range(j, min(j + _AHEAD, n)) if messages[k] is m), None)
         if k is None:
-            parts.append(_ENCODER.encode(m))
+            parts.append(message_json(m))
         else:
             parts.append(texts[k])
             j = k + 1
-    return "[" + ",".join(parts) + "]"
+    return parts
 
 
 _AHEAD = 8  # how far past the last match a moved message is looked for
@@ -229,30 +239,48 @@ _AHEAD = 8  # how far past the last match a moved message is looked for
 def encode_body(
     body: Mapping,
     messages: Sequence | None = None,
-    texts: Sequence[str] | None = None,
-    known: Mapping[str, tuple[Any, str]] | None = None,
+    texts: Sequence[bytes] | None = None,
+    known: Mapping[str, tuple[Any, str | bytes]] | None = None,
 ) -> bytes:
-    """Return the JSON of a request body; `texts[i]` is reused for `messages[i]` when given.
+    """Return the JSON of a request body; `texts[i]` (`message_json` of `messages[i]`) is
+    reused for `messages[i]` when given.
 
     `known` maps a key to (value, its JSON text): the text is reused while the body still
     holds that very value (a run's tools, encoded once per run).
 
     >>> from pyrsistent import pmap, pvector
     >>> m = pmap({"content": "hi"})
-    >>> encode_body({"model": "m", "messages": pvector([m])}, pvector([m]), ['{"content":"hi"}'])
+    >>> encode_body({"model": "m", "messages": pvector([m])}, pvector([m]), [b'{"content":"hi"}'])
     b'{"model":"m","messages":[{"content":"hi"}]}'
+    >>> encode_body({"messages": [], "n": 1})
+    b'{"messages":[],"n":1}'
     """
-    parts = []
+    # The messages' JSON (most of the body: the whole history) is joined ONCE, by ",", with
+    # the rest of the body glued to the first and the last: the body is the one copy of
+    # the history made per request.
+    before: list[str] = []
+    after: list[str] = []
+    texts_at, key_at = None, ""
     for key, value in body.items():
+        name = _ENCODER.encode(key) + ":"
         hit = known.get(key) if known else None
         if hit is not None and hit[0] is value:
-            text = hit[1]
-        elif key == "messages" and isinstance(value, (list, tuple, PVector)):
-            text = _messages_text(value, messages, texts)
+            text = hit[1] if type(hit[1]) is str else hit[1].decode()
+        elif key == "messages" and texts_at is None and isinstance(value, (list, tuple, PVector)):
+            texts_at, key_at = _message_texts(value, messages, texts), name
+            continue
         else:
             text = _ENCODER.encode(value)
-        parts.append(_ENCODER.encode(key) + ":" + text)
-    return ("{" + ",".join(parts) + "}").encode("utf-8")
+        (before if texts_at is None else after).append(name + text)
+    if texts_at is None:
+        return ("{" + ",".join(before) + "}").encode("utf-8")
+    head = ("{" + "".join(entry + "," for entry in before) + key_at + "[").encode("utf-8")
+    tail = ("]" + "".join("," + entry for entry in after) + "}").encode("utf-8")
+    if not texts_at:
+        return head + tail
+    texts_at[0] = head + texts_at[0]
+    texts_at[-1] = texts_at[-1] + tail
+    return b",".join(texts_at)
 
 
 def turn(

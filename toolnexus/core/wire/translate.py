@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PMap, PSet, PVector, pmap, pset, pvector
 
 from ..transcript import freeze_transcript
 from . import DIALECTS as CODECS
@@ -35,7 +35,14 @@ from . import parts as P
 from . import responses as R
 from .writers import WRITERS, part_of
 
-__all__ = ["Translated", "dialect_of", "to_dialect", "translate", "valid_tool_id"]
+__all__ = [
+    "Translated",
+    "dialect_of",
+    "native_call_ids",
+    "to_dialect",
+    "translate",
+    "valid_tool_id",
+]
 
 DIALECTS = tuple(CODECS)  # the registry's rows (core.wire.DIALECTS)
 OPENAI_ID_MAX = 40
@@ -196,16 +203,41 @@ def _right(message: Mapping, dialect: str, keep_system: bool) -> tuple[bool, tup
 
 def _unchanged(messages: Sequence[Mapping], dialect: str, keep_system: bool) -> bool:
     """Return whether a transcript is right for `dialect` as it is (each call id used once)."""
-    called: set = set()
+    return native_call_ids(messages, dialect, keep_system=keep_system) is not None
+
+
+def native_call_ids(
+    messages: Sequence[Mapping],
+    dialect: str,
+    *,
+    keep_system: bool = False,
+    taken: PSet | None = None,
+) -> PSet | None:
+    """Return the call ids of `messages` (with `taken`) if `translate` would keep them as
+    they are, else None: each message right for `dialect`, each call id used once (also
+    not in `taken`, the call ids of the messages before them).
+
+    So for a transcript whose messages before are right, with call ids `taken`, the
+    whole is right exactly when this is not None (the flow checks only new messages).
+
+    >>> native_call_ids([{"role": "user", "content": "hi"}], "openai")
+    pset()
+    >>> call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type":
+    ...         "function", "function": {"name": "f", "arguments": "{}"}}]}
+    >>> native_call_ids([call], "openai", taken=pset(["c1"])) is None
+    True
+    """
+    taken = taken if taken is not None else pset()
+    new: set = set()
     for m in messages:
         right, calls = _right(m, dialect, keep_system)
         if not right:
-            return False
+            return None
         for i in calls:
-            if i in called:
-                return False
-            called.add(i)
-    return True
+            if i in new or i in taken:
+                return None
+            new.add(i)
+    return taken.update(new) if new else taken
 
 
 # ---- tool ids --------------------------------------------------------------------------

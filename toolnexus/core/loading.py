@@ -1,0 +1,124 @@
+"""What a loaded transcript becomes for the loop, pure: the whole pass and the O(new) one.
+
+A transcript loaded from a store is made ready to replay once per exchange: translated
+to the client's dialect (system messages kept in place), repaired (every tool call
+answered, no orphan result), made replayable by the dialect (no empty answer or text
+block), and each message encoded once (its JSON text, for the request bodies). `whole`
+does that to every message: O(history).
+
+Most loads are a transcript this runtime already made ready (the runtime's memo of what
+it saved) plus what another worker added since: `extended` makes ready only the new
+messages, and gives exactly what `whole` would, whenever it applies:
+
+- translate keeps a transcript as it is exactly when every message is right for the
+  dialect and every call id is used once (`native_call_ids`): known of the old messages
+  by the memo's `facts` (their call ids, set only when they are right), checked for the
+  new ones alone; then it keeps the new ones as they are too, and lifts no system text;
+- repair carries only the calls still open from one message to the next: where none is
+  open at the end of the old messages (`open_calls`, read from their last turn), the
+  repair of the whole is the old messages' repair followed by the new ones' alone;
+- replayable and the encoding look at one message at a time.
+
+Anything else (another dialect, a reused or invalid call id, a turn left open, messages
+that are not the memo's own objects) falls back to `whole`. The tests prove the equality
+with a property over random transcripts split at random points.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from pyrsistent import PSet, PVector, pvector
+
+from .steps import text_of, texts_of
+from .transcript import freeze_transcript, open_calls, repair
+from .wire import DIALECTS
+from .wire.translate import native_call_ids, translate
+
+__all__ = ["Loaded", "whole", "extended", "facts_after"]
+
+
+class Loaded(NamedTuple):
+    """A transcript made ready: what the loop replays, the system text lifted out of it,
+    the JSON text of each message (None: not kept) and its facts (see `facts_after`)."""
+
+    history: Sequence
+    lifted: str
+    texts: PVector | None
+    facts: tuple[str, PSet] | None
+
+
+def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True) -> Loaded:
+    """Return `loaded` made ready for `dialect`: translated (system messages kept in
+    place; `policy` for parts the dialect cannot carry), repaired, replayable, encoded.
+
+    `facts` is (dialect, the call ids) when the history is right for the dialect as it
+    is (what `translate` would keep), else None.
+    """
+    frozen = freeze_transcript(loaded)
+    ids = native_call_ids(frozen, dialect, keep_system=True)
+    if ids is not None:  # what translate would return, without its second look
+        moved, lifted = frozen, ""
+    else:
+        done = translate(frozen, dialect, on_unsupported_part=policy, keep_system=True)
+        moved, lifted = done.messages, done.system
+    history = DIALECTS[dialect].replayable(repair(moved))
+    if ids is None or history is not frozen:  # changed on the way: its own facts
+        ids = native_call_ids(history, dialect, keep_system=True)
+    facts = (dialect, ids) if ids is not None else None
+    return Loaded(history, lifted, texts_of(history) if encode else None, facts)
+
+
+def extended(memo: Mapping | None, loaded: Any, dialect: str, encode: bool = True) -> Loaded | None:
+    """Return `loaded` made ready from the memo of what its first messages became, or None.
+
+    `memo` holds `messages` (a transcript), `history` and `texts` (what `whole` made of
+    it) and `facts` (the facts of `messages`: see `facts_after`; None if unknown).
+    Applies when `loaded` is those very messages (by identity) followed by new ones, the
+    facts are for `dialect`, no tool call is open at the end of `messages` and the new
+    ones keep the whole right for the dialect: then the result equals
+    `whole(loaded, dialect)` (its facts are known when `history` is `messages`), at the
+    cost of the new messages alone. None otherwise (make it whole).
+    """
+    if memo is None or not isinstance(loaded, PVector):
+        return None
+    facts, known = memo.get("facts"), memo["messages"]
+    if facts is None or facts[0] != dialect or len(loaded) <= len(known):
+        return None
+    if (encode and memo["texts"] is None) or not all(map(operator.is_, known, loaded)):
+        return None
+    if open_calls(known):
+        return None
+    new = freeze_transcript(loaded[len(known) :])
+    ids = native_call_ids(new, dialect, keep_system=True, taken=facts[1])
+    if ids is None:
+        return None
+    ready = DIALECTS[dialect].replayable(repair(new))
+    out = None  # the facts of the history returned: those of the memo's, plus the new
+    if memo["history"] is known:
+        out = facts_after(facts, ready, dialect) if ready is not new else (dialect, ids)
+    history = _vector(memo["history"]).extend(ready)
+    texts = memo["texts"].extend(map(text_of, ready)) if encode else None
+    return Loaded(history, "", texts, out)
+
+
+def _vector(items: Sequence) -> PVector:
+    return items if isinstance(items, PVector) else pvector(items)
+
+
+def facts_after(
+    facts: tuple[str, PSet] | None, added: Sequence[Mapping], dialect: str
+) -> tuple[str, PSet] | None:
+    """Return the facts of a history with `facts` once `added` messages follow it: (the
+    dialect, every call id) while the whole stays right for the dialect, else None.
+
+    What the runtime keeps with a saved transcript, so the next load need not look at
+    its old messages again: established once per message, when it is first read or
+    written.
+    """
+    if facts is None or facts[0] != dialect:
+        return None
+    ids = native_call_ids(added, dialect, keep_system=True, taken=facts[1])
+    return (dialect, ids) if ids is not None else None
