@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from pyrsistent import PVector
+from pyrsistent import PVector, pmap, pvector
 
 from ..errors import ProviderError, excerpt
 from ..walk import map_strings
@@ -216,14 +216,37 @@ def _whole(text: str, where: str) -> str:
     return joined
 
 
+_PMAP, _PVECTOR = type(pmap()), type(pvector())
+# Leaves a decoded value holds besides strings: nothing to look into.
+_LEAVES = frozenset({type(None), bool, int, float})
+
+
 def _has_surrogate(value: Any) -> bool:
-    # Whether any string in a decoded value holds a UTF-16 surrogate (allocation-free walk).
-    if isinstance(value, str):
+    # Whether any string in a decoded value holds a UTF-16 surrogate: an allocation-free
+    # walk that dispatches on exact types first (a turn is pmaps, pvectors and strings;
+    # ABC checks cost more than the test itself), the ABCs only for other containers.
+    kind = type(value)
+    if kind is str:
         return not value.isascii() and _SURROGATE.search(value) is not None
-    if isinstance(value, Mapping):
-        return any(_has_surrogate(v) for v in value.values())
-    if isinstance(value, (list, tuple, PVector)):
-        return any(_has_surrogate(v) for v in value)
+    if kind is _PMAP:
+        items = value.itervalues()
+    elif kind is _PVECTOR or kind is list or kind is tuple:
+        items = value
+    elif kind in _LEAVES:
+        return False
+    elif isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, (list, tuple, PVector)):
+        items = value
+    else:
+        return False
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _SURROGATE.search(item) is not None:
+                return True
+        elif kind not in _LEAVES and _has_surrogate(item):
+            return True
     return False
 
 
