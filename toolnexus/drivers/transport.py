@@ -264,8 +264,9 @@ def given_http(transport: Any = None, http_client: Any = None) -> Given | None:
         settings = {"transport": transport, "headers": {"user-agent": USER_AGENT},
                     "follow_redirects": True, "max_redirects": MAX_REDIRECTS,
                     "timeout": httpx.Timeout(120.0, connect=CONNECT_TIMEOUT)}  # fmt: skip
-        return Given(Http(httpx.Client(**settings), owned=True) if sync else None,
-                     Http(httpx.AsyncClient(**settings), owned=True) if asynchronous else None)  # fmt: skip
+        plain = Http(httpx.Client(**settings), owned=True) if sync else None
+        awaiting = Http(httpx.AsyncClient(**settings), owned=True) if asynchronous else None
+        return Given(plain, awaiting)
     if http_client is None:
         return None
     clients = list(http_client) if isinstance(http_client, list | tuple) else [http_client]
