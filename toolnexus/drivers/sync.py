@@ -149,17 +149,17 @@ def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     return out
 
 
-def overlap(pool: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap, float]]:
-    """Run calls at once: the first on this thread while `pool` starts the rest; return
-    [(result, seconds)] in call order.
+def overlap(helpers: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap, float]]:
+    """Run calls at once: the first on this thread while the others are offered to
+    `helpers` (drivers.helpers); return [(result, seconds)] in call order.
 
-    Every call overlaps the others; one the pool has not started by the time this thread
-    is free is taken back and run here (nothing was waiting on it).
+    Every call overlaps the others; one no helper has taken by the time this thread is
+    free is taken back and run here (nothing was waiting on it).
     """
-    rest = [pool.submit(_run_tool, tk, c) for c in calls[1:]]
+    offers = [helpers.offer(_run_tool, tk, c) for c in calls[1:]]
     ran = [_run_tool(tk, calls[0])]
-    for call, future in zip(calls[1:], rest, strict=True):
-        ran.append(_run_tool(tk, call) if future.cancel() else future.result())
+    for call, offer in zip(calls[1:], offers, strict=True):
+        ran.append(_run_tool(tk, call) if offer.take() else offer.result())
     return ran
 
 
@@ -262,11 +262,13 @@ class _Sync:
         self.guard.check()
         if self.ctx.inline_tools:
             return [_run_tool(tk, c) for c in calls]
-        pool = self.ctx.runtime.tool_pool()
         if self.watched:
+            pool = self.ctx.runtime.tool_pool()
             futures = [pool.submit(_run_tool, tk, c) for c in calls]
             return [self.wait(f) for f in futures]
-        return overlap(pool, tk, calls)
+        if len(calls) == 1:
+            return [_run_tool(tk, calls[0])]  # nothing to overlap with
+        return overlap(self.ctx.runtime.tool_helpers(), tk, calls)
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
