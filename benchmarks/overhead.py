@@ -98,7 +98,10 @@ def by_hand_streamed(hx: httpx.Client, url: str) -> str:
     """The streaming floor: SSE lines parsed by hand, tool-call fragments joined by index."""
     messages = [{"role": "user", "content": PROMPT}]
     while True:
-        body = {"model": "m", "messages": messages, "tools": TOOL_DEFS, "stream": True}
+        # The same body run's stream sends: it asks for the usage chunk (one more event
+        # for the server to write and for this loop to read).
+        body = {"model": "m", "messages": messages, "tools": TOOL_DEFS, "stream": True,
+                "stream_options": {"include_usage": True}}  # fmt: skip
         text, calls = [], {}
         with hx.stream("POST", url, json=body) as resp:
             for line in resp.iter_lines():

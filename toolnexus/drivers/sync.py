@@ -124,10 +124,13 @@ def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
 def whole_delta(item: Mapping, held: str) -> tuple[Mapping | None, str]:
     """Return a stream item to hand on (None: nothing yet) and the half character held
     back: a text delta never ends in the first half of an emoji split across deltas."""
-    if item.get("type") != "text" or not isinstance(item.get("delta"), str):
+    if item.get("type") != "text":
         return item, held
-    text, held = hold_half(held, item["delta"])
-    if text == item["delta"]:
+    delta = item.get("delta")
+    if not isinstance(delta, str) or (not held and delta.isascii()):
+        return item, held  # no half character in it, none held: the usual delta
+    text, held = hold_half(held, delta)
+    if text == delta:
         return item, held
     return (pmap({**item, "delta": text}) if text else None), held
 
@@ -136,7 +139,8 @@ def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     """Return the [(result, seconds)] of a turn's calls with the client's secrets scrubbed
     from each result (a tool's error may quote the API key: the model, the RunResult, the
     stored transcript and the log below all see only the scrubbed copy); log tracebacks."""
-    scrub = ctx.endpoint.scrub if ctx.endpoint is not None else None
+    ep = ctx.endpoint
+    scrub = ep.scrub if ep is not None and ep.hides else None  # no key: nothing to mask
     out = []
     for call, (result, seconds) in zip(calls, ran, strict=True):
         if scrub is not None:

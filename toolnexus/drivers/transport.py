@@ -58,6 +58,7 @@ _CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key", "proxy-author
 # Framing headers are the transport's: a user's copy would be a second, maybe wrong, one.
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
 _HTTPX_UA = f"python-httpx/{httpx.__version__}"  # httpx's default, replaced by ours
+_HIDES_NOTHING = scrubber(())  # the scrubber of no secrets: it returns its input
 
 
 def owned_client(proxy: str | None = None) -> httpx.Client:
@@ -112,7 +113,7 @@ def _shown(url: httpx.URL) -> str:
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub")
+    __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub", "hides")
 
     def __init__(self, target: Any, headers: Mapping, codec: Any, key: str | None, base: str = ""):
         self.target = httpx.URL(target)
@@ -126,6 +127,7 @@ class Endpoint:
         # The key in any form, and a password in the URL, are masked in every error text.
         password = unquote(self.target.password) if self.target.password else None
         self.scrub = scrubber((key, password))
+        self.hides = self.scrub is not _HIDES_NOTHING  # False: no secret (a local model)
 
     def __repr__(self) -> str:
         return f"Endpoint({self.url!r})"
