@@ -14,6 +14,7 @@ transport instead (`Http`). Sync and async twins share every helper but the awai
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import unquote
@@ -21,7 +22,6 @@ from urllib.parse import unquote
 import httpx
 from pyrsistent import PMap, pmap
 
-from .._version import __version__
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
 from ..core.secrets import scrubber
 from ..core.wire import sse
@@ -41,14 +41,13 @@ __all__ = [
     "asend_stream",
     "is_network",
     "TURN",
-    "USER_AGENT",
+    "user_agent",
     "CONNECT_TIMEOUT",
     "MAX_REDIRECTS",
     "MAX_ANSWER_BYTES",
 ]
 
 TURN = "__turn__"  # the last item of a stream: {"type": TURN, "turn": ...}
-USER_AGENT = f"toolnexus/{__version__}"
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection (httpx's and the SDKs' default)
 MAX_REDIRECTS = 5  # 307/308 hops followed for one POST
 # A whole answer is JSON the decoder refuses past MAX_BYTES: never hold more than that.
@@ -61,13 +60,32 @@ _HTTPX_UA = f"python-httpx/{httpx.__version__}"  # httpx's default, replaced by 
 _HIDES_NOTHING = scrubber(())  # the scrubber of no secrets: it returns its input
 
 
+@functools.cache
+def user_agent() -> str:
+    """Return the User-Agent we send: toolnexus/<version>.
+
+    Read on first use, not at import: the version comes from the package metadata, whose
+    machinery is a twentieth of `import toolnexus`.
+    """
+    from .._version import __version__
+
+    return f"toolnexus/{__version__}"
+
+
+def __getattr__(name: str) -> Any:
+    # USER_AGENT stays importable (`from ...transport import USER_AGENT`), computed lazily.
+    if name == "USER_AGENT":
+        return user_agent()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def owned_client(proxy: str | None = None) -> httpx.Client:
     """Return the httpx.Client a runtime owns: httpx's defaults (environment proxies and
     certificates, pooling, decoding), a 5 s connect timeout and our User-Agent."""
     return httpx.Client(
         proxy=proxy,
         timeout=httpx.Timeout(120.0, connect=CONNECT_TIMEOUT),
-        headers={"user-agent": USER_AGENT},
+        headers={"user-agent": user_agent()},
         follow_redirects=True,  # followed by `_open` (the key never leaves its origin)
         max_redirects=MAX_REDIRECTS,
     )
@@ -78,7 +96,7 @@ def owned_async_client(proxy: str | None = None) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         proxy=proxy,
         timeout=httpx.Timeout(120.0, connect=CONNECT_TIMEOUT),
-        headers={"user-agent": USER_AGENT},
+        headers={"user-agent": user_agent()},
         follow_redirects=True,
         max_redirects=MAX_REDIRECTS,
     )
@@ -226,7 +244,7 @@ class Http:
         headers = ep.stream_headers if stream else ep.headers
         if self.agent:
             headers = headers.copy()
-            headers.setdefault("user-agent", USER_AGENT)
+            headers.setdefault("user-agent", user_agent())
         # A copy of the timeouts: a host's event hook may change a request's extensions.
         extensions = {"timeout": dict(self._timeouts(timeout))}
         return self.client.build_request("POST", ep.target, content=content, headers=headers,
@@ -263,7 +281,7 @@ def given_http(transport: Any = None, http_client: Any = None) -> Given | None:
                 "an httpx.Client or AsyncClient goes in http_client="
             )
         # Around the transport, the client layer is the runtime's own (redirects, agent).
-        settings = {"transport": transport, "headers": {"user-agent": USER_AGENT},
+        settings = {"transport": transport, "headers": {"user-agent": user_agent()},
                     "follow_redirects": True, "max_redirects": MAX_REDIRECTS,
                     "timeout": httpx.Timeout(120.0, connect=CONNECT_TIMEOUT)}  # fmt: skip
         plain = Http(httpx.Client(**settings), owned=True) if sync else None
