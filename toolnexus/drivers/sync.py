@@ -211,9 +211,11 @@ class _Sync:
         streamed, held = False, ""
         try:
             for item in self._items(http, request["content"], timeout):
-                if item["type"] == TURN:
+                kind = item["type"]
+                if kind == TURN:
                     return item["turn"]
-                item, held = whole_delta(item, held)
+                if kind == "text":  # the only kind a half character can end
+                    item, held = whole_delta(item, held)
                 if item is None:
                     continue
                 streamed = True

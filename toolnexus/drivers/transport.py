@@ -466,11 +466,9 @@ class _Stream:
             # Stream events are pmaps like every other value we hand out: the answer's
             # text, a model's thinking (Anthropic thinking, reasoning_content) and a
             # refusal's text, each of its own kind.
-            out.extend(
-                pmap({"type": d["type"], "delta": d["delta"]})
-                for d in deltas
-                if d["type"] in _SHOWN
-            )
+            for d in deltas:
+                if d["type"] in _SHOWN:
+                    out.append(pmap({"type": d["type"], "delta": d["delta"]}))
         return out
 
 

@@ -62,6 +62,9 @@ class SSEState(NamedTuple):
     fresh: bool = True  # nothing decoded yet (a leading BOM is dropped)
 
 
+_BETWEEN = SSEState(fresh=False)  # the state after a whole event, with nothing held
+
+
 def start() -> SSEState:
     """Return the state of a decoder that has seen no bytes."""
     return SSEState()
@@ -75,7 +78,7 @@ def _event(name: str, data: tuple[str, ...]) -> Mapping:
 def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, tuple]:
     # Apply complete lines to the event being built; dispatched events go to `out`.
     for line in lines:
-        if line[:5] == "data:":  # the hot path: most lines are data lines
+        if line.startswith("data:"):  # the hot path: most lines are data lines
             data = (*data, line[6:] if line[5:6] == " " else line[5:])
         elif not line:
             if data:
@@ -123,15 +126,19 @@ def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
         if held > MAX_LINE:
             raise ProviderError(f"a stream line is over {MAX_LINE:,} bytes: not read further")
         return state._replace(buffer=(*state.buffer, chunk), held=held, skip_lf=False), ()
+    whole = not state.buffer and cut == len(chunk) - 1  # the usual chunk: whole lines
+    raw = chunk if whole else b"".join((*state.buffer, chunk[: cut + 1]))
     # The split leaves "" after the final terminator: drop it, it is not a line.
-    lines = _decode(b"".join((*state.buffer, chunk[: cut + 1])), state.fresh)[:-1]
+    lines = _decode(raw, state.fresh)[:-1]
     out: list = []
     event, data = _lines(state.event, state.data, lines, out)
-    rest = chunk[cut + 1 :]
+    rest = b"" if whole else chunk[cut + 1 :]
     # A final CR may be the first half of a CRLF whose LF opens the next chunk.
     ends_cr = not rest and chunk[cut] == 13
     if len(rest) > MAX_LINE:
         raise ProviderError(f"a stream line is over {MAX_LINE:,} bytes: not read further")
+    if not rest and not ends_cr and not event and not data:
+        return _BETWEEN, tuple(out)  # between events, nothing held: no new state to build
     return SSEState((rest,) if rest else (), len(rest), ends_cr, event, data, False), tuple(out)
 
 
