@@ -12,6 +12,7 @@ answers. Arms, interleaved in one process so machine noise hits all alike:
   http.client  the same on the standard library's keep-alive HTTPConnection
   stream       toolnexus.stream(), consumed whole
   httpx-sse    the same streamed by hand: httpx stream, lines, JSON chunks, fragments
+               (the body stream() sends: it asks for the usage chunk too)
   arun         toolnexus.arun() in one event loop
   httpx-async  the same by hand on one httpx.AsyncClient, tools called inline
   httpx-async+threads  the same, tools in worker threads as arun runs plain tools
