@@ -12,6 +12,7 @@ answers. Arms, interleaved in one process so machine noise hits all alike:
   http.client  the same on the standard library's keep-alive HTTPConnection
   stream       toolnexus.stream(), consumed whole
   httpx-sse    the same streamed by hand: httpx stream, lines, JSON chunks, fragments
+               (the body stream() sends: it asks for the usage chunk too)
   arun         toolnexus.arun() in one event loop
   httpx-async  the same by hand on one httpx.AsyncClient, tools called inline
   httpx-async+threads  the same, tools in worker threads as arun runs plain tools
@@ -98,7 +99,10 @@ def by_hand_streamed(hx: httpx.Client, url: str) -> str:
     """The streaming floor: SSE lines parsed by hand, tool-call fragments joined by index."""
     messages = [{"role": "user", "content": PROMPT}]
     while True:
-        body = {"model": "m", "messages": messages, "tools": TOOL_DEFS, "stream": True}
+        # The same body run's stream sends: it asks for the usage chunk (one more event
+        # for the server to write and for this loop to read).
+        body = {"model": "m", "messages": messages, "tools": TOOL_DEFS, "stream": True,
+                "stream_options": {"include_usage": True}}  # fmt: skip
         text, calls = [], {}
         with hx.stream("POST", url, json=body) as resp:
             for line in resp.iter_lines():

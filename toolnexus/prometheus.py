@@ -80,19 +80,20 @@ def _llm(e: Mapping) -> list[tuple]:
     out = [("count", "toolnexus_llm_requests_total", (model, _label(e.get("status"))), 1)]
     usage = e.get("usage")
     if isinstance(usage, Mapping):
-        for kind in ("prompt", "completion"):
-            tokens = usage.get(f"{kind}_tokens") or 0
-            out.append(("count", "toolnexus_llm_tokens_total", (kind,), tokens))
-        for kind in _DETAILS:  # only where the provider reported them
-            if f"{kind}_tokens" in usage:
-                tokens = usage[f"{kind}_tokens"] or 0
-                out.append(("count", "toolnexus_llm_tokens_total", (kind,), tokens))
+        for labels, key in _TOKENS:
+            out.append(("count", "toolnexus_llm_tokens_total", labels, usage.get(key) or 0))
+        for labels, key in _DETAIL_TOKENS:  # only where the provider reported them
+            if key in usage:
+                out.append(("count", "toolnexus_llm_tokens_total", labels, usage[key] or 0))
     out.append(("time", "toolnexus_llm_request_duration_seconds", (model,), e.get("duration_s")))
     return out
 
 
 # Usage details: cache_read and cache_write are part of prompt, reasoning of completion.
 _DETAILS = ("cache_read", "cache_write", "reasoning")
+# (the series' labels, the usage key): built once, not per event.
+_TOKENS = tuple(((kind,), f"{kind}_tokens") for kind in ("prompt", "completion"))
+_DETAIL_TOKENS = tuple(((kind,), f"{kind}_tokens") for kind in _DETAILS)
 
 
 def _tool(e: Mapping) -> list[tuple]:

@@ -5,8 +5,10 @@ first use and freed by `close()`:
 - the httpx clients: one `httpx.Client`, and one `httpx.AsyncClient` per event loop
   (connections belong to the loop that opened them), for each proxy setting in use;
   forgotten in a child after `os.fork()`, so parent and child never share a connection;
-- the thread pool a turn's tool calls overlap on, and the one the async driver runs
-  blocking store, lock and log calls in (large, so lock waiters never starve a holder);
+- the threads a turn's tool calls are offered to as they overlap (`drivers.helpers`),
+  the thread pool that runs tools and blocking sends under a deadline, and the one the
+  async driver runs blocking store, lock and log calls in (large, so lock waiters never
+  starve a holder);
 - the per-conversation memo: for each conversation this runtime saved, the saved
   transcript, it as the next request replays it, and the JSON text of each message, so
   the next exchange that loads that very value (an in-memory store, a read cache) skips
@@ -31,6 +33,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .drivers.helpers import Helpers
 from .drivers.transport import Http, owned_async_client, owned_client
 
 __all__ = ["Runtime", "MEMO_SIZE"]
@@ -58,6 +61,7 @@ class Runtime:
         self._http: dict = {}  # {proxy: Http}
         self._ahttp: dict = {}  # {(event loop, proxy): (Http, the closer kept for the loop)}
         self._tool_pool: ThreadPoolExecutor | None = None
+        self._helpers: Helpers | None = None
         self._io_pool: ThreadPoolExecutor | None = None
         self._local_lock: Callable | None = None
 
@@ -81,7 +85,7 @@ class Runtime:
             self._check_open()
             made = self._http.get(proxy)
             if made is None:
-                made = self._http[proxy] = Http(owned_client(proxy))
+                made = self._http[proxy] = Http(owned_client(proxy), owned=True)
             return made
 
     async def ahttp(self, proxy: str | None = None) -> Http:
@@ -96,19 +100,28 @@ class Runtime:
                 return made[0]
             for old in [k for k in self._ahttp if k[0].is_closed()]:
                 del self._ahttp[old]  # its connections died with their loop
-            http = Http(owned_async_client(proxy))
+            http = Http(owned_async_client(proxy), owned=True)
             closer = _close_with_the_loop(http.client)
             self._ahttp[(loop, proxy)] = (http, closer)
         await closer.__anext__()
         return http
 
     def tool_pool(self) -> ThreadPoolExecutor:
-        """Return the thread pool a turn's tool calls overlap on."""
+        """Return the thread pool tools run in when a run has a deadline or a cancel token
+        (and the async driver's plain tools, blocking sends under a deadline)."""
         with self._lock:
             self._check_open()
             if self._tool_pool is None:
                 self._tool_pool = ThreadPoolExecutor(TOOL_THREADS, "toolnexus-tool")
             return self._tool_pool
+
+    def tool_helpers(self) -> Helpers:
+        """Return the threads a turn's tool calls are offered to as they overlap."""
+        with self._lock:
+            self._check_open()
+            if self._helpers is None:
+                self._helpers = Helpers(TOOL_THREADS, "toolnexus-tool")
+            return self._helpers
 
     def io_pool(self) -> ThreadPoolExecutor:
         """Return the thread pool the async driver runs blocking store/lock/log calls in."""
@@ -190,6 +203,7 @@ class Runtime:
             self.closed = True
             clients = [h.client for h in self._http.values()]
             pools = (self._tool_pool, self._io_pool)
+            helpers, self._helpers = self._helpers, None
             self._tool_pool = self._io_pool = None
             self._http.clear()
             self._ahttp.clear()  # closed as their event loops shut down
@@ -201,6 +215,8 @@ class Runtime:
         for pool in pools:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
+        if helpers is not None:
+            helpers.close()
 
 
 async def _close_with_the_loop(client: Any) -> Any:

@@ -29,6 +29,8 @@ from .wire import DIALECTS
 from .wire.common import ZERO_USAGE, add_usage, encode_body, message_json, message_text
 from .wire.parts import prompt_message
 
+_PMAP = type(pmap())
+
 # A loop state: a plain dict that no step mutates (each returns a new one). It lives for
 # one run; everything that escapes it (messages, tool call records, the RunResult) is
 # frozen. A dict copy costs a fraction of a pmap update, and this runs every turn.
@@ -172,7 +174,9 @@ def on_turn(
     left under `max_turns`, else it ends "incomplete" with limit "max_turns"; the text
     of a continued answer is joined across its turns.
     """
-    calls = tuple(_call(c) for c in turn["tool_calls"])
+    if type(turn) is _PMAP:  # read a dozen times below: once into a dict
+        turn = dict(turn.iteritems())
+    calls = tuple([_call(c) for c in turn["tool_calls"]])
     turns = state["turns"] + 1
     paused = not calls and turn.get("end") == "pause"
     # A paused answer goes on in the next turn: its text is one answer across them.

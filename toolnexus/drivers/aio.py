@@ -27,7 +27,6 @@ from .sync import (
     StreamClosed,
     _run_tool,
     finish_tools,
-    overlap,
     plain_handlers,
     run_ops,
     whole_delta,
@@ -223,19 +222,13 @@ class _Async:
         if self.ctx.inline_tools:
             return [await self._async_tool(tk, c) if _async_tool(tk, c) else _run_tool(tk, c)
                     for c in calls]  # fmt: skip
-        # async tools on the loop; the plain ones in one hand-off, where they overlap
-        # as in the sync driver (the first in that thread, the rest on the tool pool).
-        asynchronous = [_async_tool(tk, c) for c in calls]
-        plain = [c for c, a in zip(calls, asynchronous, strict=True) if not a]
-        jobs = [self._async_tool(tk, c) for c, a in zip(calls, asynchronous, strict=True) if a]
-        if plain:
-            loop, runtime = asyncio.get_running_loop(), self.ctx.runtime
-            args = (runtime.io_pool(), overlap, runtime.tool_pool(), tk, plain)
-            jobs.append(loop.run_in_executor(*args))
-        done = list(await asyncio.gather(*jobs))
-        plain_results = iter(done.pop() if plain else ())
-        async_results = iter(done)
-        return [next(async_results) if a else next(plain_results) for a in asynchronous]
+        # async tools on the loop, each plain one handed to the tool pool, all at once:
+        # one hand-off per plain call, as asyncio.to_thread would make (a single hand-off
+        # that re-submitted the rest from its thread woke one more thread per turn).
+        loop, pool = asyncio.get_running_loop(), self.ctx.runtime.tool_pool()
+        jobs = [self._async_tool(tk, c) if _async_tool(tk, c)
+                else loop.run_in_executor(pool, _run_tool, tk, c) for c in calls]  # fmt: skip
+        return list(await asyncio.gather(*jobs))
 
     async def _async_tool(self, tk: Any, call: Mapping) -> tuple[PMap, float]:
         t0 = time.perf_counter()
@@ -250,8 +243,9 @@ def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable
     """Return the effect table of one async run: plain functions, coroutines, or async
     generators (which stream)."""
     run = _Async(ctx, guard, streaming)
+    plain = plain_handlers(ctx, guard)
     return {
-        **plain_handlers(ctx, guard),
+        **plain,
         "io": run.io,
         "hook": run.hook,
         "llm": run.llm,
@@ -259,6 +253,7 @@ def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable
         "sleep": run.sleep,
         "event": None,  # yielded by adrive itself
         "_run": run,
+        "_plain": frozenset(plain),  # kinds whose handler is a plain function: called directly
     }
 
 
@@ -285,7 +280,7 @@ async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
     When the consumer closes the stream (or the task is cancelled), the reason is thrown
     into the flow and what it still asks for (release, log, metric) is performed.
     """
-    run = table["_run"]
+    run, plain = table["_run"], table["_plain"]
     value, error, closing = None, None, False
     while True:
         try:
@@ -303,6 +298,9 @@ async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
         try:
             if run.cancelled is not None:  # delivered after an io hand-off finished
                 error, run.cancelled = run.cancelled, None
+                continue
+            if kind in plain:  # most effects (clock, metric): no coroutine to make and await
+                value = table[kind](*effect[1:])
                 continue
             if kind == "event":
                 if not closing:

@@ -124,10 +124,13 @@ def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
 def whole_delta(item: Mapping, held: str) -> tuple[Mapping | None, str]:
     """Return a stream item to hand on (None: nothing yet) and the half character held
     back: a text delta never ends in the first half of an emoji split across deltas."""
-    if item.get("type") != "text" or not isinstance(item.get("delta"), str):
+    if item.get("type") != "text":
         return item, held
-    text, held = hold_half(held, item["delta"])
-    if text == item["delta"]:
+    delta = item.get("delta")
+    if not isinstance(delta, str) or (not held and delta.isascii()):
+        return item, held  # no half character in it, none held: the usual delta
+    text, held = hold_half(held, delta)
+    if text == delta:
         return item, held
     return (pmap({**item, "delta": text}) if text else None), held
 
@@ -136,7 +139,8 @@ def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     """Return the [(result, seconds)] of a turn's calls with the client's secrets scrubbed
     from each result (a tool's error may quote the API key: the model, the RunResult, the
     stored transcript and the log below all see only the scrubbed copy); log tracebacks."""
-    scrub = ctx.endpoint.scrub if ctx.endpoint is not None else None
+    ep = ctx.endpoint
+    scrub = ep.scrub if ep is not None and ep.hides else None  # no key: nothing to mask
     out = []
     for call, (result, seconds) in zip(calls, ran, strict=True):
         if scrub is not None:
@@ -149,17 +153,17 @@ def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     return out
 
 
-def overlap(pool: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap, float]]:
-    """Run calls at once: the first on this thread while `pool` starts the rest; return
-    [(result, seconds)] in call order.
+def overlap(helpers: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap, float]]:
+    """Run calls at once: the first on this thread while the others are offered to
+    `helpers` (drivers.helpers); return [(result, seconds)] in call order.
 
-    Every call overlaps the others; one the pool has not started by the time this thread
-    is free is taken back and run here (nothing was waiting on it).
+    Every call overlaps the others; one no helper has taken by the time this thread is
+    free is taken back and run here (nothing was waiting on it).
     """
-    rest = [pool.submit(_run_tool, tk, c) for c in calls[1:]]
+    offers = [helpers.offer(_run_tool, tk, c) for c in calls[1:]]
     ran = [_run_tool(tk, calls[0])]
-    for call, future in zip(calls[1:], rest, strict=True):
-        ran.append(_run_tool(tk, call) if future.cancel() else future.result())
+    for call, offer in zip(calls[1:], offers, strict=True):
+        ran.append(_run_tool(tk, call) if offer.take() else offer.result())
     return ran
 
 
@@ -207,9 +211,11 @@ class _Sync:
         streamed, held = False, ""
         try:
             for item in self._items(http, request["content"], timeout):
-                if item["type"] == TURN:
+                kind = item["type"]
+                if kind == TURN:
                     return item["turn"]
-                item, held = whole_delta(item, held)
+                if kind == "text":  # the only kind a half character can end
+                    item, held = whole_delta(item, held)
                 if item is None:
                     continue
                 streamed = True
@@ -262,11 +268,13 @@ class _Sync:
         self.guard.check()
         if self.ctx.inline_tools:
             return [_run_tool(tk, c) for c in calls]
-        pool = self.ctx.runtime.tool_pool()
         if self.watched:
+            pool = self.ctx.runtime.tool_pool()
             futures = [pool.submit(_run_tool, tk, c) for c in calls]
             return [self.wait(f) for f in futures]
-        return overlap(pool, tk, calls)
+        if len(calls) == 1:
+            return [_run_tool(tk, calls[0])]  # nothing to overlap with
+        return overlap(self.ctx.runtime.tool_helpers(), tk, calls)
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds

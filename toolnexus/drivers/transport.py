@@ -14,6 +14,7 @@ transport instead (`Http`). Sync and async twins share every helper but the awai
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import unquote
@@ -21,7 +22,6 @@ from urllib.parse import unquote
 import httpx
 from pyrsistent import PMap, pmap
 
-from .._version import __version__
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
 from ..core.secrets import scrubber
 from ..core.wire import sse
@@ -41,14 +41,13 @@ __all__ = [
     "asend_stream",
     "is_network",
     "TURN",
-    "USER_AGENT",
+    "user_agent",
     "CONNECT_TIMEOUT",
     "MAX_REDIRECTS",
     "MAX_ANSWER_BYTES",
 ]
 
 TURN = "__turn__"  # the last item of a stream: {"type": TURN, "turn": ...}
-USER_AGENT = f"toolnexus/{__version__}"
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection (httpx's and the SDKs' default)
 MAX_REDIRECTS = 5  # 307/308 hops followed for one POST
 # A whole answer is JSON the decoder refuses past MAX_BYTES: never hold more than that.
@@ -58,6 +57,26 @@ _CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key", "proxy-author
 # Framing headers are the transport's: a user's copy would be a second, maybe wrong, one.
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
 _HTTPX_UA = f"python-httpx/{httpx.__version__}"  # httpx's default, replaced by ours
+_HIDES_NOTHING = scrubber(())  # the scrubber of no secrets: it returns its input
+
+
+@functools.cache
+def user_agent() -> str:
+    """Return the User-Agent we send: toolnexus/<version>.
+
+    Read on first use, not at import: the version comes from the package metadata, whose
+    machinery is a twentieth of `import toolnexus`.
+    """
+    from .._version import __version__
+
+    return f"toolnexus/{__version__}"
+
+
+def __getattr__(name: str) -> Any:
+    # USER_AGENT stays importable (`from ...transport import USER_AGENT`), computed lazily.
+    if name == "USER_AGENT":
+        return user_agent()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def owned_client(proxy: str | None = None) -> httpx.Client:
@@ -66,7 +85,7 @@ def owned_client(proxy: str | None = None) -> httpx.Client:
     return httpx.Client(
         proxy=proxy,
         timeout=httpx.Timeout(120.0, connect=CONNECT_TIMEOUT),
-        headers={"user-agent": USER_AGENT},
+        headers={"user-agent": user_agent()},
         follow_redirects=True,  # followed by `_open` (the key never leaves its origin)
         max_redirects=MAX_REDIRECTS,
     )
@@ -77,7 +96,7 @@ def owned_async_client(proxy: str | None = None) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         proxy=proxy,
         timeout=httpx.Timeout(120.0, connect=CONNECT_TIMEOUT),
-        headers={"user-agent": USER_AGENT},
+        headers={"user-agent": user_agent()},
         follow_redirects=True,
         max_redirects=MAX_REDIRECTS,
     )
@@ -112,7 +131,7 @@ def _shown(url: httpx.URL) -> str:
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub")
+    __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub", "hides")
 
     def __init__(self, target: Any, headers: Mapping, codec: Any, key: str | None, base: str = ""):
         self.target = httpx.URL(target)
@@ -126,6 +145,7 @@ class Endpoint:
         # The key in any form, and a password in the URL, are masked in every error text.
         password = unquote(self.target.password) if self.target.password else None
         self.scrub = scrubber((key, password))
+        self.hides = self.scrub is not _HIDES_NOTHING  # False: no secret (a local model)
 
     def __repr__(self) -> str:
         return f"Endpoint({self.url!r})"
@@ -169,33 +189,69 @@ class Http:
 
     A host's client is used as given (its auth, hooks, mounts, proxies, verify, http2);
     only the run's timeouts are set per request, and our User-Agent where the client
-    still sends httpx's default.
+    still sends httpx's default. A client the runtime made itself (`owned`: no base URL,
+    query, auth or hooks of a host's) has each POST built from what is fixed per
+    endpoint, merged once: only the body and the timeout change from one POST to the next.
     """
 
-    __slots__ = ("client", "asynchronous", "follow", "hops", "connect", "agent")
+    __slots__ = ("client", "asynchronous", "follow", "hops", "connect", "agent", "owned",
+                 "_merged", "_timeout")  # fmt: skip
 
-    def __init__(self, client: httpx.Client | httpx.AsyncClient):
+    def __init__(self, client: httpx.Client | httpx.AsyncClient, owned: bool = False):
         self.client = client
         self.asynchronous = isinstance(client, httpx.AsyncClient)
         self.follow, self.hops = client.follow_redirects, client.max_redirects
         self.connect = client.timeout.connect  # None: no bound of its own
         self.agent = client.headers.get("user-agent") == _HTTPX_UA
+        self.owned = owned
+        # (endpoint, stream) -> the client's headers merged with the endpoint's; bounded.
+        self._merged: dict[tuple[Endpoint, bool], httpx.Headers] = {}
+        self._timeout: tuple = (None, None)  # the last (seconds, timeout extension) built
 
     def __repr__(self) -> str:
         return f"Http({type(self.client).__name__})"
 
+    def _timeouts(self, timeout: float) -> dict:
+        # A run without a deadline posts with the same timeout every time: built once.
+        last, made = self._timeout
+        if last == timeout:
+            return made
+        connect = timeout if self.connect is None else min(self.connect, timeout)
+        made = httpx.Timeout(timeout, connect=connect).as_dict()
+        self._timeout = (timeout, made)
+        return made
+
+    def _headers(self, ep: Endpoint, stream: bool) -> httpx.Headers:
+        key = (ep, stream)
+        merged = self._merged.get(key)
+        if merged is None:
+            if len(self._merged) >= _MERGED_MAX:
+                self._merged.clear()  # a runtime serving many endpoints: start over
+            merged = self.client.headers.copy()
+            merged.update(ep.stream_headers if stream else ep.headers)
+            self._merged[key] = merged
+        return merged
+
     def request(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> httpx.Request:
         """Return the POST of a body: `timeout` bounds each read and write, and the
         connect too when the client has no shorter bound of its own."""
-        connect = timeout if self.connect is None else min(self.connect, timeout)
+        if self.owned and not self.client.cookies:
+            # What build_request would merge is fixed for the runtime's own client (no
+            # base URL, params or cookies held): the same request, without the merging.
+            headers = self._headers(ep, stream)
+            return httpx.Request("POST", ep.target, content=content, headers=headers,
+                                 extensions={"timeout": self._timeouts(timeout)})  # fmt: skip
         headers = ep.stream_headers if stream else ep.headers
         if self.agent:
             headers = headers.copy()
-            headers.setdefault("user-agent", USER_AGENT)
-        return self.client.build_request(
-            "POST", ep.target, content=content, headers=headers,
-            timeout=httpx.Timeout(timeout, connect=connect),
-        )  # fmt: skip
+            headers.setdefault("user-agent", user_agent())
+        # A copy of the timeouts: a host's event hook may change a request's extensions.
+        extensions = {"timeout": dict(self._timeouts(timeout))}
+        return self.client.build_request("POST", ep.target, content=content, headers=headers,
+                                         extensions=extensions)  # fmt: skip
+
+
+_MERGED_MAX = 64  # endpoints whose merged headers an owned client keeps
 
 
 class Given(NamedTuple):
@@ -225,11 +281,12 @@ def given_http(transport: Any = None, http_client: Any = None) -> Given | None:
                 "an httpx.Client or AsyncClient goes in http_client="
             )
         # Around the transport, the client layer is the runtime's own (redirects, agent).
-        settings = {"transport": transport, "headers": {"user-agent": USER_AGENT},
+        settings = {"transport": transport, "headers": {"user-agent": user_agent()},
                     "follow_redirects": True, "max_redirects": MAX_REDIRECTS,
                     "timeout": httpx.Timeout(120.0, connect=CONNECT_TIMEOUT)}  # fmt: skip
-        return Given(Http(httpx.Client(**settings)) if sync else None,
-                     Http(httpx.AsyncClient(**settings)) if asynchronous else None)  # fmt: skip
+        plain = Http(httpx.Client(**settings), owned=True) if sync else None
+        awaiting = Http(httpx.AsyncClient(**settings), owned=True) if asynchronous else None
+        return Given(plain, awaiting)
     if http_client is None:
         return None
     clients = list(http_client) if isinstance(http_client, list | tuple) else [http_client]
@@ -409,11 +466,9 @@ class _Stream:
             # Stream events are pmaps like every other value we hand out: the answer's
             # text, a model's thinking (Anthropic thinking, reasoning_content) and a
             # refusal's text, each of its own kind.
-            out.extend(
-                pmap({"type": d["type"], "delta": d["delta"]})
-                for d in deltas
-                if d["type"] in _SHOWN
-            )
+            for d in deltas:
+                if d["type"] in _SHOWN:
+                    out.append(pmap({"type": d["type"], "delta": d["delta"]}))
         return out
 
 

@@ -160,8 +160,17 @@ def usage(
     return pmap(out)
 
 
+def _plain_map(m: Mapping) -> Mapping:
+    # A pmap read as a dict: one pass over its buckets, then lookups at dict speed.
+    return dict(m.iteritems()) if type(m) is _PMAP else m
+
+
+_PMAP = type(pmap())
+
+
 def add_usage(a: Mapping, b: Mapping) -> PMap:
     """Return the sum of two usage maps (a detail either reports is summed, missing is 0)."""
+    a, b = _plain_map(a), _plain_map(b)
     out = {k: a.get(k, 0) + b.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}
     out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
     for key in DETAILS:

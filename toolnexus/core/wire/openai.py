@@ -190,20 +190,19 @@ def _assistant_message(text: str, calls: Sequence[Mapping], extra: Mapping | Non
     if extra and not text and not calls and extra.get("refusal"):
         msg["content"] = None  # a refusal: the API's own shape, no content
     if calls:
-        msg["tool_calls"] = pvector(
-            pmap(
-                {
-                    **(c.get("extra") or {}),
-                    "id": c["id"],
-                    "type": "function",
-                    "function": pmap({"name": c["name"], "arguments": c["arguments"]}),
-                }
-            )
-            for c in calls
-        )
+        msg["tool_calls"] = pvector([_wire_call(c) for c in calls])
     if extra:
         msg.update(extra)
     return pmap(msg)
+
+
+def _wire_call(c: Mapping) -> PMap:
+    # The call as the assistant message carries it (from the decoder's plain dict).
+    fn = pmap({"name": c["name"], "arguments": c["arguments"]})
+    extra = c.get("extra")
+    if not extra:
+        return pmap({"id": c["id"], "type": "function", "function": fn})
+    return pmap({**extra, "id": c["id"], "type": "function", "function": fn})
 
 
 def _args_text(raw: Any) -> str:
@@ -243,10 +242,10 @@ def _turn(
     text: str, calls: list, u: Mapping | None, finish: Any, model: Any, extra: Mapping | None = None
 ) -> PMap:
     use = _usage(u) if u else usage(None, None)
-    frozen = pvector(pmap(c) for c in calls)
+    frozen = pvector([pmap(c) for c in calls])
     refusal = extra.get("refusal") if extra else None
     refusal = refusal if isinstance(refusal, str) and refusal else None
-    message = _assistant_message(text, frozen, extra)
+    message = _assistant_message(text, calls, extra)  # read from the plain dicts: faster
     return turn(message, text, frozen, use, finish, model, end=_ENDS.get(finish), refusal=refusal)
 
 
@@ -269,6 +268,8 @@ def parse_response(data: Mapping | bytes | str) -> PMap:
 
 
 def _mapping(value: Any, where: str) -> Mapping:
+    if type(value) is dict:  # what json.loads makes: no ABC check
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -277,6 +278,8 @@ def _mapping(value: Any, where: str) -> Mapping:
 
 
 def _list(value: Any, where: str) -> Sequence:
+    if type(value) is list:  # what json.loads makes
+        return value
     if value is None:
         return ()
     if not isinstance(value, (list, tuple, PVector)):
@@ -449,7 +452,7 @@ def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tupl
     data = event["data"]
     if event["event"] == "error":
         raise stream_error(data)
-    if data == "[DONE]" or data.strip() == "[DONE]":
+    if data[:1] != "{" and data.strip() == "[DONE]":  # a chunk is an object: "{..."
         return acc._replace(done=True), ()
     chunk = load_json(data)
     if chunk.get("error") is not None:
@@ -457,8 +460,9 @@ def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tupl
     text, refusal, calls, usage, finish, model, done, extra = acc
     if model is None:
         model = _str_or_none(chunk.get("model"))
-    if isinstance(chunk.get("usage"), Mapping):  # the include_usage chunk (choices may be empty)
-        usage = chunk["usage"]
+    given = chunk.get("usage")
+    if given is not None and isinstance(given, Mapping):  # the include_usage chunk
+        usage = given  # (its choices may be empty)
     deltas: list = []
     for choice in _list(chunk.get("choices"), "choices"):
         choice = _mapping(choice, "choice")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from pyrsistent import PVector
+from pyrsistent import PVector, pmap, pvector
 
 from ..errors import ProviderError, excerpt
 from ..walk import map_strings
@@ -62,6 +62,9 @@ class SSEState(NamedTuple):
     fresh: bool = True  # nothing decoded yet (a leading BOM is dropped)
 
 
+_BETWEEN = SSEState(fresh=False)  # the state after a whole event, with nothing held
+
+
 def start() -> SSEState:
     """Return the state of a decoder that has seen no bytes."""
     return SSEState()
@@ -75,7 +78,7 @@ def _event(name: str, data: tuple[str, ...]) -> Mapping:
 def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, tuple]:
     # Apply complete lines to the event being built; dispatched events go to `out`.
     for line in lines:
-        if line[:5] == "data:":  # the hot path: most lines are data lines
+        if line.startswith("data:"):  # the hot path: most lines are data lines
             data = (*data, line[6:] if line[5:6] == " " else line[5:])
         elif not line:
             if data:
@@ -123,15 +126,19 @@ def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
         if held > MAX_LINE:
             raise ProviderError(f"a stream line is over {MAX_LINE:,} bytes: not read further")
         return state._replace(buffer=(*state.buffer, chunk), held=held, skip_lf=False), ()
+    whole = not state.buffer and cut == len(chunk) - 1  # the usual chunk: whole lines
+    raw = chunk if whole else b"".join((*state.buffer, chunk[: cut + 1]))
     # The split leaves "" after the final terminator: drop it, it is not a line.
-    lines = _decode(b"".join((*state.buffer, chunk[: cut + 1])), state.fresh)[:-1]
+    lines = _decode(raw, state.fresh)[:-1]
     out: list = []
     event, data = _lines(state.event, state.data, lines, out)
-    rest = chunk[cut + 1 :]
+    rest = b"" if whole else chunk[cut + 1 :]
     # A final CR may be the first half of a CRLF whose LF opens the next chunk.
     ends_cr = not rest and chunk[cut] == 13
     if len(rest) > MAX_LINE:
         raise ProviderError(f"a stream line is over {MAX_LINE:,} bytes: not read further")
+    if not rest and not ends_cr and not event and not data:
+        return _BETWEEN, tuple(out)  # between events, nothing held: no new state to build
     return SSEState((rest,) if rest else (), len(rest), ends_cr, event, data, False), tuple(out)
 
 
@@ -216,14 +223,37 @@ def _whole(text: str, where: str) -> str:
     return joined
 
 
+_PMAP, _PVECTOR = type(pmap()), type(pvector())
+# Leaves a decoded value holds besides strings: nothing to look into.
+_LEAVES = frozenset({type(None), bool, int, float})
+
+
 def _has_surrogate(value: Any) -> bool:
-    # Whether any string in a decoded value holds a UTF-16 surrogate (allocation-free walk).
-    if isinstance(value, str):
+    # Whether any string in a decoded value holds a UTF-16 surrogate: an allocation-free
+    # walk that dispatches on exact types first (a turn is pmaps, pvectors and strings;
+    # ABC checks cost more than the test itself), the ABCs only for other containers.
+    kind = type(value)
+    if kind is str:
         return not value.isascii() and _SURROGATE.search(value) is not None
-    if isinstance(value, Mapping):
-        return any(_has_surrogate(v) for v in value.values())
-    if isinstance(value, (list, tuple, PVector)):
-        return any(_has_surrogate(v) for v in value)
+    if kind is _PMAP:
+        items = value.itervalues()
+    elif kind is _PVECTOR or kind is list or kind is tuple:
+        items = value
+    elif kind in _LEAVES:
+        return False
+    elif isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, (list, tuple, PVector)):
+        items = value
+    else:
+        return False
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _SURROGATE.search(item) is not None:
+                return True
+        elif kind not in _LEAVES and _has_surrogate(item):
+            return True
     return False
 
 
