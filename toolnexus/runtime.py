@@ -85,7 +85,7 @@ class Runtime:
             self._check_open()
             made = self._http.get(proxy)
             if made is None:
-                made = self._http[proxy] = Http(owned_client(proxy), owned=True)
+                made = self._http[proxy] = Http(owned_client(proxy))
             return made
 
     async def ahttp(self, proxy: str | None = None) -> Http:
@@ -100,7 +100,7 @@ class Runtime:
                 return made[0]
             for old in [k for k in self._ahttp if k[0].is_closed()]:
                 del self._ahttp[old]  # its connections died with their loop
-            http = Http(owned_async_client(proxy), owned=True)
+            http = Http(owned_async_client(proxy))
             closer = _close_with_the_loop(http.client)
             self._ahttp[(loop, proxy)] = (http, closer)
         await closer.__anext__()

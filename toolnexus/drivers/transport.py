@@ -189,23 +189,17 @@ class Http:
 
     A host's client is used as given (its auth, hooks, mounts, proxies, verify, http2);
     only the run's timeouts are set per request, and our User-Agent where the client
-    still sends httpx's default. A client the runtime made itself (`owned`: no base URL,
-    query, auth or hooks of a host's) has each POST built from what is fixed per
-    endpoint, merged once: only the body and the timeout change from one POST to the next.
+    still sends httpx's default.
     """
 
-    __slots__ = ("client", "asynchronous", "follow", "hops", "connect", "agent", "owned",
-                 "_merged", "_timeout")  # fmt: skip
+    __slots__ = ("client", "asynchronous", "follow", "hops", "connect", "agent", "_timeout")
 
-    def __init__(self, client: httpx.Client | httpx.AsyncClient, owned: bool = False):
+    def __init__(self, client: httpx.Client | httpx.AsyncClient):
         self.client = client
         self.asynchronous = isinstance(client, httpx.AsyncClient)
         self.follow, self.hops = client.follow_redirects, client.max_redirects
         self.connect = client.timeout.connect  # None: no bound of its own
         self.agent = client.headers.get("user-agent") == _HTTPX_UA
-        self.owned = owned
-        # (endpoint, stream) -> the client's headers merged with the endpoint's; bounded.
-        self._merged: dict[tuple[Endpoint, bool], httpx.Headers] = {}
         self._timeout: tuple = (None, None)  # the last (seconds, timeout extension) built
 
     def __repr__(self) -> str:
@@ -221,26 +215,9 @@ class Http:
         self._timeout = (timeout, made)
         return made
 
-    def _headers(self, ep: Endpoint, stream: bool) -> httpx.Headers:
-        key = (ep, stream)
-        merged = self._merged.get(key)
-        if merged is None:
-            if len(self._merged) >= _MERGED_MAX:
-                self._merged.clear()  # a runtime serving many endpoints: start over
-            merged = self.client.headers.copy()
-            merged.update(ep.stream_headers if stream else ep.headers)
-            self._merged[key] = merged
-        return merged
-
     def request(self, ep: Endpoint, content: bytes, timeout: float, stream: bool) -> httpx.Request:
         """Return the POST of a body: `timeout` bounds each read and write, and the
         connect too when the client has no shorter bound of its own."""
-        if self.owned and not self.client.cookies:
-            # What build_request would merge is fixed for the runtime's own client (no
-            # base URL, params or cookies held): the same request, without the merging.
-            headers = self._headers(ep, stream)
-            return httpx.Request("POST", ep.target, content=content, headers=headers,
-                                 extensions={"timeout": self._timeouts(timeout)})  # fmt: skip
         headers = ep.stream_headers if stream else ep.headers
         if self.agent:
             headers = headers.copy()
@@ -249,9 +226,6 @@ class Http:
         extensions = {"timeout": dict(self._timeouts(timeout))}
         return self.client.build_request("POST", ep.target, content=content, headers=headers,
                                          extensions=extensions)  # fmt: skip
-
-
-_MERGED_MAX = 64  # endpoints whose merged headers an owned client keeps
 
 
 class Given(NamedTuple):
@@ -284,8 +258,8 @@ def given_http(transport: Any = None, http_client: Any = None) -> Given | None:
         settings = {"transport": transport, "headers": {"user-agent": user_agent()},
                     "follow_redirects": True, "max_redirects": MAX_REDIRECTS,
                     "timeout": httpx.Timeout(120.0, connect=CONNECT_TIMEOUT)}  # fmt: skip
-        plain = Http(httpx.Client(**settings), owned=True) if sync else None
-        awaiting = Http(httpx.AsyncClient(**settings), owned=True) if asynchronous else None
+        plain = Http(httpx.Client(**settings)) if sync else None
+        awaiting = Http(httpx.AsyncClient(**settings)) if asynchronous else None
         return Given(plain, awaiting)
     if http_client is None:
         return None
