@@ -10,7 +10,15 @@ import pytest
 from pyrsistent import thaw
 
 from toolnexus import ask, create_client
-from toolnexus.store import StoreCorruptError, capped_store, redis_lock, redis_store
+from toolnexus.store import (
+    StoreCorruptError,
+    capped_store,
+    namespaced,
+    redis_lock,
+    redis_store,
+    sanitize_ids,
+)
+from toolnexus.store.decorators import sanitize_id
 from toolnexus.store.fused import fused_call
 from toolnexus.testing import fake_provider, text_reply
 
@@ -81,6 +89,25 @@ def test_a_usual_exchange_is_two_round_trips(redis_url, client, prefix):
             assert seen.seen == ["EVALSHA", "EVALSHA"]
     assert len(c.store["get"]("x")) == 8
     assert client.exists(prefix + "lock:x") == 0  # released
+
+
+@pytest.mark.parametrize(
+    "wrap", [namespaced("tenant"), sanitize_ids], ids=["namespaced", "sanitized"]
+)
+def test_an_id_mapping_decorator_keeps_the_two_round_trips(redis_url, client, prefix, wrap):
+    """namespaced and sanitize_ids map ids and keep the fused calls: lock+load and
+    save+release stay one script each, on the decorator's key and its lock."""
+    with fake_provider(echo) as fp:
+        c = create_client(base_url=fp.url, model="m", api_key="k",
+                          store=wrap(redis_store(redis_url, prefix=prefix)))  # fmt: skip
+        ask(c, "first", id="Chat X")
+        with Monitor(client, prefix) as seen:
+            assert ask(c, "again", id="Chat X")["text"] == "echo: again"
+        assert seen.seen == ["EVALSHA", "EVALSHA"]
+    key = sanitize_id("Chat X") if wrap is sanitize_ids else "tenant:Chat X"
+    assert redis_store(redis_url, prefix=prefix)["ids"]() == (key,)  # under its own key
+    assert [m["content"] for m in thaw(c.store["get"]("Chat X"))][::2] == ["first", "again"]
+    assert not list(client.scan_iter(match=prefix.replace("[", "\\[") + "lock:*"))  # released
 
 
 def test_a_lock_held_elsewhere_is_waited_for_then_loaded(redis_url, client, prefix):

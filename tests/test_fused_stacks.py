@@ -404,3 +404,43 @@ def test_a_hand_made_decorator_is_never_bypassed():
     finally:
         close(c)
     assert seen and "save_release" not in {name for name, _ in w.used}
+
+
+ID_MAPPERS = ([("namespaced", "t1")], [("sanitize",)], [("sanitize",), ("namespaced", "t2")])
+
+
+def test_a_decorator_that_only_maps_ids_keeps_the_fused_calls():
+    """namespaced and sanitize_ids declare the store's fused calls again under their own
+    ids: an exchange through them takes and loads, saves and releases (or saves and logs)
+    in one call each, and reaches the store exactly as the separate calls do."""
+    actions = [("ask", "a", "run"), ("ask", "a", "stream"), ("fork", "a", "d", 4),
+               ("ask", "d", "run"), ("forget", "a")]  # fmt: skip
+    for specs in ID_MAPPERS:
+        for with_log in (False, True):
+            fast, _, fast_answers, fast_reads = play(True, specs, actions, with_log, False)
+            slow, _, slow_answers, slow_reads = play(False, specs, actions, with_log, False)
+            assert (fast_answers, fast_reads) == (slow_answers, slow_reads), specs
+            assert fast.trace == slow.trace and fast.log_rows == slow.log_rows, specs
+            used = {name for name, _ in fast.used}
+            saved = "save_logged" if with_log else "save_release"  # (its release records so)
+            assert used == {"lock_load", saved, "fork"}, (specs, with_log)
+
+
+def test_sanitize_ids_writes_a_hashed_ids_name_before_a_fused_save():
+    """An id too long to encode keeps its name record (so `ids()` lists it) when the save
+    is a fused one, and a fork to such an id too: the same records as separate calls."""
+    long_id, other = "Long id " * 20, "Other " * 30
+    backings = []
+    for fused in (True, False):
+        w = World(fused)
+        stack = sanitize_ids(recording_store(w))
+        c = create_in_process_client(model="m", generate=_echo, store=stack)
+        try:
+            run(c, "q", conversation_id=long_id)
+            fork(stack, long_id, other, at=2)
+        finally:
+            close(c)
+        assert sorted(stack["ids"]()) == sorted([long_id, other])
+        assert ("fork" in {n for n, _ in w.used}) is fused
+        backings.append({k: _print(v) for k, v in w.backing.items()})
+    assert backings[0] == backings[1]

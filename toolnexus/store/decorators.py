@@ -8,7 +8,8 @@ own), wrapping those that take an id when it changes ids (so `namespaced` locks 
 namespaced id), and sets a readable "desc". Each builds its map with `fused.derive`,
 which drops the store's fused calls that need what it replaced (a fused call never
 bypasses a decorator), and declares again what stays true: the "view" (what `get`
-returns right after `save`, see `stored_view`) where it still knows it.
+returns right after `save`, see `stored_view`) where it still knows it, and the id-taking
+fused calls of a decorator that only maps ids (`namespaced`, `sanitize_ids`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..core import transcript as tx
 from ..core.extras import needs_extra
 from .document import parse_document
 from .errors import StoreCorruptError
-from .fused import derive, stored_view, view
+from .fused import declared, derive, fuse, stored_view, view
 
 __all__ = [
     "DecryptionError",
@@ -77,6 +78,42 @@ def _same_view(store: Mapping) -> dict:
     what get returns after save (they only map ids, or watch)."""
     inner = stored_view(store)
     return {} if inner is None else {"view": view(inner)}
+
+
+def _keyed(store: Mapping, key: Callable[[str], str], before_save: Callable | None = None) -> dict:
+    """Return the store's fused calls declared again for a decorator that only maps ids to
+    `key(id)` (and may write a side record first, `before_save(id)`): the same round
+    trips under the decorator's ids, bound to its own get, save and lock by `derive`."""
+    found = {n: declared(store, n) for n in _KEYED}
+    pre = before_save or (lambda id: None)
+
+    def lock_load(id):
+        return found["lock_load"].call(key(id))
+
+    def save_release(held, id, t):
+        pre(id)
+        return found["save_release"].call(held, key(id), t)
+
+    def save_logged(id, t, rows, entries):
+        pre(id)
+        return found["save_logged"].call(key(id), t, rows, entries)
+
+    def save_logged_release(held, id, t, rows, entries):
+        pre(id)
+        return found["save_logged_release"].call(held, key(id), t, rows, entries)
+
+    def fork(src, dst, at, check):
+        pre(dst)
+        return found["fork"].call(key(src), key(dst), at, check)
+
+    calls = {"lock_load": lock_load, "save_release": save_release, "save_logged": save_logged,
+             "save_logged_release": save_logged_release, "fork": fork}  # fmt: skip
+    out = {n: fuse(calls[n], *f.needs, where=f.where) for n, f in found.items() if f is not None}
+    return {**out, **_same_view(store)}
+
+
+# The fused calls that take conversation ids (store.fused): a decorator mapping ids keeps them.
+_KEYED = ("lock_load", "save_release", "save_logged", "save_logged_release", "fork")
 
 
 def _check_store(store: Any, who: str) -> None:
@@ -198,12 +235,14 @@ def sanitize_ids(store: Mapping) -> dict:
     def get(id: str):
         return store["get"](sanitize_id(id))
 
-    def save(id: str, transcript: Sequence[Mapping]) -> None:
-        key = sanitize_id(id)
-        side = name_key(key)
+    def side_record(id: str) -> None:
+        side = name_key(sanitize_id(id))
         if side and "ids" in store:  # the name first: a transcript is never listed nameless
             store["save"](side, [{"role": "toolnexus.id", "content": id}])
-        store["save"](key, transcript)
+
+    def save(id: str, transcript: Sequence[Mapping]) -> None:
+        side_record(id)
+        store["save"](sanitize_id(id), transcript)
 
     ops.update(get=get, save=save)
     if callable(store.get("lock")):
@@ -230,7 +269,7 @@ def sanitize_ids(store: Mapping) -> dict:
             return tuple(i for i in found if isinstance(i, str))
 
         ops["ids"] = ids
-    return derive(store, fused=_same_view(store), **ops)
+    return derive(store, fused=_keyed(store, sanitize_id, side_record), **ops)
 
 
 # ---- namespaced --------------------------------------------------------------
@@ -267,7 +306,7 @@ def namespaced(prefix: str, store: Mapping) -> dict:
         ops["delete"] = lambda id: store["delete"](head + id)
     if "ids" in store:
         ops["ids"] = lambda: tuple(k[len(head) :] for k in store["ids"]() if k.startswith(head))
-    return derive(store, fused=_same_view(store), **ops)
+    return derive(store, fused=_keyed(store, lambda id: head + id), **ops)
 
 
 # ---- observed ------------------------------------------------------------------
