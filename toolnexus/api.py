@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pyrsistent import PMap
 
@@ -24,7 +24,9 @@ from .core.wire.parts import check_prompt
 from .drivers import sync
 from .drivers.guard import Guard
 from .exchange import performed
-from .types import RunResult, StreamEvent
+
+if TYPE_CHECKING:  # the result types are for type checkers: cast() takes their names
+    from .types import RunResult, StreamEvent
 
 __all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask", "forget",
            "forget_in"]  # fmt: skip
@@ -133,14 +135,14 @@ def run(
     t = otel.exchange_trace(client, cid, False)
     table = otel.traced(sync.handlers(ctx, guard, False), t, False)
     if t is None:
-        return cast(RunResult, _exhaust(sync.drive(flow, table)))
+        return cast("RunResult", _exhaust(sync.drive(flow, table)))
     try:
         result = _exhaust(sync.drive(flow, table))
     except BaseException as e:
         t.abort(e)
         raise
     t.finish(result)
-    return cast(RunResult, result)
+    return cast("RunResult", result)
 
 
 def stream(
@@ -181,7 +183,7 @@ def stream(
 def _done(result: PMap) -> StreamEvent:
     from pyrsistent import pmap
 
-    return cast(StreamEvent, pmap({"type": "done", "result": result}))
+    return cast("StreamEvent", pmap({"type": "done", "result": result}))
 
 
 def ask(
@@ -264,7 +266,7 @@ async def arun(
     try:
         async for event in events:
             if event["type"] == "__result__":
-                return cast(RunResult, event["result"])
+                return cast("RunResult", event["result"])
     finally:
         await events.aclose()
     raise RuntimeError("run ended without a result")  # pragma: no cover
@@ -289,7 +291,7 @@ async def astream(
             yield (
                 _done(event["result"])
                 if event["type"] == "__result__"
-                else cast(StreamEvent, event)
+                else cast("StreamEvent", event)
             )
     finally:
         await events.aclose()

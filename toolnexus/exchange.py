@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .core.flow import Op, value_of
-from .history.wiring import exchange_entries
 from .store.fused import declared, derive, fused_call
 
 __all__ = ["Commit", "Exchange", "choose", "conversation_lock", "performed"]
@@ -81,6 +80,7 @@ def _logged(store: Mapping, log: Mapping | None) -> tuple[Commit | None, Commit 
     save, rows = declared(store, "save_logged"), declared(log, "rows") if log else None
     if save is None or rows is None or save.where is None or save.where != rows.where:
         return None, None
+    from .history.wiring import exchange_entries  # only with a log (its rows' shape)
 
     def save_logged(cid: str, messages: Any, prompt: str, answers: Any, asked_at: Any) -> Any:
         return save.call(cid, messages, rows.call, exchange_entries(cid, prompt, answers,

@@ -30,11 +30,13 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .drivers.helpers import Helpers
 from .drivers.transport import Http, owned_async_client, owned_client
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["Runtime", "MEMO_SIZE"]
 
@@ -112,6 +114,8 @@ class Runtime:
         with self._lock:
             self._check_open()
             if self._tool_pool is None:
+                from concurrent.futures import ThreadPoolExecutor  # loaded on first use
+
                 self._tool_pool = ThreadPoolExecutor(TOOL_THREADS, "toolnexus-tool")
             return self._tool_pool
 
@@ -128,6 +132,8 @@ class Runtime:
         with self._lock:
             self._check_open()
             if self._io_pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._io_pool = ThreadPoolExecutor(IO_THREADS, "toolnexus-io")
             return self._io_pool
 

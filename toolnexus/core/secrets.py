@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from functools import cache
 from typing import Any
 from urllib.parse import unquote
 
@@ -222,15 +223,22 @@ def scrub_value(value: Any, scrub: Scrub) -> Any:
 
 # Every password-like parameter: password, sslpassword, passwd, pwd, *secret*, *token*.
 _SECRET_KEY = r"[A-Za-z_]*(?:password|passwd|pwd|secret|token)[A-Za-z_]*"
-_QUERY_PASSWORD = re.compile(rf"([?&;]{_SECRET_KEY}=)([^&#]*)", re.IGNORECASE)
-# key=value conninfo: password='it''s' / 'it\'s' or password=secret; a quote never closed
-# runs to the end (libpq refuses it, and all of it may be the password).
-_CONNINFO_PASSWORD = re.compile(
+
+
+@cache
+def _dsn_patterns() -> tuple[re.Pattern, re.Pattern]:
+    """Return (query password, conninfo password): compiled on first use (DSNs are rare;
+    `import toolnexus` does not pay for two case-insensitive patterns)."""
+    query = re.compile(rf"([?&;]{_SECRET_KEY}=)([^&#]*)", re.IGNORECASE)
+    # key=value conninfo: password='it''s' / 'it\'s' or password=secret; a quote never
+    # closed runs to the end (libpq refuses it, and all of it may be the password).
     # Unquoted, the bare words after it (no "=": not the next key) count too: libpq
     # refuses such a DSN, and they may be the rest of a password with a space in it.
-    rf"((?<![A-Za-z_]){_SECRET_KEY}\s*=\s*)('(?:[^'\\]|\\.|'')*'?|\S+(?:\s+(?![\w.-]*\s*=)\S+)*)",
-    re.IGNORECASE,
-)
+    conninfo = re.compile(
+        rf"((?<![A-Za-z_]){_SECRET_KEY}\s*=\s*)('(?:[^'\\]|\\.|'')*'?|\S+(?:\s+(?![\w.-]*\s*=)\S+)*)",
+        re.IGNORECASE,
+    )
+    return query, conninfo
 
 
 def _userinfo(dsn: str) -> tuple[int, int] | None:
@@ -264,9 +272,10 @@ def dsn_passwords(dsn: str) -> tuple[str, ...]:
     span = _userinfo(dsn)
     if span is not None:
         found.append(dsn[span[0] : span[1]])
-    found.extend(m.group(2) for m in _QUERY_PASSWORD.finditer(dsn))
+    query, conninfo = _dsn_patterns()
+    found.extend(m.group(2) for m in query.finditer(dsn))
     if "://" not in dsn:
-        for m in _CONNINFO_PASSWORD.finditer(dsn):
+        for m in conninfo.finditer(dsn):
             value = m.group(2)
             if value[:1] == "'":
                 closed = len(value) > 1 and value.endswith("'")
@@ -301,9 +310,10 @@ def redact_dsn(dsn: str) -> str:
     """
     if not isinstance(dsn, str):
         return MASK
+    query, conninfo = _dsn_patterns()
     if "://" not in dsn:
-        return _CONNINFO_PASSWORD.sub(lambda m: m.group(1) + MASK, dsn)
+        return conninfo.sub(lambda m: m.group(1) + MASK, dsn)
     span = _userinfo(dsn)
     if span is not None:
         dsn = dsn[: span[0]] + MASK + dsn[span[1] :]
-    return _QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, dsn)
+    return query.sub(lambda m: m.group(1) + MASK, dsn)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import enum
 import inspect
@@ -381,6 +380,8 @@ def _record_schema(hint: type) -> dict | None:
     Its fields are the properties (in order); those without a default (a TypedDict's
     required keys) are required; no other property is allowed.
     """
+    import dataclasses  # loaded with the first record-typed parameter, not with the package
+
     if dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint)
         fields = [f for f in dataclasses.fields(hint) if f.init]

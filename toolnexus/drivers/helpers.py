@@ -15,7 +15,6 @@ closes it with itself; a forked child makes its own.
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +60,8 @@ class Helpers:
     """At most `limit` daemon threads that run the calls offered to them."""
 
     def __init__(self, limit: int, name: str):
+        import queue  # on first use: `import toolnexus` does not pay for it
+
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._limit, self._name = limit, name

@@ -10,16 +10,14 @@ fails, on its own; its result is dropped).
 from __future__ import annotations
 
 import logging
-import queue
 import random
 import threading
 import time
 import warnings
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from datetime import UTC, datetime
 from types import GeneratorType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyrsistent import PMap, pmap, thaw
 
@@ -30,6 +28,9 @@ from ..core.wire.generated import parse_generated
 from ..core.wire.sse import hold_half
 from .guard import Guard
 from .transport import TURN, send, send_stream
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "Context", "drive", "handlers", "plain_handlers", "StreamClosed", "resolve", "POLL_S", "rng",
@@ -238,6 +239,8 @@ class _Sync:
             yield from items
             return
         # A reader thread, so a stalled stream cannot hold the run past its deadline.
+        import queue  # only a watched stream needs it
+
         box: queue.SimpleQueue = queue.SimpleQueue()
         done = object()
 
