@@ -11,9 +11,7 @@ StoreUnavailableError until the database is back.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...core.extras import needs_extra
@@ -24,37 +22,6 @@ from .log import postgres_log
 from .store import open_store
 
 __all__ = ["postgres_backend"]
-
-
-class _OpeningPool:
-    """A psycopg pool we own, opened on its first use (a database that is down fails fast,
-    with its reason, and a later use tries again): what store, lock and log borrow from."""
-
-    def __init__(self, pool: Any, timeout: float, what: str):
-        self.pool, self.timeout, self.what = pool, timeout, what
-        self.conninfo, self.max_size = pool.conninfo, pool.max_size
-        self._guard = threading.Lock()
-
-    def _open(self) -> None:
-        if getattr(self.pool, "closed", False):
-            with self._guard:
-                _connect.pg_open(self.pool, self.timeout, self.what)
-
-    @contextmanager
-    def connection(self, timeout: float | None = None) -> Iterator[Any]:
-        self._open()
-        with self.pool.connection(timeout=timeout) as conn:
-            yield conn
-
-    def getconn(self, timeout: float | None = None) -> Any:
-        self._open()
-        return self.pool.getconn(timeout=timeout)
-
-    def putconn(self, conn: Any) -> None:
-        self.pool.putconn(conn)
-
-    def close(self) -> None:
-        self.pool.close()
 
 
 def postgres_backend(
@@ -86,7 +53,7 @@ def postgres_backend(
 
     raw, address, owned = _connect.pg_pool(dsn_or_pool, timeout=timeout, max_size=max_size)
     desc = f"postgres_backend({address!r}, table={table!r}, log_table={log_table!r})"
-    pool = _OpeningPool(raw, timeout, desc) if owned else raw
+    pool = raw  # an OwnedPool when made from a DSN: it opens on first use (connect.py)
     size = getattr(raw, "max_size", None) or max_size
     keep = min(4, max(1, size // 4))  # connections the lock never holds
     store = open_store(pool, address, False, table, timeout, lock_timeout, keep)

@@ -6,9 +6,12 @@ a password never leaves this module.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from ...core.errors import scrub_chain
@@ -20,12 +23,14 @@ from ...store.errors import StoreUnavailableError
 def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any, str, bool]:
     """Return `(pool, redacted address, owned)` for a psycopg_pool pool or a DSN.
 
-    A pool built here opens lazily (see `pg_open`) and is `owned` (ours to close).
+    A pool built here is an `OwnedPool` (ours to close): it opens on first use and fails
+    fast while its server refuses connections.
     """
     if isinstance(pool_or_dsn, str):
         with needs_extra("a PostgreSQL DSN"):
             from psycopg_pool import ConnectionPool
 
+        address = redact_dsn(pool_or_dsn)
         pool = ConnectionPool(
             pool_or_dsn,
             min_size=1,
@@ -40,10 +45,119 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
             # proxy) is found as it is taken and replaced, never handed out to fail.
             check=ConnectionPool.check_connection,
         )
-        return pool, redact_dsn(pool_or_dsn), True
+        return OwnedPool(pool, timeout, f"PostgreSQL at {address!r}"), address, True
     if not callable(getattr(pool_or_dsn, "connection", None)):
         raise TypeError(f"expected a psycopg_pool pool or a DSN, got {type(pool_or_dsn)}")
     return pool_or_dsn, redact_dsn(str(getattr(pool_or_dsn, "conninfo", "") or "pool")), False
+
+
+FIRST_WAIT_S = 1.0  # a connection not handed out by then: the server itself is asked
+PROBE_EVERY_S = 0.5  # at most one such question per server address in this long
+
+
+class _Server:
+    """What this process last learned of one server address: down or not, and when."""
+
+    __slots__ = ("lock", "down", "probed_at", "error")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # one question at a time
+        self.down, self.probed_at, self.error = False, -PROBE_EVERY_S, None
+
+
+_SERVERS: dict[str, _Server] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def _forget_servers() -> None:
+    # A forked child learns on its own (and a lock held at the fork would never be freed).
+    global _SERVERS_LOCK
+    _SERVERS.clear()
+    _SERVERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_servers)
+
+
+def _server(conninfo: str) -> _Server:
+    with _SERVERS_LOCK:
+        return _SERVERS.setdefault(conninfo, _Server())
+
+
+class OwnedPool:
+    """A psycopg pool built from a DSN: opened on first use, and failing fast while its
+    server refuses connections.
+
+    psycopg_pool waits its whole `timeout` for a connection when the server is down (it
+    keeps reconnecting in the background). Here a connection not handed out within
+    FIRST_WAIT_S makes one direct connection to the server: refused, the call is
+    StoreUnavailableError at once (and the server is known down, so later calls ask it
+    first instead of waiting); answered, the pool is only busy and the call waits on.
+    The pool's store, lock and log share what it learns (by address).
+    """
+
+    def __init__(self, pool: Any, timeout: float, what: str):
+        self.pool, self.timeout, self.what = pool, timeout, what
+        self.conninfo, self.max_size = pool.conninfo, pool.max_size
+        self._guard = threading.Lock()
+
+    def open(self, what: str | None = None) -> None:
+        """Open the pool (idempotent); raise StoreUnavailableError (naming `what`, else the
+        server) while its server refuses."""
+        if getattr(self.pool, "closed", False):
+            with self._guard:
+                pg_open(self.pool, self.timeout, what or self.what)
+        elif _server(self.conninfo).down:
+            self._ask_server(what or self.what)
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Any]:
+        """A pooled connection, as `ConnectionPool.connection` (commit or rollback on exit)."""
+        with ExitStack() as stack:
+            yield self._take(timeout, lambda t: stack.enter_context(self.pool.connection(t)))
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        """A pooled connection to hand back with `putconn`."""
+        return self._take(timeout, lambda t: self.pool.getconn(timeout=t))
+
+    def putconn(self, conn: Any) -> None:
+        self.pool.putconn(conn)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _take(self, timeout: float | None, take: Callable[[float], Any]) -> Any:
+        from psycopg_pool import PoolTimeout
+
+        self.open()
+        total = self.timeout if timeout is None else timeout
+        first = min(total, FIRST_WAIT_S)
+        try:
+            return take(first)
+        except PoolTimeout:
+            if total <= first:
+                raise
+        self._ask_server(self.what)  # refused: unavailable now; answered: only busy
+        return take(total - first)
+
+    def _ask_server(self, what: str) -> None:
+        """Connect once, directly (at most once per PROBE_EVERY_S for the address): raise
+        StoreUnavailableError when the server refuses, else mark it up."""
+        import psycopg
+
+        server = _server(self.conninfo)
+        with server.lock:
+            if time.monotonic() - server.probed_at >= PROBE_EVERY_S:
+                try:
+                    connect_timeout = max(1, int(self.timeout))
+                    psycopg.connect(self.conninfo, connect_timeout=connect_timeout).close()
+                    server.down, server.error = False, None
+                except Exception as e:
+                    server.down, server.error = True, e
+                server.probed_at = time.monotonic()
+            error = server.error
+        if error is not None:
+            raise pg_unavailable(self, error, what) from None
 
 
 def pg_passwords(pool: Any) -> tuple[str, ...]:
@@ -56,7 +170,11 @@ def pg_passwords(pool: Any) -> tuple[str, ...]:
 
 
 def pg_unavailable(pool: Any, e: BaseException, what: str) -> StoreUnavailableError:
-    """Return the error for a PostgreSQL server that is down or refused (`what` names it)."""
+    """Return the error for a PostgreSQL server that is down or refused (`what` names it);
+    the server is then known down (an OwnedPool on its address asks it before waiting)."""
+    conninfo = getattr(pool, "conninfo", None)
+    if isinstance(conninfo, str):
+        _server(conninfo).down = True
     scrub_chain(e, pg_passwords(pool))  # it stays as the new error's __context__
     return StoreUnavailableError(f"{what} is unavailable: {type(e).__name__}: {e}")
 

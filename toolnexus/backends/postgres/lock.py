@@ -170,12 +170,12 @@ class PgLock:
 
 
 def _pg_connect(st: PgLock) -> Any:
-    from .connect import is_pg_unavailable, pg_open, pg_unavailable
+    from .connect import is_pg_unavailable, pg_unavailable
 
     try:
         with st.ready:
             if st.owned:
-                pg_open(st.pool, st.connect_timeout, st.what)
+                st.pool.open(st.what)  # an OwnedPool (connect.py)
         # Getting a connection is bounded by connect_timeout, not by the lock wait:
         # a short lock timeout must not turn a slow connect into "unavailable".
         return st.pool.getconn(timeout=st.connect_timeout)

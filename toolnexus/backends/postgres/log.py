@@ -24,7 +24,6 @@ from .connect import (
     database,
     is_pg_unavailable,
     pg_autocommit,
-    pg_open,
     pg_pool,
     pg_unavailable,
 )
@@ -200,7 +199,7 @@ def postgres_log(pool_or_dsn: Any, table: str = "toolnexus_log", *, timeout: flo
     pool, address, owned = pg_pool(pool_or_dsn, timeout=timeout, max_size=4)
     what = f"postgres_log({address}, table={table!r})"
     if owned:
-        pg_open(pool, timeout, what)
+        pool.open(what)  # an OwnedPool (connect.py): a server that is down fails here
     trigram = _setup(pool, table, what)
     if not trigram:
         logger.warning(

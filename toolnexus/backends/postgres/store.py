@@ -213,7 +213,7 @@ def _prepare(st: _Pg) -> None:
         return
     with st.ready:
         if st.owned:
-            _connect.pg_open(st.pool, st.timeout, st.desc)
+            st.pool.open(st.desc)  # an OwnedPool (connect.py): a server that is down fails
         if not st.created:
             with st.pool.connection() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_sql.ddl_key(st.table),))
