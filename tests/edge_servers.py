@@ -68,7 +68,9 @@ class EdgeServer:
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self.scheme = "https" if tls is not None else "http"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -140,7 +142,9 @@ class ForwardProxy:
 
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def url(self) -> str:

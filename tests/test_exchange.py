@@ -269,7 +269,9 @@ class _JSONOnly(BaseHTTPRequestHandler):
 def test_a_stream_answered_with_json_still_delivers_the_text():
     """Fails on the old main: on_text got nothing and an empty answer was saved."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _JSONOnly)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
     try:
         c = create_client(base_url=f"http://127.0.0.1:{server.server_port}/v1", model="m")
         got = []
