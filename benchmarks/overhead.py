@@ -288,21 +288,25 @@ def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict
     return wall, cpu, hellos
 
 
-def import_time(module: str, n: int) -> float:
-    """Return the median seconds to import `module` in a fresh interpreter.
+def import_times(modules: tuple[str, ...], n: int) -> list[float]:
+    """Return the median seconds to import each module in a fresh interpreter.
 
     Both sides import from bytecode, as a user's second import does: pip compiled
     httpx's at install, while an editable toolnexus is compiled on first import, so
-    bytecode writing is allowed (PYTHONDONTWRITEBYTECODE dropped) and one run warms up.
+    bytecode writing is allowed (PYTHONDONTWRITEBYTECODE dropped) and one round warms
+    up. The modules take turns, round after round, so a burst of machine noise hits
+    both sides alike (timed one block after the other, the ratio swung 1.05-1.42x).
     """
-    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    runs = [
-        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True, env=env).stdout)
-        for _ in range(n + 1)
-    ]  # fmt: skip
-    return statistics.median(runs[1:])
+
+    def once(module: str) -> float:
+        code = f"import time; t = time.perf_counter(); import {module}; "
+        code += "print(time.perf_counter() - t)"
+        return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True, env=env).stdout)  # fmt: skip
+
+    rounds = [[once(m) for m in modules] for _ in range(n + 1)]
+    return [statistics.median(r[i] for r in rounds[1:]) for i in range(len(modules))]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -317,8 +321,7 @@ def main(argv: list[str] | None = None) -> dict:
     med = measure(rounds)
     upstream, skipped = upstream_source(a.upstream)
     sub, sub_cpu, hellos = measure_workers(rounds, upstream)
-    imp_tn = import_time("toolnexus", 2 if a.quick else 9)
-    imp_hx = import_time("httpx", 2 if a.quick else 9)
+    imp_tn, imp_hx = import_times(("toolnexus", "httpx"), 2 if a.quick else 15)
     report = {
         "median_ms": {k: v * 1000 for k, v in med.items()},
         "run/httpx": med["run"] / med["httpx"],
