@@ -104,3 +104,29 @@ def test_a_busy_pool_still_waits_for_a_connection(postgres_dsn, unique):
         assert 1.4 < time.monotonic() - t < 5
     finally:
         pool.close()
+
+
+def test_a_server_at_its_connection_limit_is_busy_not_down(postgres_dsn, unique):
+    """The server answers the direct connection with an error of its own (too many
+    connections for this role): not an outage, so the call waits for the pool as before
+    (processes x max_size at max_connections leaves no room for the question)."""
+    import psycopg
+
+    from toolnexus.backends.postgres.connect import pg_pool
+
+    role = f"tnx_lim_{unique}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
+    host = postgres_dsn.split("@", 1)[1]
+    pool, _, _ = pg_pool(f"postgresql://{role}@{host}", timeout=10, max_size=1)
+    try:
+        held = pool.getconn()  # the role's one connection
+        threading.Timer(1.5, pool.putconn, (held,)).start()
+        t = time.monotonic()
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert 1.4 < time.monotonic() - t < 5
+    finally:
+        pool.close()
+        with psycopg.connect(postgres_dsn, autocommit=True) as c:
+            c.execute(f"DROP ROLE IF EXISTS {role}")

@@ -89,32 +89,36 @@ class OwnedPool:
     server refuses connections.
 
     psycopg_pool waits its whole `timeout` for a connection when the server is down (it
-    keeps reconnecting in the background). Here a connection not handed out within
-    FIRST_WAIT_S makes one direct connection to the server: refused, the call is
-    StoreUnavailableError at once (and the server is known down, so later calls ask it
-    first instead of waiting); answered, the pool is only busy and the call waits on.
-    The pool's store, lock and log share what it learns (by address).
+    keeps reconnecting in the background). Here a call that got no connection within
+    FIRST_WAIT_S, while none of this pool's connections is in use (so it is not merely
+    busy), connects once to the server directly: refused or unreachable, the call is
+    StoreUnavailableError at once, and the server is known down, so later calls ask it
+    first instead of waiting; answered, the call waits on. The pools of one address
+    (a store's, a lock's, a log's) share what is learned.
     """
 
     def __init__(self, pool: Any, timeout: float, what: str):
         self.pool, self.timeout, self.what = pool, timeout, what
         self.conninfo, self.max_size = pool.conninfo, pool.max_size
         self._guard = threading.Lock()
+        self._out = 0  # connections handed out and not back yet
 
     def open(self, what: str | None = None) -> None:
         """Open the pool (idempotent); raise StoreUnavailableError (naming `what`, else the
-        server) while its server refuses."""
+        server) while its server is known to refuse."""
         if getattr(self.pool, "closed", False):
             with self._guard:
                 pg_open(self.pool, self.timeout, what or self.what)
-        elif _server(self.conninfo).down:
+        elif _server(self.conninfo).down and not self._out:
             self._ask_server(what or self.what)
 
     @contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[Any]:
         """A pooled connection, as `ConnectionPool.connection` (commit or rollback on exit)."""
         with ExitStack() as stack:
-            yield self._take(timeout, lambda t: stack.enter_context(self.pool.connection(t)))
+            conn = self._take(timeout, lambda t: stack.enter_context(self.pool.connection(t)))
+            stack.callback(self._back)
+            yield conn
 
     def getconn(self, timeout: float | None = None) -> Any:
         """A pooled connection to hand back with `putconn`."""
@@ -122,6 +126,7 @@ class OwnedPool:
 
     def putconn(self, conn: Any) -> None:
         self.pool.putconn(conn)
+        self._back()
 
     def close(self) -> None:
         self.pool.close()
@@ -133,16 +138,24 @@ class OwnedPool:
         total = self.timeout if timeout is None else timeout
         first = min(total, FIRST_WAIT_S)
         try:
-            return take(first)
+            conn = take(first)
         except PoolTimeout:
             if total <= first:
                 raise
-        self._ask_server(self.what)  # refused: unavailable now; answered: only busy
-        return take(total - first)
+            if not self._out:  # nothing of ours holds one: is the server there at all?
+                self._ask_server(self.what)
+            conn = take(total - first)
+        with self._guard:
+            self._out += 1
+        return conn
+
+    def _back(self) -> None:
+        with self._guard:
+            self._out -= 1
 
     def _ask_server(self, what: str) -> None:
         """Connect once, directly (at most once per PROBE_EVERY_S for the address): raise
-        StoreUnavailableError when the server refuses, else mark it up."""
+        StoreUnavailableError when the server refuses or cannot be reached."""
         import psycopg
 
         server = _server(self.conninfo)
@@ -170,11 +183,7 @@ def pg_passwords(pool: Any) -> tuple[str, ...]:
 
 
 def pg_unavailable(pool: Any, e: BaseException, what: str) -> StoreUnavailableError:
-    """Return the error for a PostgreSQL server that is down or refused (`what` names it);
-    the server is then known down (an OwnedPool on its address asks it before waiting)."""
-    conninfo = getattr(pool, "conninfo", None)
-    if isinstance(conninfo, str):
-        _server(conninfo).down = True
+    """Return the error for a PostgreSQL server that is down or refused (`what` names it)."""
     scrub_chain(e, pg_passwords(pool))  # it stays as the new error's __context__
     return StoreUnavailableError(f"{what} is unavailable: {type(e).__name__}: {e}")
 
