@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from urllib.parse import urlsplit
 
 import pytest
 from chat_service_kit import Proxy, via
@@ -31,8 +32,24 @@ def _timed(fn, *args, **kwargs):
     return time.monotonic() - t, str(got.value)
 
 
+def _proxy(dsn: str) -> Proxy:
+    parts = urlsplit(dsn)
+    return Proxy(parts.hostname, parts.port)
+
+
+def _once_back(fn):
+    """Return fn() as soon as the server answers again (within 15 s of its return)."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return fn()
+        except StoreUnavailableError:
+            assert time.monotonic() < deadline, "no recovery after the server came back"
+            time.sleep(0.1)
+
+
 def test_a_store_whose_server_refuses_is_unavailable_in_about_a_second(postgres_dsn, unique):
-    proxy = Proxy("127.0.0.1", int(postgres_dsn.rsplit(":", 1)[1].split("/")[0]))
+    proxy = _proxy(postgres_dsn)
     table = f"tnx_out_{unique}"
     store = postgres_store(via(postgres_dsn, proxy.port), table=table, timeout=10)
     try:
@@ -45,14 +62,7 @@ def test_a_store_whose_server_refuses_is_unavailable_in_about_a_second(postgres_
         later = [_timed(store["get"], "a")[0] for _ in range(5)]
         assert max(later) < 0.5, later
         proxy.restore()
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                assert [m["content"] for m in store["get"]("a")] == ["hi"]
-                break
-            except StoreUnavailableError:
-                assert time.monotonic() < deadline, "no recovery after the server came back"
-                time.sleep(0.1)
+        assert [m["content"] for m in _once_back(lambda: store["get"]("a"))] == ["hi"]
     finally:
         proxy.cut()
         store["close"]()
@@ -60,9 +70,9 @@ def test_a_store_whose_server_refuses_is_unavailable_in_about_a_second(postgres_
 
 
 def test_an_exchange_over_a_backend_whose_server_refuses_fails_fast(postgres_dsn, unique):
-    """The lock, store and log of one backend share what they learn: the exchange's lock
-    fails in about a second and its failure log does not wait again."""
-    proxy = Proxy("127.0.0.1", int(postgres_dsn.rsplit(":", 1)[1].split("/")[0]))
+    """The lock, store and log of one backend share one pool and what it learns: the
+    exchange's lock fails in about a second and its failure log does not wait again."""
+    proxy = _proxy(postgres_dsn)
     table = f"tnx_out_{unique}"
     backend = postgres_backend(via(postgres_dsn, proxy.port), table=table,
                                log_table=f"{table}_log", timeout=10)  # fmt: skip
@@ -74,14 +84,7 @@ def test_an_exchange_over_a_backend_whose_server_refuses_fails_fast(postgres_dsn
         took, _ = _timed(ask, client, "during", id="x")
         assert took < 3, f"the exchange waited {took:.1f} s"  # 20 s before
         proxy.restore()
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                assert ask(client, "after", id="x")["text"] == "echo: after"
-                break
-            except StoreUnavailableError:
-                assert time.monotonic() < deadline, "no recovery after the server came back"
-                time.sleep(0.1)
+        assert _once_back(lambda: ask(client, "after", id="x"))["text"] == "echo: after"
     finally:
         proxy.cut()
         backend["close"]()

@@ -6,7 +6,6 @@ a password never leaves this module.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -52,36 +51,7 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
 
 
 FIRST_WAIT_S = 1.0  # a connection not handed out by then: the server itself is asked
-PROBE_EVERY_S = 0.5  # at most one such question per server address in this long
-
-
-class _Server:
-    """What this process last learned of one server address: down or not, and when."""
-
-    __slots__ = ("lock", "down", "probed_at", "error")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()  # one question at a time
-        self.down, self.probed_at, self.error = False, -PROBE_EVERY_S, None
-
-
-_SERVERS: dict[str, _Server] = {}
-_SERVERS_LOCK = threading.Lock()
-
-
-def _forget_servers() -> None:
-    # A forked child learns on its own (and a lock held at the fork would never be freed).
-    global _SERVERS_LOCK
-    _SERVERS.clear()
-    _SERVERS_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_servers)
-
-
-def _server(conninfo: str) -> _Server:
-    with _SERVERS_LOCK:
-        return _SERVERS.setdefault(conninfo, _Server())
+PROBE_EVERY_S = 0.5  # at most one such question per pool in this long
 
 
 class OwnedPool:
@@ -93,8 +63,8 @@ class OwnedPool:
     FIRST_WAIT_S, while none of this pool's connections is in use (so it is not merely
     busy), connects once to the server directly: refused or unreachable, the call is
     StoreUnavailableError at once, and the server is known down, so later calls ask it
-    first instead of waiting; answered, the call waits on. The pools of one address
-    (a store's, a lock's, a log's) share what is learned.
+    first instead of waiting; answered, the call waits on. A backend's store, lock and
+    log share one pool, so they share what it learns.
     """
 
     def __init__(self, pool: Any, timeout: float, what: str):
@@ -102,6 +72,8 @@ class OwnedPool:
         self.conninfo, self.max_size = pool.conninfo, pool.max_size
         self._guard = threading.Lock()
         self._out = 0  # connections handed out and not back yet
+        self._asking = threading.Lock()  # one question to the server at a time
+        self._down, self._asked_at, self._error = False, -PROBE_EVERY_S, None
 
     def open(self, what: str | None = None) -> None:
         """Open the pool (idempotent); raise StoreUnavailableError (naming `what`, else the
@@ -109,7 +81,7 @@ class OwnedPool:
         if getattr(self.pool, "closed", False):
             with self._guard:
                 pg_open(self.pool, self.timeout, what or self.what)
-        elif _server(self.conninfo).down and not self._out:
+        elif self._down and not self._out:
             self._ask_server(what or self.what)
 
     @contextmanager
@@ -154,21 +126,20 @@ class OwnedPool:
             self._out -= 1
 
     def _ask_server(self, what: str) -> None:
-        """Connect once, directly (at most once per PROBE_EVERY_S for the address): raise
+        """Connect once, directly (at most once per PROBE_EVERY_S): raise
         StoreUnavailableError when the server refuses or cannot be reached."""
         import psycopg
 
-        server = _server(self.conninfo)
-        with server.lock:
-            if time.monotonic() - server.probed_at >= PROBE_EVERY_S:
+        with self._asking:
+            if time.monotonic() - self._asked_at >= PROBE_EVERY_S:
                 try:
                     connect_timeout = max(1, int(self.timeout))
                     psycopg.connect(self.conninfo, connect_timeout=connect_timeout).close()
-                    server.down, server.error = False, None
+                    self._down, self._error = False, None
                 except Exception as e:
-                    server.down, server.error = True, e
-                server.probed_at = time.monotonic()
-            error = server.error
+                    self._down, self._error = True, e
+                self._asked_at = time.monotonic()
+            error = self._error
         if error is not None:
             raise pg_unavailable(self, error, what) from None
 
