@@ -21,12 +21,14 @@ Prints the median seconds per scenario of each arm and the ratios, the time of
 
 Then the upstream comparison: toolnexus 0.21.0 from PyPI has our package's name, so it
 runs in its own interpreter (benchmarks/overhead_worker.py), and so, to pay the same,
-do our `run` and `arun`: one worker process per arm, all against one loopback fake
-provider served from this process, rounds interleaved (the starting arm rotates), each
-scenario timed inside its worker. Install upstream apart from ours, then point at it:
+do our `run` and `arun` and the httpx floor loop: one worker process per arm, all
+against one loopback fake provider served from this process, rounds interleaved (the
+starting arm rotates), each scenario timed inside its worker. The floor's worker gives
+`httpx/upstream`: the least any loop that sends its requests through httpx can reach
+against upstream's own HTTP client. Install upstream apart from ours, then point at it:
   pip install --target DIR toolnexus==0.21.0      (never into the venv that has ours)
   python benchmarks/overhead.py --upstream DIR    (or set TOOLNEXUS_UPSTREAM_DIR=DIR)
-Without it the upstream arm is skipped with the reason; our two workers still run.
+Without it the upstream arm is skipped with the reason; our three workers still run.
 """
 
 from __future__ import annotations
@@ -48,6 +50,21 @@ import httpx
 
 import toolnexus as tn
 from toolnexus.testing import fake_provider
+
+WORKER = Path(__file__).resolve().with_name("overhead_worker.py")
+
+
+def _worker_module():
+    # Loaded by path: this file runs as a script and is loaded by path by the suite.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("overhead_worker", WORKER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+floor_loop = _worker_module().by_hand  # the floor, the same loop in here as in its worker
 
 PROMPT = "What's the weather in Paris and what is 2+2?"
 CALLS = {
@@ -82,17 +99,8 @@ TOOL_DEFS = tn.to_openai(TOOLS)
 
 
 def by_hand(post) -> str:
-    """The floor's loop: POST, call the tools by hand, POST again."""
-    messages = [{"role": "user", "content": PROMPT}]
-    while True:
-        data = post({"model": "m", "messages": messages, "tools": TOOL_DEFS})
-        msg = data["choices"][0]["message"]
-        messages.append(msg)
-        if not msg.get("tool_calls"):
-            return msg["content"]
-        for c in msg["tool_calls"]:
-            out = FUNCS[c["function"]["name"]](**json.loads(c["function"]["arguments"]))
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+    """The floor's loop (overhead_worker's, which the floor's worker runs too): its text."""
+    return floor_loop(post)[0]
 
 
 def by_hand_streamed(hx: httpx.Client, url: str) -> str:
@@ -220,7 +228,6 @@ def measure(rounds: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-WORKER = Path(__file__).resolve().with_name("overhead_worker.py")
 EXPECTED_OUTPUTS = ["sunny in Paris", "4"]
 
 
@@ -265,7 +272,7 @@ def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict
     beside it because it moves less with the machine's load: the arms differ in thread
     hand-offs and connections, whose wall cost depends on the scheduler.
     """
-    arm_names = ["run", "arun", *(["upstream"] if upstream else [])]
+    arm_names = ["run", "arun", "httpx", *(["upstream"] if upstream else [])]
     started: dict[str, tuple[subprocess.Popen, dict]] = {}
     # The provider's cost is not ours: no request checks (the suite makes them).
     with fake_provider(script, validate=False) as fp:
@@ -338,8 +345,11 @@ def main(argv: list[str] | None = None) -> dict:
         "worker_cpu_median_ms": {k: v * 1000 for k, v in sub_cpu.items()},
         "upstream": hellos.get("upstream") or {"skipped": skipped},
     }
+    report["worker run/httpx"] = sub["run"] / sub["httpx"]
+    report["worker run/httpx cpu"] = sub_cpu["run"] / sub_cpu["httpx"]
     if upstream:
-        for arm in ("run", "arun"):
+        # httpx/upstream: the least any loop whose requests go through httpx can reach.
+        for arm in ("run", "arun", "httpx"):
             report[f"{arm}/upstream"] = sub[arm] / sub["upstream"]
             report[f"{arm}/upstream cpu"] = sub_cpu[arm] / sub_cpu["upstream"]
     print(f"weather scenario, {rounds} rounds, median per scenario:")
@@ -362,12 +372,16 @@ def print_workers(report: dict) -> None:
     print("one interpreter per arm, interleaved, median per scenario (wall, worker CPU):")
     for k, v in report["worker_median_ms"].items():
         print(f"  {k:20s} {v:8.3f} ms {report['worker_cpu_median_ms'][k]:8.3f} ms CPU")
+    for k in ("worker run/httpx", "worker run/httpx cpu"):
+        print(f"  {k:26s} {report[k]:.2f}x")
     up = report["upstream"]
     if "skipped" in up:
         print(f"  upstream arm skipped: {up['skipped']}")
         return
     print(f"  upstream = toolnexus {up['version']} from {up['file']}")
-    for k in ("run/upstream", "arun/upstream", "run/upstream cpu", "arun/upstream cpu"):
+    names = ("run/upstream", "arun/upstream", "httpx/upstream", "run/upstream cpu",
+             "arun/upstream cpu", "httpx/upstream cpu")  # fmt: skip
+    for k in names:
         print(f"  {k:26s} {report[k]:.2f}x")
 
 

@@ -2,12 +2,15 @@
 
     python benchmarks/overhead_worker.py ARM BASE_URL [UPSTREAM_DIR]
 
-ARM is `run` or `arun` (this checkout's toolnexus) or `upstream` (toolnexus 0.21.0
+ARM is `run` or `arun` (this checkout's toolnexus), `upstream` (toolnexus 0.21.0
 from PyPI, installed with its dependencies into UPSTREAM_DIR, e.g. by
-`pip install --target DIR toolnexus==0.21.0`). Both packages are named `toolnexus`, so
-they never share an interpreter: an upstream worker drops our editable finder from
-`sys.meta_path`, puts UPSTREAM_DIR first on `sys.path`, and refuses to run if the
-`toolnexus` it imported is not the one in UPSTREAM_DIR.
+`pip install --target DIR toolnexus==0.21.0`) or `httpx` (the hand-written loop on one
+httpx.Client, no toolnexus at all: what any library whose requests go through httpx
+costs at the least, so `httpx/upstream` bounds what `run/upstream` can reach).
+Both packages are named `toolnexus`, so they never share an interpreter: an upstream
+worker drops our editable finder from `sys.meta_path`, puts UPSTREAM_DIR first on
+`sys.path`, and refuses to run if the `toolnexus` it imported is not the one in
+UPSTREAM_DIR.
 
 The scenario is overhead.py's: turn 1 calls get_weather and add, turn 2 answers. This
 file imports no toolnexus at module level and nothing from overhead.py (which imports
@@ -40,6 +43,46 @@ def get_weather(city: str) -> str:
 def add(a: float, b: float) -> str:
     """Add two numbers."""
     return str(a + b)
+
+
+FUNCS = {"get_weather": get_weather, "add": add}
+# The tools as the wire declares them: what tn.to_openai(toolkit) gives for the two
+# functions (test_benchmarks_quick checks they agree), written out so this file needs
+# no toolnexus for the floor.
+TOOL_DEFS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Return the weather for a city.",
+        "parameters": {"type": "object", "required": ["city"],
+                       "properties": {"city": {"type": "string"}}}}},
+    {"type": "function", "function": {
+        "name": "add", "description": "Add two numbers.",
+        "parameters": {"type": "object", "required": ["a", "b"],
+                       "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}},
+]  # fmt: skip
+
+
+def by_hand(post) -> tuple[str, list]:
+    """The floor's loop: POST, call the tools by hand, POST again; (text, tool outputs)."""
+    messages, outputs = [{"role": "user", "content": PROMPT}], []
+    while True:
+        data = post({"model": "m", "messages": messages, "tools": TOOL_DEFS})
+        msg = data["choices"][0]["message"]
+        messages.append(msg)
+        if not msg.get("tool_calls"):
+            return msg["content"], outputs
+        for c in msg["tool_calls"]:
+            out = FUNCS[c["function"]["name"]](**json.loads(c["function"]["arguments"]))
+            outputs.append(out)
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+
+
+def floor_arm(base_url: str):
+    """Return (scenario fn -> (text, outputs), httpx module) for the hand-written loop."""
+    import httpx
+
+    hx = httpx.Client(headers={"Authorization": "Bearer k"})
+    url = base_url + "/chat/completions"
+    return (lambda: by_hand(lambda body: hx.post(url, json=body).json())), httpx
 
 
 def isolate(upstream_dir: str) -> None:
@@ -99,11 +142,11 @@ def upstream_arm(base_url: str, upstream_dir: str):
     return once, up
 
 
-def version_of() -> str:
-    """Return the version of the first toolnexus distribution on sys.path."""
+def version_of(mod) -> str:
+    """Return the version of the distribution an arm's module comes from."""
     from importlib import metadata
 
-    return metadata.version("toolnexus")
+    return metadata.version("toolnexus" if mod.__name__ == "toolnexus" else mod.__name__)
 
 
 def main(argv: list[str]) -> None:
@@ -112,10 +155,12 @@ def main(argv: list[str]) -> None:
     out, sys.stdout = sys.stdout, sys.stderr  # the protocol owns the real stdout
     if arm == "upstream":
         once, mod = upstream_arm(base_url, rest[0])
+    elif arm == "httpx":
+        once, mod = floor_arm(base_url)
     else:
         once, mod = ours_arm(arm, base_url)
     text, outputs = once()
-    hello = {"file": mod.__file__, "version": version_of(), "text": text, "outputs": outputs}
+    hello = {"file": mod.__file__, "version": version_of(mod), "text": text, "outputs": outputs}
     out.write(json.dumps(hello) + "\n")
     out.flush()
     for line in sys.stdin:

@@ -29,14 +29,26 @@ def test_overhead_quick(capsys, monkeypatch):
     }  # fmt: skip
     assert report["run-responses/run"] > 0
     assert all(v > 0 for v in report["median_ms"].values())
-    assert set(report["worker_median_ms"]) == {"run", "arun"}  # our workers still run
-    assert set(report["worker_cpu_median_ms"]) == {"run", "arun"}
+    assert set(report["worker_median_ms"]) == {"run", "arun", "httpx"}  # ours still run
+    assert set(report["worker_cpu_median_ms"]) == {"run", "arun", "httpx"}
+    assert report["worker run/httpx"] > 0
     assert all(v > 0 for v in report["worker_median_ms"].values())
     assert all(v > 0 for v in report["worker_cpu_median_ms"].values())
     assert report["upstream"] == {"skipped": "no --upstream DIR and no TOOLNEXUS_UPSTREAM_DIR"}
     assert "run/upstream" not in report
     out = capsys.readouterr().out
     assert "run/httpx" in out and "upstream arm skipped: no --upstream DIR" in out
+
+
+def test_the_floor_declares_the_tools_the_library_declares():
+    """The floor's worker writes the tools out (it imports no toolnexus): they must be
+    what tn.to_openai gives for the scenario's functions, or the arms send other bodies."""
+    from pyrsistent import thaw
+
+    overhead = load("overhead")
+    worker = load("overhead_worker")
+    assert thaw(overhead.TOOL_DEFS) == worker.TOOL_DEFS
+    assert worker.FUNCS["add"](2, 2) == overhead.add(2, 2)
 
 
 def test_overhead_upstream_dir_without_the_package_is_skipped(tmp_path):
