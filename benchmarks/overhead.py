@@ -21,14 +21,16 @@ Prints the median seconds per scenario of each arm and the ratios, the time of
 
 Then the upstream comparison: toolnexus 0.21.0 from PyPI has our package's name, so it
 runs in its own interpreter (benchmarks/overhead_worker.py), and so, to pay the same,
-do our `run` and `arun` and the httpx floor loop: one worker process per arm, all
-against one loopback fake provider served from this process, rounds interleaved (the
-starting arm rotates), each scenario timed inside its worker. The floor's worker gives
+do our `run`, `run-inline`, `arun` and the httpx floor loop: one worker process per
+arm, all against one loopback fake provider served from this process, rounds
+interleaved (the starting arm rotates), each scenario timed inside its worker. With the
+provider in another process, as a real one is, no arm's threads compete with the
+server's for the interpreter lock (in this process they do). The floor's worker gives
 `httpx/upstream`: the least any loop that sends its requests through httpx can reach
 against upstream's own HTTP client. Install upstream apart from ours, then point at it:
   pip install --target DIR toolnexus==0.21.0      (never into the venv that has ours)
   python benchmarks/overhead.py --upstream DIR    (or set TOOLNEXUS_UPSTREAM_DIR=DIR)
-Without it the upstream arm is skipped with the reason; our three workers still run.
+Without it the upstream arm is skipped with the reason; our four workers still run.
 """
 
 from __future__ import annotations
@@ -272,7 +274,7 @@ def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict
     beside it because it moves less with the machine's load: the arms differ in thread
     hand-offs and connections, whose wall cost depends on the scheduler.
     """
-    arm_names = ["run", "arun", "httpx", *(["upstream"] if upstream else [])]
+    arm_names = ["run", "run-inline", "arun", "httpx", *(["upstream"] if upstream else [])]
     started: dict[str, tuple[subprocess.Popen, dict]] = {}
     # The provider's cost is not ours: no request checks (the suite makes them).
     with fake_provider(script, validate=False) as fp:
@@ -345,8 +347,9 @@ def main(argv: list[str] | None = None) -> dict:
         "worker_cpu_median_ms": {k: v * 1000 for k, v in sub_cpu.items()},
         "upstream": hellos.get("upstream") or {"skipped": skipped},
     }
-    report["worker run/httpx"] = sub["run"] / sub["httpx"]
-    report["worker run/httpx cpu"] = sub_cpu["run"] / sub_cpu["httpx"]
+    for arm in ("run", "run-inline"):  # the provider in another process, as a real one is
+        report[f"worker {arm}/httpx"] = sub[arm] / sub["httpx"]
+        report[f"worker {arm}/httpx cpu"] = sub_cpu[arm] / sub_cpu["httpx"]
     if upstream:
         # httpx/upstream: the least any loop whose requests go through httpx can reach.
         for arm in ("run", "arun", "httpx"):
@@ -360,7 +363,7 @@ def main(argv: list[str] | None = None) -> dict:
               "stream/httpx-sse",
               "arun/httpx-async", "arun/httpx-async+threads", "import toolnexus/httpx")  # fmt: skip
     for k in ratios:
-        print(f"  {k:26s} {report[k]:.2f}x")
+        print(f"  {k:28s} {report[k]:.2f}x")
     print(f"  import: toolnexus {imp_tn * 1000:.1f} ms, httpx {imp_hx * 1000:.1f} ms")
     print(f"  peak RSS {report['peak_rss_mb']:.1f} MB")
     print_workers(report)
@@ -372,8 +375,10 @@ def print_workers(report: dict) -> None:
     print("one interpreter per arm, interleaved, median per scenario (wall, worker CPU):")
     for k, v in report["worker_median_ms"].items():
         print(f"  {k:20s} {v:8.3f} ms {report['worker_cpu_median_ms'][k]:8.3f} ms CPU")
-    for k in ("worker run/httpx", "worker run/httpx cpu"):
-        print(f"  {k:26s} {report[k]:.2f}x")
+    names = ("worker run/httpx", "worker run-inline/httpx", "worker run/httpx cpu",
+             "worker run-inline/httpx cpu")  # fmt: skip
+    for k in names:
+        print(f"  {k:28s} {report[k]:.2f}x")
     up = report["upstream"]
     if "skipped" in up:
         print(f"  upstream arm skipped: {up['skipped']}")
@@ -382,7 +387,7 @@ def print_workers(report: dict) -> None:
     names = ("run/upstream", "arun/upstream", "httpx/upstream", "run/upstream cpu",
              "arun/upstream cpu", "httpx/upstream cpu")  # fmt: skip
     for k in names:
-        print(f"  {k:26s} {report[k]:.2f}x")
+        print(f"  {k:28s} {report[k]:.2f}x")
 
 
 if __name__ == "__main__":

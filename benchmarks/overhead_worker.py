@@ -2,7 +2,7 @@
 
     python benchmarks/overhead_worker.py ARM BASE_URL [UPSTREAM_DIR]
 
-ARM is `run` or `arun` (this checkout's toolnexus), `upstream` (toolnexus 0.21.0
+ARM is `run`, `run-inline` or `arun` (this checkout's toolnexus), `upstream` (toolnexus 0.21.0
 from PyPI, installed with its dependencies into UPSTREAM_DIR, e.g. by
 `pip install --target DIR toolnexus==0.21.0`) or `httpx` (the hand-written loop on one
 httpx.Client, no toolnexus at all: what any library whose requests go through httpx
@@ -100,10 +100,12 @@ def isolate(upstream_dir: str) -> None:
 
 
 def ours_arm(arm: str, base_url: str):
-    """Return (scenario fn -> (text, outputs), toolnexus module) for our run or arun."""
+    """Return (scenario fn -> (text, outputs), toolnexus module) for our run, run-inline
+    (tools one after the other, as the floor calls them) or arun."""
     import toolnexus as tn
 
-    client = tn.create_client(base_url=base_url, model="m", api_key="k")
+    executor = "inline" if arm == "run-inline" else "threads"
+    client = tn.create_client(base_url=base_url, model="m", api_key="k", tool_executor=executor)
     tools = tn.toolkit(tn.define_tool(get_weather), tn.define_tool(add))
     loop = asyncio.new_event_loop()
 

@@ -29,9 +29,9 @@ def test_overhead_quick(capsys, monkeypatch):
     }  # fmt: skip
     assert report["run-responses/run"] > 0
     assert all(v > 0 for v in report["median_ms"].values())
-    assert set(report["worker_median_ms"]) == {"run", "arun", "httpx"}  # ours still run
-    assert set(report["worker_cpu_median_ms"]) == {"run", "arun", "httpx"}
-    assert report["worker run/httpx"] > 0
+    assert set(report["worker_median_ms"]) == {"run", "run-inline", "arun", "httpx"}
+    assert set(report["worker_cpu_median_ms"]) == set(report["worker_median_ms"])
+    assert report["worker run/httpx"] > 0 and report["worker run-inline/httpx"] > 0
     assert all(v > 0 for v in report["worker_median_ms"].values())
     assert all(v > 0 for v in report["worker_cpu_median_ms"].values())
     assert report["upstream"] == {"skipped": "no --upstream DIR and no TOOLNEXUS_UPSTREAM_DIR"}
