@@ -148,7 +148,7 @@ def version_of(mod) -> str:
     """Return the version of the distribution an arm's module comes from."""
     from importlib import metadata
 
-    return metadata.version("toolnexus" if mod.__name__ == "toolnexus" else mod.__name__)
+    return metadata.version(mod.__name__)
 
 
 def main(argv: list[str]) -> None:
