@@ -66,9 +66,16 @@ def _worker_module():
     return mod
 
 
-floor_loop = _worker_module().by_hand  # the floor, the same loop in here as in its worker
-
-PROMPT = "What's the weather in Paris and what is 2+2?"
+# The scenario's prompt and tools, and the floor's loop: one copy, the worker's (it
+# imports no toolnexus), so the in-process arms and the workers run the same scenario.
+_W = _worker_module()
+PROMPT, get_weather, add, FUNCS, floor_loop = (
+    _W.PROMPT,
+    _W.get_weather,
+    _W.add,
+    _W.FUNCS,
+    _W.by_hand,
+)
 CALLS = {
     "tool_calls": [
         {"name": "get_weather", "arguments": {"city": "Paris"}},
@@ -85,24 +92,8 @@ def script(body: dict, dialect: str) -> dict:
     return ANSWER if done else CALLS
 
 
-def get_weather(city: str) -> str:
-    """Return the weather for a city."""
-    return f"sunny in {city}"
-
-
-def add(a: float, b: float) -> str:
-    """Add two numbers."""
-    return str(a + b)
-
-
 TOOLS = tn.toolkit(tn.define_tool(get_weather), tn.define_tool(add))
-FUNCS = {"get_weather": get_weather, "add": add}
 TOOL_DEFS = tn.to_openai(TOOLS)
-
-
-def by_hand(post) -> str:
-    """The floor's loop (overhead_worker's, which the floor's worker runs too): its text."""
-    return floor_loop(post)[0]
 
 
 def by_hand_streamed(hx: httpx.Client, url: str) -> str:
@@ -202,8 +193,8 @@ def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
         "run": lambda: tn.run(client, PROMPT, toolkit=TOOLS)["text"],
         "run-inline": lambda: tn.run(inline, PROMPT, toolkit=TOOLS)["text"],
         "run-responses": lambda: tn.run(responses, PROMPT, toolkit=TOOLS)["text"],
-        "httpx": lambda: by_hand(httpx_post),
-        "http.client": lambda: by_hand(stdlib_post),
+        "httpx": lambda: floor_loop(httpx_post)[0],
+        "http.client": lambda: floor_loop(stdlib_post)[0],
         "stream": streamed,
         "httpx-sse": lambda: by_hand_streamed(hx, url),
         "arun": lambda: loop.run_until_complete(tn.arun(client, PROMPT, toolkit=TOOLS))["text"],

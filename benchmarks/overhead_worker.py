@@ -14,7 +14,8 @@ UPSTREAM_DIR.
 
 The scenario is overhead.py's: turn 1 calls get_weather and add, turn 2 answers. This
 file imports no toolnexus at module level and nothing from overhead.py (which imports
-ours), so it repeats the scenario's prompt and tools.
+ours), so the scenario's prompt, tools and floor loop live here and overhead.py takes
+them from this file.
 
 Protocol, one JSON line each way: the worker first writes
 `{"file", "version", "text", "outputs"}` from one warm-up scenario; then for each line
