@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolnexus.core.calls import ARGUMENT_BYTES
-from toolnexus.core.wire.jsonload import JSONLimitError, load, nesting_exceeds
+from toolnexus.core.wire.jsonload import MAX_BYTES, JSONLimitError, load, nesting_exceeds
 
 # Linear cases take well under a second each at 4 MiB; a loaded 2-core machine gets a
 # wide margin. The quadratic code needed 5.4 s for 40 KB, i.e. hours at 4 MiB.
@@ -113,6 +113,18 @@ _LOOP_CHILD = textwrap.dedent(
                       "output": str(call["output"])[:200], "size": len(arguments)}))
     """
 )
+
+
+def test_json_depth_check_is_linear_at_the_body_bound():
+    """The same check reads provider bodies, SSE events and structured output, bounded at
+    MAX_BYTES (32 MiB): the worst shapes there stay in seconds too."""
+    worst = {k: ADVERSARIAL[k] for k in ("escaped quotes, never closed",)}  # the bug's shape
+    lines = _child(_CHILD, [MAX_BYTES, worst], CHILD_SECONDS)
+    seen = {k: v for line in lines for k, v in line.items()}
+    assert set(seen) == set(worst)
+    for name, (seconds, what, size) in seen.items():
+        assert size > MAX_BYTES - 300 and what != "decoded", name
+        assert seconds < 4 * CASE_SECONDS, f"{name}: {seconds:.2f} s"
 
 
 def test_a_model_answer_of_adversarial_arguments_does_not_stall_a_run():
