@@ -121,7 +121,7 @@ def test_an_http_tool_response_echoing_an_env_value_url_encoded_is_scrubbed(raw,
     raw.script([(403, {"content-type": "application/json"}, echoed.encode())])
     headers = {"Authorization": "Bearer ${HARDENING_TOKEN}"}
     t = http_tool(name="h", description="d", method="POST", url=raw.url + "/x",
-                  input_schema=None, headers=headers)  # fmt: skip
+                  input_schema=None, headers=headers, allow_private=True)  # fmt: skip
     r = t["execute"]({})
     assert r["is_error"] and r["output"].startswith("HTTP 403")
     assert "0123456789" not in r["output"] and "***" in r["output"]

@@ -67,9 +67,16 @@ def call(t, args):
 
 
 def test_get_fills_placeholders_and_sends_the_rest_as_query(server):
+    props = {
+        "user": {"type": "string"},
+        "repo": {"type": "string"},
+        "page": {"type": "integer"},
+        "tags": {"type": "array"},
+        "on": {"type": "boolean"},
+    }
     t = http_tool(name="repo", description="A repo.", method="get",
-                  url=server + "/users/{user}/repos/{repo}",
-                  input_schema={"type": "object", "properties": {}})  # fmt: skip
+                  url=server + "/users/{user}/repos/{repo}", allow_private=True,
+                  input_schema={"type": "object", "properties": props})  # fmt: skip
     r = call(t, {"user": "a b/c", "repo": "x?y", "page": 2, "tags": ["p", "q"], "on": True})
     assert not r["is_error"] and r["metadata"]["status"] == 200 and t["source"] == "http"
     seen = json.loads(r["output"])
@@ -79,8 +86,10 @@ def test_get_fills_placeholders_and_sends_the_rest_as_query(server):
 
 
 def test_post_sends_json_without_the_placeholders_and_named_query_args(server):
-    t = http_tool(name="create", description="Create.", method="POST",
-                  url=server + "/items/{kind}", input_schema=None, query=["dry_run"])  # fmt: skip
+    props = {k: {} for k in ("kind", "title", "n", "dry_run")}
+    t = http_tool(name="create", description="Create.", method="POST", allow_private=True,
+                  url=server + "/items/{kind}", input_schema={"properties": props},
+                  query=["dry_run"])  # fmt: skip
     seen = json.loads(
         call(t, {"kind": "book", "title": "Dune", "n": [1, 2], "dry_run": False})["output"]
     )
@@ -91,7 +100,8 @@ def test_post_sends_json_without_the_placeholders_and_named_query_args(server):
 
 def test_form_body(server):
     t = http_tool(name="f", description="", method="PUT", url=server + "/f",
-                  input_schema=None, body="form")  # fmt: skip
+                  input_schema={"properties": {"a": {}, "b": {}}}, body="form",
+                  allow_private=True)  # fmt: skip
     seen = json.loads(call(t, {"a": "1 2", "b": 3})["output"])
     assert seen["headers"]["content-type"] == "application/x-www-form-urlencoded"
     assert parse_qs(seen["body"]) == {"a": ["1 2"], "b": ["3"]}
@@ -99,7 +109,8 @@ def test_form_body(server):
 
 def test_env_headers_are_expanded_at_call_time_and_never_shown(server, monkeypatch):
     t = http_tool(name="auth", description="", method="GET", url=server + "/echo",
-                  input_schema=None, headers={"Authorization": "Bearer ${HT_TOKEN}"})  # fmt: skip
+                  input_schema=None, headers={"Authorization": "Bearer ${HT_TOKEN}"},
+                  allow_private=True)  # fmt: skip
     missing = call(t, {})
     assert missing["is_error"] and "HT_TOKEN is not set" in missing["output"]
     monkeypatch.setenv("HT_TOKEN", SECRET)
@@ -112,24 +123,25 @@ def test_env_headers_are_expanded_at_call_time_and_never_shown(server, monkeypat
 def test_non_2xx_is_an_error_result_with_status_and_a_bounded_masked_body(server, monkeypatch):
     monkeypatch.setenv("HT_TOKEN", SECRET)
     t = http_tool(name="s", description="", method="GET", url=server + "/status/{code}",
-                  input_schema=None, headers={"Authorization": "${HT_TOKEN}"})  # fmt: skip
-    r = call(t, {"code": 404})
+                  input_schema=None, headers={"Authorization": "${HT_TOKEN}"},
+                  allow_private=True)  # fmt: skip
+    r = call(t, {"code": "404"})
     assert r["is_error"] and r["output"] == "HTTP 404: nope: ***"
     assert r["metadata"]["status"] == 404
-    assert call(t, {"code": 204})["is_error"] is False
+    assert call(t, {"code": "204"})["is_error"] is False
 
 
 def test_unreachable_timeout_and_missing_placeholder_are_error_results(server):
     dead = http_tool(name="d", description="", method="GET", url="http://127.0.0.1:9/x",
-                     input_schema=None, timeout_ms=2000)  # fmt: skip
+                     input_schema=None, timeout_ms=2000, allow_private=True)  # fmt: skip
     r = call(dead, {})
     assert r["is_error"] and r["output"].startswith("GET http://127.0.0.1:9/x failed: ConnectError")
     slow = http_tool(name="s", description="", method="GET", url=server + "/slow",
-                     input_schema=None, timeout_ms=100)  # fmt: skip
+                     input_schema=None, timeout_ms=100, allow_private=True)  # fmt: skip
     assert "Timeout" in call(slow, {})["output"]
-    t = http_tool(
-        name="p", description="", method="GET", url=server + "/{a}/{b}", input_schema=None
-    )
+    props = {"a": {"type": "integer"}, "b": {"type": "string"}}
+    t = http_tool(name="p", description="", method="GET", url=server + "/{a}/{b}",
+                  input_schema={"properties": props}, allow_private=True)  # fmt: skip
     assert call(t, {"a": 1}) == call(t, {"a": 1}) and call(t, {"a": 1})["output"] == (
         "missing argument(s) for the URL: b"
     )
@@ -150,7 +162,7 @@ def test_bad_declarations_are_clear_errors():
 @pytest.mark.parametrize("style", ALL)
 def test_the_model_calls_an_http_tool(server, style):
     t = http_tool(name="lookup", description="Look up a word.", method="GET",
-                  url=server + "/words/{word}",
+                  url=server + "/words/{word}", allow_private=True,
                   input_schema={"type": "object", "properties": {"word": {"type": "string"}},
                                 "required": ["word"]})  # fmt: skip
     script = [tool_calls_reply(("lookup", {"word": "hé llo"})), text_reply("found it")]
@@ -180,7 +192,8 @@ values = st.one_of(
     st.sampled_from(["json", "form"]),
 )
 def test_plan_accounts_for_every_argument_exactly_once(args, in_url, method, body):
-    in_url = sorted(n for n in in_url if n in args)
+    # a path segment of "", "." or ".." is refused (tested in test_http_tool_bounds.py)
+    in_url = sorted(n for n in in_url if n in args and args[n] not in ("", ".", ".."))
     url = "http://h/" + "/".join(f"{{{n}}}" for n in in_url)
     plan = plan_request(method, url, args, ("q",), body)
     segments = urlsplit(plan["url"]).path.split("/")[1:] if in_url else []

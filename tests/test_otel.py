@@ -417,8 +417,9 @@ def test_an_unknown_tool_still_has_its_span(spans):
         [tool_calls_reply({"name": "nope", "arguments": {}}), text_reply("ok")]
     ) as fp:
         run(client(fp), "go", toolkit=[add])
-    (tool,) = by_name(spans())["execute_tool nope"]
+    (tool,) = by_name(spans())["execute_tool _unknown"]  # a name the model made up: not a span name
     assert tool.attributes["error.type"] == "tool_error"
+    assert tool.attributes["gen_ai.tool.name"] == "_unknown"
 
 
 def test_forget_is_a_delete_memory_span(spans):

@@ -39,6 +39,7 @@ __all__ = [
 _HOOKS = {"before_llm", "after_llm", "before_tool", "after_tool"}
 _RESERVED_PARAMS = {"messages", "input", "tools", "stream"}  # "input": the Responses items
 _EXECUTORS = ("threads", "inline")
+MAX_TOOL_CALLS = 64  # a model turn's tool calls that run (one answer once asked for 2,000)
 
 
 class Secret:
@@ -82,6 +83,7 @@ class Client(PRecord):
     headers = field()
     system_prompt = field()
     max_turns = field()
+    max_tool_calls = field()  # per model turn: the calls past it are answered with an error
     store = field()
     lock = field()  # as given (None: see plan.conversation_lock)
     hooks = field()
@@ -178,6 +180,7 @@ def _check(o: Mapping) -> None:
     if not o["model"] or not isinstance(o["model"], str):
         raise ValueError("model is required (a non-empty string)")
     _check_number("max_turns", o["max_turns"], 1, integer=True)
+    _check_number("max_tool_calls", o["max_tool_calls"], 1, integer=True)
     _check_number("retries", o["retries"], 0, integer=True)
     for name in ("retry_base_ms", "max_retry_wait_ms", "timeout_ms", "read_timeout_ms"):
         _check_number(name, o[name], 0)
@@ -229,8 +232,9 @@ def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Clien
 
 def _defaults(options: Mapping) -> dict:
     o = {k: None for k in Client._precord_fields if k not in _DERIVED}
-    o.update(style="openai", max_turns=10, retries=2, retry_base_ms=500, max_retry_wait_ms=60_000,
-             read_timeout_ms=120_000, strict_log=False, lookup_tool=True,
+    o.update(style="openai", max_turns=10, max_tool_calls=MAX_TOOL_CALLS, retries=2,
+             retry_base_ms=500, max_retry_wait_ms=60_000, read_timeout_ms=120_000,
+             strict_log=False, lookup_tool=True,
              tool_executor="threads", on_unsupported_part="error",
              prompt_cache=False, server_state=False)  # fmt: skip
     unknown = set(options) - set(o)
@@ -302,6 +306,7 @@ def create_client(
     headers: Mapping[str, str] | None = None,
     system_prompt: str | None = None,
     max_turns: int = 10,
+    max_tool_calls: int = MAX_TOOL_CALLS,
     store: Mapping[str, Any] | None = None,
     lock: Callable[[str], Any] | None = None,
     hooks: Mapping[str, Callable] | None = None,
@@ -334,7 +339,9 @@ def create_client(
     "anthropic" (POST /v1/messages) or "responses" (POST /responses). api_key: else
     OPENAI_API_KEY / OPENROUTER_API_KEY (openai, responses) / ANTHROPIC_API_KEY; it
     reaches request headers only. headers: extra request headers.
-    system_prompt: leads every request. max_turns: model turns per run (10). store: a
+    system_prompt: leads every request. max_turns: model turns per run (10).
+    max_tool_calls: tool calls run per model turn (64); the model's calls past it are not
+    run, each answered with an error result it reads. store: a
     {get, save} map (default: a fresh in-memory store); lock: fn(id) -> context manager
     held over an exchange (default: the store's own "lock", else an in-process lock).
     hooks: some of before_llm, after_llm, before_tool, after_tool (sync or async).

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .core.toolkit import UNKNOWN_TOOL
 from .core.wire.common import to_json
 
 # A Trace (see otel.py) is what every function here is handed as `t`.
@@ -122,10 +123,11 @@ def _traced_toolkit(t: Trace, tk: Any, calls: Sequence[Mapping], seen: set) -> A
 
 
 def _untraced(t: Trace, calls: Sequence[Mapping], ran: Sequence, seen: set, started: int) -> None:
-    """A span for each call no tool ran (an unknown tool's error result)."""
+    """A span for each call no tool ran (an unknown tool's error result), named for no
+    tool: a model invents names at will, and span names are indexed by name."""
     for call, (result, seconds) in zip(calls, ran, strict=False):
         if call["id"] not in seen:
-            span = t.start(f"execute_tool {call['name']}", _tool_attrs(call["name"], call),
+            span = t.start(f"execute_tool {UNKNOWN_TOOL}", _tool_attrs(UNKNOWN_TOOL, call),
                            "INTERNAL", at=started)  # fmt: skip
             _tool_end(t, span, result, started + int(seconds * 1e9))
 

@@ -56,6 +56,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         "params": o["request_params"],
         "hooks": MappingProxyType(dict(o["hooks"])),
         "max_turns": o["max_turns"],
+        "max_tool_calls": o["max_tool_calls"],
         "retries": o["retries"],
         "retry_base_ms": o["retry_base_ms"],
         "max_wait_s": o["max_retry_wait_ms"] / 1000,

@@ -24,6 +24,8 @@ from typing import Any
 
 from pyrsistent import PMap, freeze, pmap
 
+from .core.toolkit import UNKNOWN_TOOL
+
 __all__ = [
     "BUCKETS", "FAMILIES", "metrics_state", "observations", "record", "render", "metrics_sink",
 ]  # fmt: skip
@@ -97,7 +99,7 @@ _DETAIL_TOKENS = tuple(((kind,), f"{kind}_tokens") for kind in _DETAILS)
 
 
 def _tool(e: Mapping) -> list[tuple]:
-    tool = _label(e.get("tool"))
+    tool = UNKNOWN_TOOL if e.get("source") == "unknown" else _label(e.get("tool"))
     labels = (tool, _label(e.get("source")), _label(bool(e.get("is_error"))))
     return [
         ("count", "toolnexus_tool_calls_total", labels, 1),

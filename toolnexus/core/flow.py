@@ -281,7 +281,7 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
                                                 "turn": turn_no})  # fmt: skip
-        state, calls = steps.on_turn(state, turn, cfg["max_turns"])
+        state, calls = steps.on_turn(state, turn, cfg["max_turns"], cfg.get("max_tool_calls"))
         if events:
             yield ("event", _event("usage", usage=turn["usage"]))
         if not calls:

@@ -163,7 +163,7 @@ def _call(c: Mapping) -> dict:
 
 
 def on_turn(
-    state: State, turn: Mapping, max_turns: int | None = None
+    state: State, turn: Mapping, max_turns: int | None = None, max_calls: int | None = None
 ) -> tuple[State, tuple[dict, ...]]:
     """Return the state after a model turn and the tool calls to run.
 
@@ -172,11 +172,12 @@ def on_turn(
     "done", or "incomplete" with limit "max_tokens" when the answer was cut short; a
     paused turn (turn["end"] == "pause") is continued (not finished) while turns are
     left under `max_turns`, else it ends "incomplete" with limit "max_turns"; the text
-    of a continued answer is joined across its turns.
+    of a continued answer is joined across its turns. Calls past `max_calls` are not run
+    (`capped`): each is answered with an error result.
     """
     if type(turn) is _PMAP:  # read a dozen times below: once into a dict
         turn = dict(turn.iteritems())
-    calls = tuple([_call(c) for c in turn["tool_calls"]])
+    calls = capped(tuple([_call(c) for c in turn["tool_calls"]]), max_calls)
     turns = state["turns"] + 1
     paused = not calls and turn.get("end") == "pause"
     # A paused answer goes on in the next turn: its text is one answer across them.
@@ -208,8 +209,23 @@ def _ending(end: str | None, turns: int, max_turns: int | None) -> dict:
     return {"status": "done"}
 
 
+def capped(calls: tuple[dict, ...], max_calls: int | None) -> tuple[dict, ...]:
+    """Return the calls with those past `max_calls` marked not to run (an error each).
+
+    >>> [c["error"] for c in capped(({"error": None}, {"error": None}), 1)]
+    [None, 'not run: a model turn may call at most 1 tool(s)']
+    """
+    if max_calls is None or len(calls) <= max_calls:
+        return calls
+    why = f"not run: a model turn may call at most {max_calls} tool(s)"
+    return calls[:max_calls] + tuple({**c, "error": why, "capped": True} for c in calls[max_calls:])
+
+
 def invalid_result(call: Mapping) -> PMap:
-    """Return the error result fed back for a call whose arguments could not be used."""
+    """Return the error result fed back for a call that is not run: its arguments could
+    not be used, or it was past the turn's cap on calls."""
+    if call.get("capped"):
+        return tool_result(f"Tool call {call['name']!r} {call['error']}", True)
     return tool_result(f"Invalid arguments for tool {call['name']!r}: {call['error']}", True)
 
 

@@ -16,6 +16,10 @@ __all__ = [
     "to_openai", "to_anthropic", "to_gemini",
 ]  # fmt: skip
 
+# The one name metrics and spans give every call to a tool the toolkit does not have: a
+# model invents names at will, and each as a label or span name would be a new series.
+UNKNOWN_TOOL = "_unknown"
+
 # Each dialect's declaration of a tool (the codecs own their shape).
 _ENTRIES = {d: codec.tool_entry for d, codec in DIALECTS.items()}
 

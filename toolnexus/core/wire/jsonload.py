@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
+from itertools import accumulate
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_BYTES", "JSONLimitError", "load", "nesting_exceeds"]
@@ -18,11 +20,16 @@ __all__ = ["MAX_DEPTH", "MAX_BYTES", "JSONLimitError", "load", "nesting_exceeds"
 MAX_DEPTH = 100  # a response envelope is ~5 deep; a tool's arguments rarely pass 10
 MAX_BYTES = 32 * 1024 * 1024
 
-# A JSON string (which may hold brackets that are not structure); tolerant of bad
-# escapes, which json.loads rejects later anyway.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: C-speed runs
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_PAIR = re.compile(r"[\[{][\]}]")  # an innermost pair (a mismatched one fails to decode)
+# Every pass below is a regex without backtracking (each match is a fixed width or a
+# run of one character class, and a failed attempt costs O(1) or ends the scan), so a
+# model's or a provider's bytes cost linear time whatever they hold. An unrolled
+# string pattern ('"[^"\\]*(?:\\.[^"\\]*)*"') looks linear but is not: on '"\\"\\"...'
+# with no closing quote it rescans from every escaped quote (120 KB: 68 s).
+_ESCAPE = re.compile(r"\\.", re.DOTALL)  # a backslash and the character it escapes
+_NOT_STRUCTURE = re.compile(r'[^\[\]{}"]+')
+_STRING = re.compile(r'"[^"]*"')  # once escapes are gone, a string is quote to quote
+# Opening brackets count +1, closing ones -1 (signed bytes), for a running depth.
+_DEPTH_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
 class JSONLimitError(ValueError):
@@ -33,8 +40,8 @@ def nesting_exceeds(text: str, max_depth: int = MAX_DEPTH) -> bool:
     """Return whether the arrays and objects of a JSON text may nest deeper than `max_depth`.
 
     Exact for well-formed JSON; for malformed text it errs towards True (the decoder
-    would reject that text anyway). Each pass removes every innermost pair, so a
-    document of depth d empties in d passes; at most `max_depth` passes run.
+    would reject that text anyway). Linear time on any text: a few C-speed regex passes
+    that cannot backtrack, then a running sum over the brackets left.
 
     >>> nesting_exceeds('{"a": [1, {"b": "[[["}]}', 3), nesting_exceeds("[[[]]]", 2)
     (False, True)
@@ -44,16 +51,35 @@ def nesting_exceeds(text: str, max_depth: int = MAX_DEPTH) -> bool:
     opens = text.count("[") + text.count("{")
     if opens <= max_depth:  # the usual case: too few brackets to nest that deep
         return False
-    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    passes = 0
-    while skeleton and passes < max_depth:
-        skeleton, n = _PAIR.subn("", skeleton)
-        if n == 0:
-            break
-        passes += 1
-    # What is left never closed (or nests deeper still): count it all as depth.
-    left = skeleton.count("[") + skeleton.count("{")
-    return passes + left > max_depth if skeleton else False
+    return _max_depth(_skeleton(text)) > max_depth
+
+
+def _skeleton(text: str) -> str:
+    """Return the brackets of `text` that lie outside its strings, in order.
+
+    Escapes go first (left to right, as a JSON reader pairs them); a backslash outside a
+    string is an error at that very spot for the decoder, so what it might hide lies
+    after the point where decoding stops. A string never closed hides nothing: its
+    brackets stay and count (erring towards "too deep").
+    """
+    if "\\" in text:
+        text = _ESCAPE.sub("", text)
+    marks = _NOT_STRUCTURE.sub("", text)  # brackets and quotes only
+    if '"' in marks:
+        marks = _STRING.sub("", marks).replace('"', "")  # and a quote left open
+    return marks
+
+
+def _max_depth(skeleton: str) -> int:
+    """Return the deepest running depth of a bracket skeleton (linear, in C).
+
+    Before the first error a JSON text's depth never goes below zero, so the maximum
+    over the whole text is at least the depth the decoder reaches.
+    """
+    if not skeleton:
+        return 0
+    steps = array("b", skeleton.encode("ascii").translate(_DEPTH_STEP))
+    return max(accumulate(steps))
 
 
 def _reject_constant(name: str) -> Any:
