@@ -177,6 +177,10 @@ def _check(o: Mapping) -> None:
                          f" ({', '.join(able)}), not {o['style']!r}")  # fmt: skip
     if not o["model"] or not isinstance(o["model"], str):
         raise ValueError("model is required (a non-empty string)")
+    if o["system_prompt"] is not None and not isinstance(o["system_prompt"], str):
+        # Else it fails later, deep in a run, as a raw TypeError joining the system text.
+        raise TypeError(f"system_prompt must be a string (or None), got "
+                        f"{type(o['system_prompt']).__name__}")  # fmt: skip
     _check_number("max_turns", o["max_turns"], 1, integer=True)
     _check_number("retries", o["retries"], 0, integer=True)
     for name in ("retry_base_ms", "max_retry_wait_ms", "timeout_ms", "read_timeout_ms"):
@@ -362,7 +366,8 @@ def create_client(
     previous response (`previous_response_id`, `store: true`) and sends only the new
     items; the full transcript is still saved, and sent once if the server forgot it.
     A stored conversation of the other dialect is translated when loaded.
-    Bad options raise ValueError (TypeError for a store that is not one) at once.
+    Bad options raise ValueError (TypeError for a store that is not one, or a
+    system_prompt that is not a string) at once.
     """
     options = {k: v for k, v in locals().items()}
     return _http(options)

@@ -355,7 +355,8 @@ def to_part(part: Mapping, policy: str = "error") -> Mapping:
                      "filename": name})  # fmt: skip
     if kind == "file":
         return pmap({"type": "input_file", "file_url": part["url"]})
-    return unsupported(part, "responses", policy, "no audio input")
+    # Its placeholder is text, which this API takes as input_text only (never "text").
+    return to_part(unsupported(part, "responses", policy, "no audio input"))
 
 
 def from_part(block: Mapping) -> PMap | None:

@@ -65,8 +65,8 @@ def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
                 out.append(encode(pmap({"type": "text", "text": p["text"]}), policy))
         elif p.get("type") in P.MEDIA:
             out.append(encode(p, policy))
-        else:
-            out.append(P.unsupported(p, dialect, policy, "no such content there"))
+        else:  # its placeholder is text, in the dialect's own text part
+            out.append(encode(P.unsupported(p, dialect, policy, "no such content there"), policy))
     return out
 
 
