@@ -10,7 +10,6 @@ the one mutable thing, owned and explicit: `close(client)`, `client.close()`, or
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import Any, Literal
@@ -37,7 +36,16 @@ __all__ = [
 ]
 
 _HOOKS = {"before_llm", "after_llm", "before_tool", "after_tool"}
-_RESERVED_PARAMS = {"messages", "input", "tools", "stream"}  # "input": the Responses items
+# What to use instead of a request_params key the loop sets itself.
+_INSTEAD = {
+    "model": "model=",
+    "messages": "history= or a store",
+    "input": "history= or a store",
+    "tools": "a toolkit; a provider's own tools go in it as provider_tool({...})",
+    "stream": "stream() / astream() for a streamed run",
+    "system": "system_prompt=",
+    "instructions": "system_prompt=",
+}
 _EXECUTORS = ("threads", "inline")
 
 
@@ -204,12 +212,18 @@ def _check(o: Mapping) -> None:
         raise ValueError(f"tool_executor must be one of {_EXECUTORS}, got {o['tool_executor']!r}")
 
 
-def _params(given: Mapping | None) -> PMap:
+def _params(given: Mapping | None, style: str) -> PMap:
+    """Return request_params frozen; a field the loop sets on every request is a ValueError
+    (it would be overridden, or would override the loop's own)."""
+    if given is not None and not isinstance(given, Mapping):
+        raise ValueError(f"request_params must be a mapping, got {type(given).__name__}")
     params = dict(given or {})
-    refused = sorted(_RESERVED_PARAMS & set(params))
+    refused = [k for k in DIALECTS[style].OWNED_PARAMS if k in params]
     if refused:
-        warnings.warn(f"request_params {refused} are ignored: the loop owns them", stacklevel=4)
-    return freeze({k: v for k, v in params.items() if k not in _RESERVED_PARAMS})
+        how = "; ".join(f"{k!r}: use {_INSTEAD.get(k, 'the client options')}" for k in refused)
+        raise ValueError(f"request_params may not set {refused}: the loop sets them on every "
+                         f"{style} request ({how})")  # fmt: skip
+    return freeze(params)
 
 
 def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Client:
@@ -223,7 +237,7 @@ def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Clien
         "system_prompt": o["system_prompt"] or "",
         "store": o["store"] if o["store"] is not None else in_memory_store(),
         "hooks": pmap(o["hooks"] or {}),
-        "request_params": _params(o["request_params"]),
+        "request_params": _params(o["request_params"], o["style"]),
         "given": given_http(o["transport"], o["http_client"]),
         "endpoint": endpoint,
         "runtime": runtime,
@@ -348,10 +362,12 @@ def create_client(
     `retry_after` on the ProviderError. timeout_ms: the run's deadline;
     read_timeout_ms: the longest wait between bytes of an answer (120 s). on_metric(event):
     every metric. wait_for(request): answers a tool's pending request. request_params:
-    extra body fields; body_transform(body) -> body: a last rewrite. HTTP goes through
-    httpx (environment proxies and certificates, redirects, decoding; a 5 s connect
-    timeout): http_client: your httpx.Client and/or httpx.AsyncClient (a pair), used as
-    given by every verb (an async one alone serves only arun/aask/astream; a sync one
+    extra body fields (not those the loop sets: model, messages/input, tools, stream,
+    system/instructions, a ValueError); body_transform(body) -> body: the last rewrite,
+    of the body exactly as it is sent (whatever the loop added: stream, server_state).
+    HTTP goes through httpx (environment proxies and certificates, redirects, decoding;
+    a 5 s connect timeout): http_client: your httpx.Client and/or httpx.AsyncClient (a
+    pair), used as given by every verb (an async one alone serves only arun/aask/astream; a sync one
     alone serves the async verbs from threads); transport: an httpx transport instead;
     proxy: a proxy URL for the runtime's own clients; default_query: query parameters of
     every request (e.g. {"api-version": "2024-10-21"}; a base URL's own query is kept,

@@ -78,6 +78,8 @@ STATELESS = MappingProxyType({"store": False, "include": ("reasoning.encrypted_c
 
 
 KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its key, in order
+# The body fields the loop sets on every request: request_params may not name them.
+OWNED_PARAMS = ("model", "input", "tools", "stream", "instructions")
 
 
 def tool_entry(t: Mapping) -> PMap:
