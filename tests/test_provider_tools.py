@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from published import available, spec_problems
 
 from toolnexus import (
@@ -391,6 +393,10 @@ def test_provider_tools_are_values_of_the_toolkit():
     assert tool_names(tk) == ("add",)  # ours: what the loop may run
     assert [json.loads(to_json(t["provider_tool"])) for t in provider_tools(tk)] == [WEB_SEARCH]
     assert provider_tools(tk, "responses") == ()
+    from toolnexus import to_anthropic, to_openai
+
+    assert to_anthropic(tk)[1] == WEB_SEARCH and list(to_anthropic(tk)[1]) == list(WEB_SEARCH)
+    assert len(to_anthropic(tk)) == 2 and len(to_openai(tk)) == 1
     more = register(tk, provider_tool(RESPONSES_SEARCH, style="responses"))
     assert len(provider_tools(more)) == 2 and len(provider_tools(tk)) == 1  # tk unchanged
     assert [t["name"] for t in more["wire"]["anthropic"]] == ["add", "web_search"]
@@ -506,14 +512,14 @@ def test_body_transform_sees_and_decides_the_body_as_sent(style, streamed):
         c = _client(fp, style, body_transform=_recording(seen), prompt_cache=True)
         r = _run(c, "1+2?", streamed, toolkit=toolkit(add), conversation_id="t")
     assert r["text"] == "3" and len(seen) == 2 == len(fp.requests)
-    for given, request in zip(seen, fp.requests, strict=True):
+    for made, request in zip(seen, fp.requests, strict=True):
         body = request["body"]
         # The transform saw what the loop made, `stream` included ...
-        assert given.get("stream", False) is streamed
+        assert made.get("stream", False) is streamed
         # ... and what it returned is exactly what went out: nothing added after it.
         assert body["metadata"] == {"user_id": "u7"} and "stream_options" not in body
         assert body.get("stream", False) is streamed
-        assert set(body) == set(given) - {"stream_options"} | {"metadata"}
+        assert set(body) == set(made) - {"stream_options"} | {"metadata"}
 
 
 def test_body_transform_sees_the_server_state_request():
@@ -537,3 +543,78 @@ def test_body_transform_runs_again_on_the_server_state_fallback():
     assert len(seen) == 3 == len(fp.requests)
     assert "previous_response_id" not in seen[2] and fp.requests[2]["body"]["metadata"]
     assert [m.get("content") for m in fp.requests[2]["body"]["input"]][-1] == "two"
+
+
+# ---- properties of the pure parts ------------------------------------------------------
+
+_keys = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8)
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
+    max_leaves=12,
+)
+_declarations = st.builds(
+    lambda kind, rest: {"type": kind, **{k: v for k, v in rest.items() if k != "type"}},
+    st.text(min_size=1, max_size=12).filter(lambda k: k not in ("function", "custom")),
+    st.dictionaries(_keys, _json, max_size=4),
+)
+
+
+@given(_declarations)
+def test_a_declaration_is_sent_byte_for_byte_as_written(declaration):
+    sent = to_json(provider_tool(declaration)["provider_tool"])
+    assert sent == json.dumps(declaration, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+_entries_plan = st.lists(
+    st.one_of(
+        st.integers(0, 5).map(lambda n: ("ours", n)),
+        st.tuples(st.just("theirs"), st.sampled_from([None, *sorted(DIALECTS)])),
+    ),
+    max_size=8,
+)
+
+
+@given(_entries_plan, st.integers(1, 4))
+def test_a_toolkit_sends_ours_then_theirs_however_it_was_registered(plan, chunk):
+    items = []
+    for n, (kind, what) in enumerate(plan):
+        if kind == "ours":
+            items.append(tool(f"t{n}", "A tool.", None, lambda args: "x"))
+        else:
+            items.append(provider_tool({"type": f"builtin_{n}", "name": f"p{n}"}, style=what))
+    whole = toolkit(*items)
+    stepwise = toolkit()
+    for k in range(0, len(items), chunk):  # registered a few at a time: entries reused
+        stepwise = register(stepwise, *items[k : k + chunk])
+    for d in DIALECTS:
+        names = [t["name"] for t in items if "execute" in t]
+        names += [t["name"] for t in items if "execute" not in t and t["style"] in (None, d)]
+        assert [e.get("name") or e["function"]["name"] for e in whole["wire"][d]] == names
+        assert stepwise["wire"][d] == whole["wire"][d]
+        assert stepwise["wire_json"][d] == whole["wire_json"][d]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_body_transform_is_the_last_step_under_asyncio_too(streamed):
+    import asyncio
+
+    from toolnexus import arun, astream
+
+    seen: list = []
+
+    async def go(c):
+        if not streamed:
+            return await arun(c, "hi")
+        return [e async for e in astream(c, "hi")][-1]["result"]
+
+    with fake_provider([text_reply("x")]) as fp:
+        c = _client(fp, "openai", body_transform=_recording(seen))
+        assert asyncio.run(go(c))["text"] == "x"
+    assert seen[0].get("stream", False) is streamed
+    body = fp.requests[0]["body"]
+    assert "stream_options" not in body and body["metadata"] == {"user_id": "u7"}

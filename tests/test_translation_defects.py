@@ -7,12 +7,14 @@ schema of its dialect and answers 400 (as the real API would) to one it refuses.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from published import available, spec_problems
 from pyrsistent import thaw
 
 from toolnexus import audio, create_client, define_tool, run, text, toolkit
 from toolnexus.core.wire import DIALECTS
-from toolnexus.core.wire.translate import translate
+from toolnexus.core.wire.translate import native_call_ids, translate
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
@@ -169,3 +171,31 @@ def test_a_client_set_to_a_bad_system_prompt_is_refused_too():
     with pytest.raises(TypeError, match="system_prompt must be a string"):
         c.set(system_prompt=["no"])
     assert c.set(system_prompt=None).system_prompt == ""
+
+
+# ---- a property of the translation ----------------------------------------------------
+
+_texts = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+_system_content = st.one_of(
+    _texts,
+    st.lists(
+        st.builds(lambda kind, said: {"type": kind, "text": said},
+                  st.sampled_from(["text", "input_text", "output_text"]), _texts),
+        min_size=1, max_size=4,
+    ),
+)  # fmt: skip
+
+
+@given(_system_content, st.sampled_from(["system", "developer"]), st.sampled_from(sorted(DIALECTS)))
+def test_a_system_message_becomes_right_for_the_dialect_and_keeps_its_text(content, role, style):
+    history = [{"role": role, "content": content}, {"role": "user", "content": "hi"}]
+    out = translate(history, style, keep_system=True)
+    (system,) = [m for m in out.messages if m["role"] in ("system", "developer")]
+    said = content if isinstance(content, str) else "".join(p["text"] for p in content)
+    got = system["content"]
+    assert system["role"] == role and out.system == ""
+    assert (got if isinstance(got, str) else "".join(p["text"] for p in got)) == said
+    own = {"openai": "text", "anthropic": "text", "responses": "input_text"}[style]
+    assert isinstance(got, str) or {p["type"] for p in got} == {own}  # what the API takes
+    assert native_call_ids(out.messages, style, keep_system=True) is not None
+    assert translate(out.messages, style, keep_system=True).messages is out.messages

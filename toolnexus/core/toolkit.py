@@ -162,8 +162,14 @@ def _tools(tk: PMap | None):
     return tk["tools"] if tk else ()
 
 
+def _theirs(tk: PMap | None, style: str) -> list[dict]:
+    # The provider tools sent to `style`, as plain JSON values in their own order.
+    return [json.loads(message_text(t["provider_tool"])) for t in provider_tools(tk, style)]
+
+
 def to_openai(tk: PMap | None) -> list[dict]:
-    """Return the toolkit as OpenAI chat-completions `tools` entries."""
+    """Return the toolkit as OpenAI chat-completions `tools` entries (its provider tools
+    for that style after ours)."""
     return [
         {
             "type": "function",
@@ -174,11 +180,12 @@ def to_openai(tk: PMap | None) -> list[dict]:
             },
         }
         for t in _tools(tk)
-    ]
+    ] + _theirs(tk, "openai")
 
 
 def to_anthropic(tk: PMap | None) -> list[dict]:
-    """Return the toolkit as Anthropic messages `tools` entries."""
+    """Return the toolkit as Anthropic messages `tools` entries (its provider tools for
+    that style after ours)."""
     return [
         {
             "name": t["name"],
@@ -186,7 +193,7 @@ def to_anthropic(tk: PMap | None) -> list[dict]:
             "input_schema": thaw(t["input_schema"]),
         }
         for t in _tools(tk)
-    ]
+    ] + _theirs(tk, "anthropic")
 
 
 def to_gemini(tk: PMap | None) -> list[dict]:
