@@ -98,7 +98,19 @@ SEARCH_RESULT = {
         }
     ],
 }
-ANSWER_TEXT = {"type": "text", "text": "It is sunny in Paris; adding now."}
+ANSWER_TEXT = {
+    "type": "text",
+    "text": "It is sunny in Paris; adding now.",
+    "citations": [
+        {
+            "type": "web_search_result_location",
+            "cited_text": "Sunny all day in Paris.",
+            "url": "https://example.com/paris",
+            "title": "Paris weather",
+            "encrypted_index": "Eo8BCioIAhgBIiQyYjQ0",
+        }
+    ],
+}
 CALL_ADD = {"type": "tool_use", "id": "toolu_add1", "name": "add", "input": {"a": 2, "b": 3}}
 
 
@@ -134,8 +146,9 @@ def _anthropic_sse(blocks, stop) -> str:
                 for k in range(0, len(raw), 7)
             ]
         elif b["type"] == "text":
-            head["text"] = ""
-            deltas = [
+            head = {"type": "text", "text": ""}
+            deltas = [{"type": "citations_delta", "citation": c} for c in b.get("citations", ())]
+            deltas += [
                 {"type": "text_delta", "text": b["text"][k : k + 9]}
                 for k in range(0, len(b["text"]), 9)
             ]
@@ -215,7 +228,7 @@ def test_anthropic_server_tools_are_declared_kept_replayed_and_never_run(streame
             and any(b["type"] == "server_tool_use" for b in m["content"])
         ]
         assert turn["content"][:2] == [SERVER_USE, SEARCH_RESULT]
-        assert turn["content"][3] == CALL_ADD
+        assert turn["content"][2:] == [ANSWER_TEXT, CALL_ADD]
         assert spec_problems(body, "anthropic") == []
     stored = conversation_store(c)["get"]("w")
     kinds = [b["type"] for m in stored if not isinstance(m["content"], str) for b in m["content"]]
@@ -320,6 +333,11 @@ def _responses_sse(output) -> str:
                 },
             )
         )
+        for phase in ("in_progress", "searching", "completed"):  # a search's own events
+            if item["type"] != "web_search_call":
+                break
+            kind = f"response.web_search_call.{phase}"
+            out.append(_sse(kind, {"type": kind, "output_index": i, "item_id": item["id"]}))
         out.append(
             _sse(
                 "response.output_item.done",
