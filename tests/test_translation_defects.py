@@ -139,8 +139,12 @@ def test_a_system_message_with_media_follows_on_unsupported_part(style):
     part = {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}
     history = [{"role": "system", "content": [{"type": "text", "text": "Be terse."}, part]},
                {"role": "user", "content": "hi"}]  # fmt: skip
-    with pytest.raises(ValueError, match="system message"):
-        translate(history, style, keep_system=True)
+    for keep in (True, False):
+        with pytest.raises(ValueError, match="system message"):
+            translate(history, style, keep_system=keep)
+        said = translate(history, style, keep_system=keep, on_unsupported_part="text")
+        shown = said.system + "".join(m["content"] for m in said.messages if m["role"] == "system")
+        assert "Be terse." in shown and "omitted" in shown
     with fake_provider([text_reply("ok")]) as fp:
         run(_client(fp, style, on_unsupported_part="text"), "q", history=history)
     sent = _system_text_sent(fp.requests[0]["body"])

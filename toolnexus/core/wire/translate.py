@@ -509,10 +509,15 @@ def translate(
 
     for m, ids, remapped in zip(frozen, plan, moved, strict=True):
         native = _native(m, dialect, keep_system)
-        if keep_system and not native and m.get("role") in _SYSTEM_ROLES:
-            write()  # kept in place, its content made right for the dialect
-            out.append(_system_message(m, dialect, on_unsupported_part))
-        elif not remapped and native and not _continues_results(m, pending):
+        if not native and m.get("role") in _SYSTEM_ROLES:
+            # Its content made text the dialect takes (media as the policy says): kept in
+            # place, or lifted out by the writer (anthropic without keep_system).
+            m = _system_message(m, dialect, on_unsupported_part)
+            if keep_system:
+                write()
+                out.append(m)
+                continue
+        if not remapped and native and not _continues_results(m, pending):
             write()
             out.append(m)
         else:
