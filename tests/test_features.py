@@ -330,12 +330,12 @@ def test_without_wait_for_the_run_halts_pending_and_a_later_run_resumes():
 
 
 def test_request_params_body_transform_and_refused_keys():
-    with pytest.warns(UserWarning, match="messages"):
-        c0 = None
-        with fake_provider([text_reply("x")]) as fp:
-            c0 = client(fp, request_params={"temperature": 0.1, "messages": [], "model": "other"},
-                        body_transform=lambda b: {**b, "seed": 7})  # fmt: skip
-            run(c0, "hi")
+    with fake_provider([text_reply("x")]) as fp:
+        with pytest.raises(ValueError, match=r"may not set \['model', 'messages'\]"):
+            client(fp, request_params={"temperature": 0.1, "messages": [], "model": "other"})
+        c0 = client(fp, request_params={"temperature": 0.1},
+                    body_transform=lambda b: {**b, "seed": 7, "model": "other"})  # fmt: skip
+        run(c0, "hi")
     body = fp.requests[0]["body"]
     assert body["temperature"] == 0.1 and body["seed"] == 7 and body["model"] == "other"
     assert body["messages"][-1]["content"] == "hi"

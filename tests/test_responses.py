@@ -397,9 +397,9 @@ def test_server_state_is_refused_where_the_server_keeps_nothing():
 
 def test_request_params_are_sent_and_input_stays_the_loop_s():
     with fake_provider([text_reply("hi")]) as fp:
-        with pytest.warns(UserWarning, match="input"):
-            c = _client(fp, request_params={"input": "no", "max_output_tokens": 99,
-                                            "reasoning": {"effort": "low"}})  # fmt: skip
+        with pytest.raises(ValueError, match="'input': use history="):
+            _client(fp, request_params={"input": "no", "max_output_tokens": 99})
+        c = _client(fp, request_params={"max_output_tokens": 99, "reasoning": {"effort": "low"}})
         run(c, "q")
         body = fp.requests[0]["body"]
     assert body["input"] == [{"role": "user", "content": "q"}]

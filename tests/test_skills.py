@@ -206,7 +206,7 @@ def test_toolkit_keeps_its_shape_with_and_without_skills(tmp_path):
     write_skill(tmp_path / "full", "x", "name: x\n")
     tk = toolkit(echo, skills_dir=tmp_path / "full")
     assert tool_names(tk) == ("skill", "echo") and [s["name"] for s in tk["skills"]] == ["x"]
-    assert set(tk) == {"tools", "index", "skills", "wire", "wire_json"}
+    assert set(tk) == {"tools", "index", "skills", "native", "wire", "wire_json"}
     with pytest.raises(ValueError, match="duplicate tool name 'skill'"):
         toolkit(skill_tool([]), skills_dir=tmp_path / "full")
 

@@ -21,7 +21,16 @@ from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
 from .core.genai import from_genai, to_genai
 from .core.output import OutputError
 from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
-from .core.toolkit import execute, register, to_anthropic, to_gemini, to_openai, tool_names
+from .core.toolkit import (
+    execute,
+    provider_tool,
+    provider_tools,
+    register,
+    to_anthropic,
+    to_gemini,
+    to_openai,
+    tool_names,
+)
 from .core.wire.common import to_json
 from .toolkit import toolkit
 
@@ -93,6 +102,8 @@ __all__ = [
     "list_skills",
     "metrics",
     "plain",
+    "provider_tool",
+    "provider_tools",
     "register",
     "run",
     "sanitize",

@@ -10,7 +10,6 @@ the one mutable thing, owned and explicit: `close(client)`, `client.close()`, or
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import Any, Literal
@@ -37,7 +36,16 @@ __all__ = [
 ]
 
 _HOOKS = {"before_llm", "after_llm", "before_tool", "after_tool"}
-_RESERVED_PARAMS = {"messages", "input", "tools", "stream"}  # "input": the Responses items
+# What to use instead of a request_params key the loop sets itself.
+_INSTEAD = {
+    "model": "model=",
+    "messages": "history= or a store",
+    "input": "history= or a store",
+    "tools": "a toolkit; a provider's own tools go in it as provider_tool({...})",
+    "stream": "stream() / astream() for a streamed run",
+    "system": "system_prompt=",
+    "instructions": "system_prompt=",
+}
 _EXECUTORS = ("threads", "inline")
 MAX_TOOL_CALLS = 64  # a model turn's tool calls that run (one answer once asked for 2,000)
 
@@ -179,6 +187,10 @@ def _check(o: Mapping) -> None:
                          f" ({', '.join(able)}), not {o['style']!r}")  # fmt: skip
     if not o["model"] or not isinstance(o["model"], str):
         raise ValueError("model is required (a non-empty string)")
+    if o["system_prompt"] is not None and not isinstance(o["system_prompt"], str):
+        # Else it fails later, deep in a run, as a raw TypeError joining the system text.
+        raise TypeError(f"system_prompt must be a string (or None), got "
+                        f"{type(o['system_prompt']).__name__}")  # fmt: skip
     _check_number("max_turns", o["max_turns"], 1, integer=True)
     _check_number("max_tool_calls", o["max_tool_calls"], 1, integer=True)
     _check_number("retries", o["retries"], 0, integer=True)
@@ -203,12 +215,18 @@ def _check(o: Mapping) -> None:
         raise ValueError(f"tool_executor must be one of {_EXECUTORS}, got {o['tool_executor']!r}")
 
 
-def _params(given: Mapping | None) -> PMap:
+def _params(given: Mapping | None, style: str) -> PMap:
+    """Return request_params frozen; a field the loop sets on every request is a ValueError
+    (it would be overridden, or would override the loop's own)."""
+    if given is not None and not isinstance(given, Mapping):
+        raise ValueError(f"request_params must be a mapping, got {type(given).__name__}")
     params = dict(given or {})
-    refused = sorted(_RESERVED_PARAMS & set(params))
+    refused = [k for k in DIALECTS[style].OWNED_PARAMS if k in params]
     if refused:
-        warnings.warn(f"request_params {refused} are ignored: the loop owns them", stacklevel=4)
-    return freeze({k: v for k, v in params.items() if k not in _RESERVED_PARAMS})
+        how = "; ".join(f"{k!r}: use {_INSTEAD.get(k, 'the client options')}" for k in refused)
+        raise ValueError(f"request_params may not set {refused}: the loop sets them on every "
+                         f"{style} request ({how})")  # fmt: skip
+    return freeze(params)
 
 
 def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Client:
@@ -222,7 +240,7 @@ def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Clien
         "system_prompt": o["system_prompt"] or "",
         "store": o["store"] if o["store"] is not None else in_memory_store(),
         "hooks": pmap(o["hooks"] or {}),
-        "request_params": _params(o["request_params"]),
+        "request_params": _params(o["request_params"], o["style"]),
         "given": given_http(o["transport"], o["http_client"]),
         "endpoint": endpoint,
         "runtime": runtime,
@@ -351,10 +369,12 @@ def create_client(
     `retry_after` on the ProviderError. timeout_ms: the run's deadline;
     read_timeout_ms: the longest wait between bytes of an answer (120 s). on_metric(event):
     every metric. wait_for(request): answers a tool's pending request. request_params:
-    extra body fields; body_transform(body) -> body: a last rewrite. HTTP goes through
-    httpx (environment proxies and certificates, redirects, decoding; a 5 s connect
-    timeout): http_client: your httpx.Client and/or httpx.AsyncClient (a pair), used as
-    given by every verb (an async one alone serves only arun/aask/astream; a sync one
+    extra body fields (not those the loop sets: model, messages/input, tools, stream,
+    system/instructions, a ValueError); body_transform(body) -> body: the last rewrite,
+    of the body exactly as it is sent (whatever the loop added: stream, server_state).
+    HTTP goes through httpx (environment proxies and certificates, redirects, decoding;
+    a 5 s connect timeout): http_client: your httpx.Client and/or httpx.AsyncClient (a
+    pair), used as given by every verb (an async one alone serves only arun/aask/astream; a sync one
     alone serves the async verbs from threads); transport: an httpx transport instead;
     proxy: a proxy URL for the runtime's own clients; default_query: query parameters of
     every request (e.g. {"api-version": "2024-10-21"}; a base URL's own query is kept,
@@ -369,7 +389,8 @@ def create_client(
     previous response (`previous_response_id`, `store: true`) and sends only the new
     items; the full transcript is still saved, and sent once if the server forgot it.
     A stored conversation of the other dialect is translated when loaded.
-    Bad options raise ValueError (TypeError for a store that is not one) at once.
+    Bad options raise ValueError (TypeError for a store that is not one, or a
+    system_prompt that is not a string) at once.
     """
     options = {k: v for k, v in locals().items()}
     return _http(options)

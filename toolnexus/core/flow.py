@@ -91,7 +91,7 @@ def _event(kind: str, **fields: Any) -> PMap:
 def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, known: Mapping):
     """Yield effects until one model turn is decoded, retrying as the policy says."""
     encode = cfg["encode"]
-    content = steps.request_content(state, body, cfg["events"], known) if encode else None
+    content = steps.request_content(state, body, known) if encode else None
     request = {"body": body, "content": content, "turn": turn_no}
     attempt = 0
     while True:
@@ -129,17 +129,31 @@ def _stated_turn(cfg: Mapping, codec: Any, state: steps.State, full: Mapping, tu
                  known: Mapping):  # fmt: skip
     """Yield effects until a model turn is decoded; with server_state the request names
     the previous response and sends only the new items, and when the server has
-    forgotten that response it is sent once more with the whole transcript (`full`)."""
+    forgotten that response it is sent once more with the whole transcript (`full`).
+    Each body sent is the body_transform's output (`_final`)."""
     if not cfg.get("server_state"):
-        return (yield from _llm_turn(cfg, state, full, turn_no, known))
-    body = codec.server_state_body(full, state["messages"])
+        body = yield from _final(cfg, codec, full)
+        return (yield from _llm_turn(cfg, state, body, turn_no, known))
+    stated = codec.server_state_body(full, state["messages"])
     try:
+        body = yield from _final(cfg, codec, stated)
         return (yield from _llm_turn(cfg, state, body, turn_no, known))
     except ProviderError as e:
-        if body is full or not codec.forgotten(e):
+        if stated is full or not codec.forgotten(e):
             raise
     yield ("metric", {"event": "server_state_fallback", "model": cfg["model"]})
-    return (yield from _llm_turn(cfg, state, codec.stored(full), turn_no, known))
+    body = yield from _final(cfg, codec, codec.stored(full))
+    return (yield from _llm_turn(cfg, state, body, turn_no, known))
+
+
+def _final(cfg: Mapping, codec: Any, body: Mapping):
+    """Yield the body_transform hook; return the body to encode and send. The transform
+    is the last step: it sees (and may change) everything the loop adds, `stream` too."""
+    if cfg["events"]:
+        body = codec.stream_body(body)
+    if cfg["transform"] is None:
+        return body
+    return (yield ("hook", cfg["transform"], body))
 
 
 def _as_result(value: Any) -> PMap:
@@ -274,8 +288,6 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
         body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
         if cfg.get("prompt_cache"):  # breakpoints / cache key (the codec's own way)
             body = codec.cache_body(body, cfg.get("conversation_id"))
-        if cfg["transform"] is not None:
-            body = yield ("hook", cfg["transform"], body)
         turn_no = state["turns"] + 1
         turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
         if hooks.get("after_llm"):

@@ -137,18 +137,15 @@ def request(state: State, model: str, tools: Sequence, system: str, params: Mapp
     return DIALECTS[state["dialect"]].body(model, state["messages"], tools, system, params)
 
 
-def request_content(
-    state: State, body: Mapping, streaming: bool, known: Mapping | None = None
-) -> bytes:
-    """Return the JSON bytes of `body`, reusing the state's text of each message it holds.
+def request_content(state: State, body: Mapping, known: Mapping | None = None) -> bytes:
+    """Return the JSON bytes of `body` (as sent: streamed or not, transformed), reusing the
+    state's text of each message it holds.
 
     Only messages of the state that the body still holds (the same values: a
     `body_transform` may have replaced some) reuse their text; anything else is encoded.
     `known` maps other keys to (value, text) already encoded (the run's tools).
     """
-    codec = DIALECTS[state["dialect"]]
-    out = codec.stream_body(body) if streaming else body
-    return encode_body(out, state["messages"], state["texts"], known)
+    return encode_body(body, state["messages"], state["texts"], known)
 
 
 def _call(c: Mapping) -> dict:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pyrsistent import PMap, pmap, pvector, thaw
@@ -12,7 +14,7 @@ from .wire import DIALECTS
 from .wire.common import message_text
 
 __all__ = [
-    "toolkit", "register", "execute", "tool_names",
+    "toolkit", "register", "execute", "tool_names", "provider_tool", "provider_tools",
     "to_openai", "to_anthropic", "to_gemini",
 ]  # fmt: skip
 
@@ -23,10 +25,65 @@ UNKNOWN_TOOL = "_unknown"
 # Each dialect's declaration of a tool (the codecs own their shape).
 _ENTRIES = {d: codec.tool_entry for d, codec in DIALECTS.items()}
 
-# "tools" keeps registration order; "index" finds a tool by name.
-# "wire" holds each dialect's request entries, computed by register.
-EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "wire": pmap(),
-              "wire_json": pmap()})  # fmt: skip
+# "tools" keeps registration order; "index" finds a tool by name; "native" holds the
+# provider tools (declarations the provider runs itself), in registration order.
+# "wire" holds each dialect's request entries (ours, then the provider tools meant for
+# that dialect), computed by register.
+EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "native": pvector(),
+              "wire": pmap(), "wire_json": pmap()})  # fmt: skip
+
+
+def provider_tool(declaration: Mapping, *, style: str | None = None) -> PMap:
+    """Return a provider tool: a declaration sent verbatim in the request's `tools`, run
+    by the provider itself (Anthropic's `web_search`, code execution; Responses'
+    `web_search`, `file_search`), never by the loop. With `style`, it goes to that
+    dialect's requests only, so one toolkit can carry each provider's own.
+
+    >>> t = provider_tool({"type": "web_search_20250305", "name": "web_search"},
+    ...                   style="anthropic")
+    >>> t["style"], t["name"]
+    ('anthropic', 'web_search')
+    """
+    if not isinstance(declaration, Mapping) or not isinstance(declaration.get("type"), str):
+        raise ValueError("a provider tool is a declaration with a string 'type', e.g. "
+                         f"{{'type': 'web_search'}}, got {declaration!r:.120}")  # fmt: skip
+    if declaration["type"] in ("function", "custom"):
+        raise ValueError("a function tool is ours to run: declare it with define_tool or tool, "
+                         "not provider_tool")  # fmt: skip
+    if style is not None and style not in DIALECTS:
+        raise ValueError(f"unknown style {style!r}: expected one of {tuple(DIALECTS)} or None")
+    name = declaration.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"a provider tool's name is a string, got {name!r:.60}")
+    return pmap({"provider_tool": _verbatim(declaration), "style": style, "name": name})
+
+
+def _verbatim(declaration: Mapping) -> Mapping:
+    """Return a read-only copy of a JSON declaration that keeps its keys' order (a pmap
+    iterates in hash order: the provider gets the declaration as it was written)."""
+    try:
+        text = json.dumps(declaration, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"a provider tool's declaration must be JSON: {e}") from None
+    return _readonly(json.loads(text))
+
+
+def _readonly(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _readonly(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_readonly(v) for v in value)
+    return value
+
+
+def _is_provider_tool(t: Any) -> bool:
+    return isinstance(t, Mapping) and "provider_tool" in t and "execute" not in t
+
+
+def provider_tools(tk: PMap | None, style: str | None = None) -> tuple:
+    """Return the provider tools of a toolkit (those sent to `style`'s requests if given)."""
+    native = (tk.get("native") or ()) if tk else ()
+    return tuple(t for t in native if style is None or t["style"] in (None, style))
 
 
 def _check_tool(t: Any) -> None:
@@ -38,12 +95,20 @@ def _check_tool(t: Any) -> None:
 def register(tk: PMap, *tools: Mapping) -> PMap:
     """Return a new toolkit with `tools` added; a duplicate name is a ValueError."""
     ordered, index = tk["tools"], tk["index"]
+    before = native = tk.get("native") or pvector()
     added = []
     for t in tools:
-        _check_tool(t)
-        if t["name"] in index:
-            raise ValueError(f"duplicate tool name {t['name']!r}: names must be unique")
+        mine = _is_provider_tool(t)
+        if not mine:
+            _check_tool(t)
+        name = t.get("name")
+        # Names are unique across ours and the provider's: the API refuses a repeat.
+        if name is not None and (name in index or any(n["name"] == name for n in native)):
+            raise ValueError(f"duplicate tool name {name!r}: names must be unique")
         t = t if isinstance(t, PMap) else pmap(t)
+        if mine:
+            native = native.append(t)
+            continue
         ordered, index = ordered.append(t), index.set(t["name"], t)
         added.append(t)
     # Each dialect's declarations ("wire") and their JSON text ("wire_json"), built once
@@ -51,15 +116,25 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
     # when a tool is added (the message log's lookup tool, every run).
     old = tk.get("wire") or {}
     wire = pmap(
-        {
-            d: old[d].extend(make(t) for t in added)
-            if d in old and len(old[d]) + len(added) == len(ordered)
-            else pvector(make(t) for t in ordered)
-            for d, make in _ENTRIES.items()
-        }
-    )
+        {d: _entries(old.get(d), d, make, ordered, added, before, native)
+         for d, make in _ENTRIES.items()}
+    )  # fmt: skip
     texts = pmap({d: message_text(entries) for d, entries in wire.items()})
-    return tk.update({"tools": ordered, "index": index, "wire": wire, "wire_json": texts})
+    return tk.update(
+        {"tools": ordered, "index": index, "native": native, "wire": wire, "wire_json": texts}
+    )
+
+
+def _entries(old: Any, d: str, make: Any, ordered: Any, added: list, before: Any, native: Any):
+    """Return a dialect's `tools` entries: ours (those built before kept), then the
+    provider tools meant for it, verbatim."""
+    theirs = [t["provider_tool"] for t in native if t["style"] in (None, d)]
+    had = sum(1 for t in before if t["style"] in (None, d))
+    if old is not None and len(old) - had + len(added) == len(ordered):
+        ours = (old if not had else old[: len(old) - had]).extend(make(t) for t in added)
+    else:
+        ours = pvector(make(t) for t in ordered)
+    return ours.extend(theirs) if theirs else ours
 
 
 def toolkit(*tools: Mapping) -> PMap:
@@ -91,8 +166,14 @@ def _tools(tk: PMap | None):
     return tk["tools"] if tk else ()
 
 
+def _theirs(tk: PMap | None, style: str) -> list[dict]:
+    # The provider tools sent to `style`, as plain JSON values in their own order.
+    return [json.loads(message_text(t["provider_tool"])) for t in provider_tools(tk, style)]
+
+
 def to_openai(tk: PMap | None) -> list[dict]:
-    """Return the toolkit as OpenAI chat-completions `tools` entries."""
+    """Return the toolkit as OpenAI chat-completions `tools` entries (its provider tools
+    for that style after ours)."""
     return [
         {
             "type": "function",
@@ -103,11 +184,12 @@ def to_openai(tk: PMap | None) -> list[dict]:
             },
         }
         for t in _tools(tk)
-    ]
+    ] + _theirs(tk, "openai")
 
 
 def to_anthropic(tk: PMap | None) -> list[dict]:
-    """Return the toolkit as Anthropic messages `tools` entries."""
+    """Return the toolkit as Anthropic messages `tools` entries (its provider tools for
+    that style after ours)."""
     return [
         {
             "name": t["name"],
@@ -115,7 +197,7 @@ def to_anthropic(tk: PMap | None) -> list[dict]:
             "input_schema": thaw(t["input_schema"]),
         }
         for t in _tools(tk)
-    ]
+    ] + _theirs(tk, "anthropic")
 
 
 def to_gemini(tk: PMap | None) -> list[dict]:

@@ -62,6 +62,8 @@ DEFAULT_MAX_TOKENS = 4096
 
 
 KEY_ENV = ("ANTHROPIC_API_KEY",)  # where a client finds its key
+# The body fields the loop sets on every request: request_params may not name them.
+OWNED_PARAMS = ("model", "messages", "tools", "stream", "system")
 
 
 def tool_entry(t: Mapping) -> PMap:

@@ -5,6 +5,7 @@ without response-only fields), prompt-cache breakpoints, a prompt of content par
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from pyrsistent import PMap, PVector, pmap, pvector
@@ -77,7 +78,9 @@ def cache_tools(tools: Sequence) -> Sequence:
     """Return the request's tools with a cache breakpoint on the last one (once per run)."""
     if not tools or "cache_control" in tools[-1]:
         return tools
-    return pvector([*tools[:-1], pmap(tools[-1]).set("cache_control", EPHEMERAL)])
+    # A read-only dict, not a pmap: the entry keeps its order (a provider tool's, verbatim).
+    marked = MappingProxyType({**tools[-1], "cache_control": EPHEMERAL})
+    return pvector([*tools[:-1], marked])
 
 
 def _marks(value: Any) -> int:

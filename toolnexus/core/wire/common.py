@@ -186,6 +186,8 @@ def _plain(o: Any) -> Any:
         return dict(o.iteritems())  # 5x faster than dict(o), which looks each key up again
     if isinstance(o, (PVector, tuple)):
         return list(o)
+    if isinstance(o, Mapping):  # a read-only map kept in its order (a provider tool's)
+        return dict(o)
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 

@@ -47,6 +47,8 @@ __all__ = [
 
 
 KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its key, in order
+# The body fields the loop sets on every request: request_params may not name them.
+OWNED_PARAMS = ("model", "messages", "tools", "stream")
 
 
 def tool_entry(t: Mapping) -> PMap:

@@ -78,6 +78,8 @@ STATELESS = MappingProxyType({"store": False, "include": ("reasoning.encrypted_c
 
 
 KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its key, in order
+# The body fields the loop sets on every request: request_params may not name them.
+OWNED_PARAMS = ("model", "input", "tools", "stream", "instructions")
 
 
 def tool_entry(t: Mapping) -> PMap:
@@ -355,7 +357,8 @@ def to_part(part: Mapping, policy: str = "error") -> Mapping:
                      "filename": name})  # fmt: skip
     if kind == "file":
         return pmap({"type": "input_file", "file_url": part["url"]})
-    return unsupported(part, "responses", policy, "no audio input")
+    # Its placeholder is text, which this API takes as input_text only (never "text").
+    return to_part(unsupported(part, "responses", policy, "no audio input"))
 
 
 def from_part(block: Mapping) -> PMap | None:

@@ -128,13 +128,47 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
     request lifts it into the top-level `system`: see anthropic.body). A message that
     can only be another dialect's is not right; the rest is each dialect's own rule.
     """
-    if keep_system and message.get("role") in _SYSTEM_ROLES:
-        return True
+    if message.get("role") in _SYSTEM_ROLES:  # its content in the dialect's own text parts
+        return _native_system(message, dialect) and (keep_system or _NATIVE[dialect](message))
     only = _evidence(message)
-    shared = message.get("role") in _SYSTEM_ROLES  # each dialect's own rule says
-    if only is not None and only != dialect and not shared:
+    if only is not None and only != dialect:
         return False
     return _NATIVE[dialect](message)
+
+
+# Each dialect's text part, the one part a system message may list there (chat "text",
+# Responses "input_text", Anthropic "text" blocks): read off each codec's own writer.
+_TEXT_PART = {d: c.to_part(pmap({"type": "text", "text": "-"}))["type"] for d, c in CODECS.items()}
+_TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
+
+
+def _native_system(message: Mapping, dialect: str) -> bool:
+    """Return whether a system message's content is text, or the dialect's text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return True
+    blocks, own = _blocks(message), _TEXT_PART[dialect]
+    return (
+        bool(blocks)
+        and len(blocks) == len(content)
+        and all(b.get("type") == own and isinstance(b.get("text"), str) for b in blocks)
+    )
+
+
+def _system_message(message: Mapping, dialect: str, policy: str) -> PMap:
+    """Return a system message with its content as text, valid in every dialect: its text
+    parts joined, each media part as `policy` says (no dialect takes media there)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return pmap({"role": message.get("role"), "content": content})
+    said = []
+    for b in _blocks(message):
+        if b.get("type") in _TEXT_KINDS:
+            said.append(b["text"] if isinstance(b.get("text"), str) else "")
+        else:
+            part = part_of(b, "openai")
+            said.append(P.unsupported(part, dialect, policy, "not in a system message")["text"])
+    return pmap({"role": message.get("role"), "content": "".join(said)})
 
 
 def _native_openai(message: Mapping) -> bool:
@@ -475,6 +509,14 @@ def translate(
 
     for m, ids, remapped in zip(frozen, plan, moved, strict=True):
         native = _native(m, dialect, keep_system)
+        if not native and m.get("role") in _SYSTEM_ROLES:
+            # Its content made text the dialect takes (media as the policy says): kept in
+            # place, or lifted out by the writer (anthropic without keep_system).
+            m = _system_message(m, dialect, on_unsupported_part)
+            if keep_system:
+                write()
+                out.append(m)
+                continue
         if not remapped and native and not _continues_results(m, pending):
             write()
             out.append(m)

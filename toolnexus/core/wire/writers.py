@@ -25,6 +25,17 @@ _REASONING_OF = {"anthropic": frozenset({"thinking", "redacted_thinking"}),
                  "responses": frozenset({"reasoning"})}  # fmt: skip
 
 
+def _server_side(block: Mapping) -> bool:
+    """Return whether an Anthropic block is a server tool's (its use, or its result: a
+    `*_tool_result` block in an assistant turn). The provider ran it; no other provider
+    can take it back, and the answer's text already says what it found."""
+    kind = block.get("type")
+    return isinstance(kind, str) and (
+        kind in ("server_tool_use", "mcp_tool_use", "container_upload")
+        or kind.endswith("_tool_result")
+    )
+
+
 def _args_input(raw: Any) -> Mapping:
     """Return tool arguments as the object Anthropic needs (raw JSON text kept if broken)."""
     if isinstance(raw, Mapping):
@@ -65,8 +76,8 @@ def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
                 out.append(encode(pmap({"type": "text", "text": p["text"]}), policy))
         elif p.get("type") in P.MEDIA:
             out.append(encode(p, policy))
-        else:
-            out.append(P.unsupported(p, dialect, policy, "no such content there"))
+        else:  # its placeholder is text, in the dialect's own text part
+            out.append(encode(P.unsupported(p, dialect, policy, "no such content there"), policy))
     return out
 
 
@@ -131,7 +142,7 @@ def _openai_assistant(
     parts: list, calls: list, extras: list, own: Mapping, policy: str
 ) -> list[PMap]:
     for b in extras:
-        if b.get("type") not in _DROPPED_ON_OPENAI:
+        if b.get("type") not in _DROPPED_ON_OPENAI and not _server_side(b):
             parts = [*parts, _unsupported_block(b, "openai", policy)]
     text = "".join(p.get("text") or "" for p in _wire_parts(parts, "openai", policy))
     msg: dict = {**own, "role": "assistant", "content": text or None}
@@ -239,7 +250,8 @@ def _responses_assistant(
     if isinstance(refusal, str) and refusal:
         parts = [*parts, pmap({"type": "text", "text": refusal})]
     for b in extras:
-        if b.get("type") not in (*_REASONING_OF["anthropic"], *_REASONING_OF["responses"]):
+        reasoning = b.get("type") in (*_REASONING_OF["anthropic"], *_REASONING_OF["responses"])
+        if not reasoning and not _server_side(b):
             parts = [*parts, _unsupported_block(b, "responses", policy)]
     text = "".join(p.get("text") or "" for p in parts if p.get("type") == "text")
     reasoning = [b for b in extras if b.get("type") in _REASONING_OF["responses"]]
