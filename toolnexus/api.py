@@ -18,6 +18,7 @@ from . import otel
 from .client import Client
 from .core.flow import exchange_flow
 from .core.output import output_spec
+from .core.scope import scope_of
 from .core.toolkit import toolkit as make_toolkit
 from .core.transcript import freeze_transcript
 from .core.wire.parts import check_prompt
@@ -45,6 +46,7 @@ def _context(client: Client, emit: Callable) -> sync.Context:
         emit=emit,
         read_timeout=client.read_timeout_ms / 1000,
         inline_tools=client.tool_executor == "inline",
+        key=scope_of(client.store).key,
     )
 
 
@@ -66,8 +68,10 @@ def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     if conversation_id is None or not client.lookup_tool:
         return tk  # nothing to add (no id to scope it to, or turned off)
     log = client.message_log
-    scoper = lambda: lookup_toolkits(tk, otel.traced_log(log))  # noqa: E731 - its search traced
-    return client.runtime.lookup_toolkit(tk, log, conversation_id, scoper)
+    key = scope_of(client.store).key
+    traced = lambda: otel.traced_log(log, client.runtime, key)  # noqa: E731
+    scoper = lambda: lookup_toolkits(tk, traced())  # noqa: E731 - its search traced
+    return client.runtime.lookup_toolkit(tk, log, key(conversation_id), scoper, conversation_id)
 
 
 def _check_run(prompt: Any, conversation_id: Any) -> None:
@@ -359,7 +363,7 @@ def forget(client: Client, conversation_id: str) -> dict:
             went(done["log_entries"])
         return done
     finally:  # a cache only: dropped even when the store could not delete
-        client.runtime.forget(conversation_id)
+        client.runtime.forget(scope_of(client.store).key(conversation_id))
 
 
 def _check_id(conversation_id: Any) -> None:

@@ -23,6 +23,7 @@ from .drivers.transport import Endpoint, endpoint_url, given_http
 from .plan import plan
 from .runtime import Runtime
 from .store.check import check_store
+from .store.scoped import align_log
 
 __all__ = [
     "create_client",
@@ -211,13 +212,16 @@ def _params(given: Mapping | None) -> PMap:
 def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Client:
     key = o["api_key"]
     runtime = runtime if runtime is not None else Runtime()
+    store = o["store"] if o["store"] is not None else in_memory_store()
     fields = {
         **o,
         "generate": o.get("generate"),
         "api_key": key if isinstance(key, Secret) else Secret(key),
         "headers": pmap(o["headers"] or {}),
         "system_prompt": o["system_prompt"] or "",
-        "store": o["store"] if o["store"] is not None else in_memory_store(),
+        "store": store,
+        # One tenant scope: the log sees the ids the store's decorators map (namespaced...).
+        "message_log": align_log(store, o["message_log"]),
         "hooks": pmap(o["hooks"] or {}),
         "request_params": _params(o["request_params"]),
         "given": given_http(o["transport"], o["http_client"]),

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import otel_ops
+from .core.scope import scope_of
 from .otel_ops import error_type, json_text
 
 __all__ = ["CONTENT_ENV", "Trace", "available", "exchange_trace", "forget_span", "provider_name",
@@ -98,9 +99,6 @@ def _provider(client: Any) -> str:
     return provider_name(client.style, endpoint.target.host if endpoint is not None else None)
 
 
-_running: dict[Any, Trace] = {}  # conversation id -> its running exchange (the latest)
-
-
 class Trace:
     """The spans of one exchange: its parent span, and the client facts children carry."""
 
@@ -121,12 +119,16 @@ class Trace:
             self.base["gen_ai.conversation.id"] = cid
         self.server = _server(client.endpoint)
         self.cfg = client.plan[streaming]
-        if cid is not None:
-            _running[cid] = self
+        # The client's runtime keeps the running exchange of each conversation key (the
+        # store's tenant scope): the search_memory span of its lookup tool goes under it.
+        self.running = client.runtime.traces
+        self.key = scope_of(store).key(cid) if cid is not None else None
+        if self.key is not None:
+            self.running[self.key] = self
 
     def _close(self) -> None:
-        if self.cid is not None and _running.get(self.cid) is self:
-            del _running[self.cid]
+        if self.key is not None and self.running.get(self.key) is self:
+            del self.running[self.key]
 
     def start(self, name: str, attrs: Mapping, kind: str = "CLIENT", at: int | None = None) -> Any:
         """Start a child span of the exchange with `attrs` (at `at` ns, else now)."""
@@ -361,17 +363,20 @@ def traced(table: Mapping[str, Any], t: Trace | None, asynchronous: bool) -> Map
             "io": otel_ops.io(t, table["io"], asynchronous)}  # fmt: skip
 
 
-def traced_log(log: Mapping) -> Mapping:
+def traced_log(log: Mapping, runtime: Any = None, key: Callable[[str], str] = str) -> Mapping:
     """Return `log` whose `query` makes a search_memory span: a child of the exchange of
-    the conversation it is scoped to (the lookup tool's, run on a tool thread), else of
-    the current span (get_chat_history)."""
+    the conversation it is scoped to (the lookup tool's, run on a tool thread; found in
+    `runtime`'s running exchanges under `key(id)`), else of the current span
+    (get_chat_history)."""
     if not available() or not isinstance(log, Mapping) or not callable(log.get("query")):
         return log
     query = log["query"]
+    running_of = runtime.traces if runtime is not None else {}
 
     def search(**filters: Any) -> Any:
         trace, tracer = _api()
-        running = _running.get(filters.get("conversation_id"))
+        cid = filters.get("conversation_id")
+        running = running_of.get(key(cid)) if isinstance(cid, str) else None
         context = running.context if running is not None else None
         attrs: dict[str, Any] = {"gen_ai.operation.name": "search_memory",
                                  "gen_ai.memory.store.id": str(log.get("desc", "message_log")),
