@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -81,6 +81,7 @@ class Client(PRecord):
     model = field()
     api_key = field()  # a Secret
     headers = field()
+    secret_headers = field()  # names of headers= that carry a credential, beyond the rule
     system_prompt = field()
     max_turns = field()
     store = field()
@@ -266,11 +267,16 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
     }
     _check_http(o)
     target = endpoint_url(base_url, codec.url, o["default_query"])
-    endpoint = Endpoint(target, headers, codec, key, base=base_url)
+    endpoint = Endpoint(target, headers, codec, key, base=base_url,
+                        secret_headers=tuple(o["secret_headers"] or ()))  # fmt: skip
     return _build(o, runtime, endpoint)
 
 
 def _check_http(o: Mapping) -> None:
+    names = o["secret_headers"]
+    if names is not None and (isinstance(names, str) or not all(
+            isinstance(n, str) and n for n in names)):  # fmt: skip
+        raise ValueError(f"secret_headers must be a list of header names, got {names!r}")
     query = o["default_query"]
     if query is not None and not (
         isinstance(query, Mapping) and all(isinstance(k, str) and isinstance(v, str)
@@ -304,6 +310,7 @@ def create_client(
     style: Literal["openai", "anthropic", "responses"] = "openai",
     api_key: str | None = None,
     headers: Mapping[str, str] | None = None,
+    secret_headers: Sequence[str] | None = None,
     system_prompt: str | None = None,
     max_turns: int = 10,
     store: Mapping[str, Any] | None = None,
@@ -337,7 +344,9 @@ def create_client(
     base_url, model: where and what to ask. style: "openai" (POST /chat/completions),
     "anthropic" (POST /v1/messages) or "responses" (POST /responses). api_key: else
     OPENAI_API_KEY / OPENROUTER_API_KEY (openai, responses) / ANTHROPIC_API_KEY; it
-    reaches request headers only. headers: extra request headers.
+    reaches request headers only. headers: extra request headers; those that carry a
+    credential (authorization, *-key, *token*, cookie, and the names in secret_headers)
+    never follow a redirect to another origin and are masked like the key.
     system_prompt: leads every request. max_turns: model turns per run (10). store: a
     {get, save} map (default: a fresh in-memory store); lock: fn(id) -> context manager
     held over an exchange (default: the store's own "lock", else an in-process lock).

@@ -118,6 +118,10 @@ class Trace:
         if cid is not None:
             self.base["gen_ai.conversation.id"] = cid
         self.server = _server(client.endpoint)
+        # What a span may show of a tool's arguments or result, or of an exception, has
+        # the client's secrets masked first (the drivers scrub results only after).
+        ep = client.endpoint
+        self.clean = ep.clean if ep is not None else (lambda value: value)
         self.cfg = client.plan[streaming]
         # The client's runtime keeps the running exchange of each conversation key (the
         # store's tenant scope): the search_memory span of its lookup tool goes under it.
@@ -141,7 +145,7 @@ class Trace:
         span.set_attribute("error.type", error_type(e))
         span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, type(e).__name__))
         if isinstance(e, Exception):
-            span.record_exception(e)
+            span.record_exception(e, attributes=_exception_attrs(e, self.content, self.clean))
         span.end(end_time=end)
 
     def event(self, name: str, attrs: Mapping) -> None:
@@ -193,6 +197,21 @@ def _usage_attrs(span: Any, usage: Mapping) -> None:
     ):
         if ours in usage:  # only what the provider reported
             span.set_attribute(theirs, int(usage[ours]))
+
+
+def _exception_attrs(e: BaseException, content: bool, clean: Callable) -> dict:
+    """Return the exception event's message and stacktrace: an exception's message may
+    hold the model's text (a tool's error, a provider's answer), so without content
+    capture they name its type only, and with it they are masked of secrets."""
+    import traceback
+
+    frames = "".join(traceback.format_tb(e.__traceback__))
+    if not content:
+        return {"exception.message": type(e).__name__,
+                "exception.stacktrace": f"Traceback (most recent call last):\n{frames}"
+                                        f"{type(e).__qualname__}"}  # fmt: skip
+    full = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return {"exception.message": clean(str(e)), "exception.stacktrace": clean(full)}
 
 
 # ---- content, in the conventions' message shape (opt-in only) ---------------------------
