@@ -8,7 +8,7 @@ scope, over real SQLite and PostgreSQL backends.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from toolnexus import (
@@ -150,13 +150,24 @@ def test_scopes_compose_and_are_equal_by_their_steps():
 ids = st.text(min_size=1, max_size=30).filter(lambda s: "\x00" not in s)
 
 
-@given(ids, st.sampled_from(["a", "b", "ab"]))
-def test_a_scope_owns_exactly_its_own_keys(cid, tenant):
-    scope = scope_of(namespaced(tenant, sanitize_ids(in_memory_store())))
-    assert scope.owns(scope.key(cid)) == cid
+@given(ids, st.sampled_from(["a", "b", "ab"]), st.booleans())
+@example("é" * 30, "ab", True)  # a hashed key under the namespace
+@example("é" * 30, "ab", False)
+def test_a_scope_owns_exactly_its_own_keys(cid, tenant, sanitized_below):
+    def scope_for(name):
+        inner = in_memory_store()
+        if sanitized_below:  # namespaced over sanitize_ids: a long id's key is a hash
+            return scope_of(namespaced(name, sanitize_ids(inner)))
+        return scope_of(sanitize_ids(namespaced(name, inner)))  # the prefix stays readable
+
+    scope = scope_for(tenant)
+    key = scope.key(cid)
+    hashed = key.startswith("-h") or key.startswith(f"{tenant}:-h")
+    assert scope.owns(key) == (None if hashed else cid)
+    assert scope.mine(key) == (not (hashed and sanitized_below))
     for other in {"a", "b", "ab"} - {tenant}:
-        theirs = scope_of(namespaced(other, sanitize_ids(in_memory_store())))
-        assert scope.owns(theirs.key(cid)) is None
+        theirs = scope_for(other).key(cid)
+        assert scope.owns(theirs) is None and not scope.mine(theirs)
 
 
 def test_scoped_log_records_query_and_clear_in_the_scope():
@@ -171,3 +182,33 @@ def test_scoped_log_records_query_and_clear_in_the_scope():
     assert [e["conversation_id"] for e in log["query"]()] == ["c"]
     assert [e["text"] for e in log["query"](conversation_id="c")] == ["hello"]
     assert log["clear"]() == 1 and len(inner["query"]()) == 1
+
+
+def test_a_sanitized_store_keeps_every_log_entry_visible_even_hashed_ids(tmp_path):
+    """sanitize_ids keeps no tenant apart: an id too long to encode (a hashed key) still
+    shows in get_chat_history(client) and goes with clear_chat_history(client)."""
+    long_id = "x" * 150
+    c = create_in_process_client(
+        model="m", generate=_snooper, store=sanitize_ids(in_memory_store()),
+        message_log=in_memory_log(),
+    )  # fmt: skip
+    ask(c, "hello", id=long_id)
+    ask(c, "hi", id="short/one")
+    shown = get_chat_history(c)
+    assert len(shown) == 4 and {e["conversation_id"] for e in shown} >= {"short/one"}
+    assert [e["text"] for e in get_chat_history(c, conversation_id=long_id)] == ["hello", "noted"]
+    assert clear_chat_history(c) == 4 and get_chat_history(c) == ()
+
+
+def test_a_tenant_never_touches_an_entry_it_cannot_tell_is_its_own():
+    shared = in_memory_log()
+    store = sanitize_ids(in_memory_store())
+    a = create_in_process_client(model="m", generate=_snooper, store=namespaced("a", store),
+                                 message_log=shared)  # fmt: skip
+    b = create_in_process_client(model="m", generate=_snooper, store=namespaced("b", store),
+                                 message_log=shared)  # fmt: skip
+    ask(a, "a's", id="y" * 150)  # a hashed key: no tenant can name it
+    ask(b, "b's", id="short")
+    assert [e["text"] for e in get_chat_history(b)] == ["b's", "noted"]
+    assert clear_chat_history(b) == 2
+    assert [e["text"] for e in get_chat_history(a, conversation_id="y" * 150)] == ["a's", "noted"]

@@ -1,8 +1,9 @@
 """Tenant scopes: how a store decorator maps conversation ids, as a value.
 
 A decorator that maps ids (`namespaced`, `sanitize_ids`, your own) declares what it does
-as the store's "scope": `key(id)` is the id the backend sees, `owns(key)` the id a
-backend key stands for in this scope (None when the key is not this scope's). The
+as the store's "scope": `key(id)` is the id the backend sees, `mine(key)` whether a
+backend key is this scope's, and `owns(key)` the id it stands for (None when it is not
+this scope's, or when the mapping cannot be undone, as for a hashed key). The
 client applies the store's scope to everything else keyed by a conversation (the
 message log, the lookup tool, forget, the runtime's memos and traces), so a tenant's
 conversation "c" is one key everywhere. Two scopes are equal when their steps are.
@@ -19,15 +20,17 @@ __all__ = ["Scope", "IDENTITY", "scope_of", "within"]
 class Scope:
     """How ids map to backend keys: `key`, its partial inverse `owns`, and the steps made of."""
 
-    __slots__ = ("steps", "key", "owns")
+    __slots__ = ("steps", "key", "owns", "mine")
 
     def __init__(
         self,
         steps: tuple[Hashable, ...],
         key: Callable[[str], str],
         owns: Callable[[str], str | None],
+        mine: Callable[[str], bool] | None = None,
     ) -> None:
         self.steps, self.key, self.owns = steps, key, owns
+        self.mine = mine or (lambda k: owns(k) is not None)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Scope) and other.steps == self.steps
@@ -42,7 +45,7 @@ class Scope:
         return f"Scope({', '.join(map(repr, self.steps)) or 'identity'})"
 
 
-IDENTITY = Scope((), lambda id: id, lambda key: key)
+IDENTITY = Scope((), lambda id: id, lambda key: key, lambda key: True)
 
 
 def scope_of(m: Any) -> Scope:
@@ -60,9 +63,13 @@ def within(
     key: Callable[[str], str],
     owns: Callable[[str], str | None],
     inner: Scope = IDENTITY,
+    *,
+    total: bool = False,
 ) -> Scope:
     """Return the scope of a decorator mapping ids by `key` (inverse `owns`) over a store
     whose own scope is `inner`: its ids are mapped first, then the inner store's.
+    `total`: every key is this decorator's (it encodes ids, it keeps no tenant apart), so
+    a key it cannot name (`owns` None) is still its own.
 
     >>> head = within(("namespaced", "a"), lambda i: "a:" + i,
     ...               lambda k: k[2:] if k.startswith("a:") else None)
@@ -73,7 +80,16 @@ def within(
     """
 
     def composed_owns(k: str) -> str | None:
-        mine = inner.owns(k)
-        return None if mine is None else owns(mine)
+        theirs = inner.owns(k)
+        return None if theirs is None else owns(theirs)
 
-    return Scope((step, *inner.steps), lambda id: inner.key(key(id)), composed_owns)
+    def composed_mine(k: str) -> bool:
+        if not inner.mine(k):
+            return False
+        theirs = inner.owns(k)
+        if theirs is None:  # the inner mapping cannot be undone: only a total step is sure
+            return total
+        return total or owns(theirs) is not None
+
+    return Scope((step, *inner.steps), lambda id: inner.key(key(id)), composed_owns,
+                 composed_mine)  # fmt: skip

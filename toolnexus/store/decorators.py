@@ -246,8 +246,8 @@ def sanitize_ids(store: Mapping) -> dict:
         side_record(id)
         store["save"](sanitize_id(id), transcript)
 
-    ops.update(get=get, save=save, scope=within(("sanitize_ids",), sanitize_id, _unsanitize,
-                                                scope_of(store)))  # fmt: skip
+    scope = within(("sanitize_ids",), sanitize_id, _unsanitize, scope_of(store), total=True)
+    ops.update(get=get, save=save, scope=scope)
     if callable(store.get("lock")):
         ops["lock"] = lambda id: store["lock"](sanitize_id(id))  # the key's lock
     if "delete" in store:

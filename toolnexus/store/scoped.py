@@ -42,9 +42,9 @@ def _query(log: Mapping, scope: Scope) -> Callable[..., tuple]:
         found = inner(**{**filters, "limit": None})
         mine = []
         for e in found:
-            owner = None if e["conversation_id"] is None else scope.owns(e["conversation_id"])
-            if owner is not None:
-                mine.append(e.set("conversation_id", owner))
+            k = e["conversation_id"]
+            if k is not None and scope.mine(k):  # an id it cannot name shows as its key
+                mine.append(e.set("conversation_id", scope.owns(k) or k))
         return tuple(mine if limit is None else mine[max(len(mine) - limit, 0) :])
 
     return query
@@ -59,7 +59,7 @@ def _clear(log: Mapping, scope: Scope) -> Callable[..., int]:
         # Only this scope's conversations: a tenant never clears another's entries.
         keys = {e["conversation_id"] for e in log["query"]() if e["conversation_id"]}
         return sum(inner(before=before, conversation_id=k) for k in sorted(keys)
-                   if scope.owns(k) is not None)  # fmt: skip
+                   if scope.mine(k))  # fmt: skip
 
     return clear
 
