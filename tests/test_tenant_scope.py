@@ -212,3 +212,17 @@ def test_a_tenant_never_touches_an_entry_it_cannot_tell_is_its_own():
     assert [e["text"] for e in get_chat_history(b)] == ["b's", "noted"]
     assert clear_chat_history(b) == 2
     assert [e["text"] for e in get_chat_history(a, conversation_id="y" * 150)] == ["a's", "noted"]
+
+
+def test_forget_in_clears_the_log_in_the_store_scope(tmp_path):
+    from toolnexus.api import forget_in
+    from toolnexus.store import sqlite_backend
+
+    db = sqlite_backend(str(tmp_path / "x.db"))
+    a, b = _tenant(db, "a"), _tenant(db, "b")
+    ask(a, "a's", id="chat")
+    ask(b, "b's", id="chat")
+    went = forget_in(namespaced("b", db["store"]), db["log"], "chat")
+    assert went["log_entries"] == 2
+    assert [e["text"] for e in get_chat_history(a)] == ["a's", "noted"]
+    db["close"]()

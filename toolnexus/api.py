@@ -329,9 +329,10 @@ async def aask(
 
 def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
               lock: Callable | None = None) -> dict:  # fmt: skip
-    """Remove a conversation from `store` (its "delete") and its entries from `log`, under
-    `lock(conversation_id)` when given; return {"conversation_id", "log_entries"} (how many
-    log entries went). Other conversations are not touched."""
+    """Remove a conversation from `store` (its "delete") and its entries from `log` (seen in
+    the store's tenant scope, see `namespaced`), under `lock(conversation_id)` when given;
+    return {"conversation_id", "log_entries"} (how many log entries went). Other
+    conversations, and other tenants' entries, are not touched."""
     _check_id(conversation_id)
     delete = store.get("delete") if isinstance(store, Mapping) else None
     if not callable(delete):
@@ -342,8 +343,10 @@ def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
         )
     if log is not None:
         from .history.wiring import require_log
+        from .store.scoped import align_log
 
-        log = require_log(log)  # checked before anything is removed
+        # In the store's tenant scope: a namespaced store's forget clears its own entries.
+        log = align_log(store, require_log(log))  # checked before anything is removed
     with lock(conversation_id) if lock is not None else _nothing():
         delete(conversation_id)
         removed = log["clear"](conversation_id=conversation_id) if log is not None else 0
