@@ -6,9 +6,9 @@
 A secret is found in `text` as the exact value, as any 12-character fragment of it
 (a provider that echoes a key "partly masked" still shows most of it), URL-encoded
 (`%2B`), JSON-escaped (`\\u002b`, `\\/`, `\\"`) and split across a line break; a
-secret of 12 characters or more also as hex and base64 (standard and URL-safe, at any
-alignment, so inside a longer encoded text such as a Basic or `Bearer` header a tool
-echoed). Each finding is replaced by `***` in the original text. Pure: no I/O, no state.
+secret of 12 characters or more also whole as hex and base64 (standard and URL-safe, at
+any alignment, so inside a longer encoded text such as a Basic or `Bearer` header a
+tool echoed). Each finding is replaced by `***` in the original text. Pure: no I/O, no state.
 
 Secrets shorter than `MIN_SECRET` characters are not searched for: masking every "ab"
 in a message would destroy it, and a value that short protects nothing anyway.
@@ -170,13 +170,17 @@ def encodings(secret: str) -> tuple[str, ...]:
 
 
 def _forms(secrets: Iterable[str | None]) -> tuple[tuple[str, int, tuple], ...]:
-    seen = []
+    """Return (form, the run that counts, its pieces) of each secret and each encoding: a
+    secret's fragments count, an encoding only whole (few finds: the scrubber is on the
+    path of every tool result and model answer)."""
+    out: dict[str, tuple[str, int, tuple]] = {}
     for s in secrets:
-        if isinstance(s, str) and len(s) >= MIN_SECRET:
-            for form in (s, *encodings(s)):
-                if form not in seen:
-                    seen.append(form)
-    return tuple((s, *_pieces(s)) for s in seen)
+        if isinstance(s, str) and len(s) >= MIN_SECRET and s not in out:
+            out[s] = (s, *_pieces(s))
+    for s in list(out):
+        for form in encodings(s):
+            out.setdefault(form, (form, len(form), ((0, form),)))
+    return tuple(out.values())
 
 
 def scrub_text(text: str, secrets: Iterable[str | None]) -> str:
@@ -205,12 +209,19 @@ def scrubber(secrets: Iterable[str | None]) -> Scrub:
     forms = _forms(secrets)
     if not forms:
         return _same
+    shortest = min(w for _, w, _ in forms)  # escapes and line breaks only lengthen a form
+    # Every finding holds one of these whole (see _pieces): a text holding none of them,
+    # and no escape, is returned at once (the usual case, on every answer and result).
+    needles = tuple(dict.fromkeys(piece for _, _, pieces in forms for _, piece in pieces))
 
     def scrub(text: str) -> str:
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str) or len(text) < shortest:
+            return text
+        escaped = _may_escape(text) and _ESCAPES.search(text) is not None
+        if not escaped and not any(n in text for n in needles):
             return text
         spans = [span for s, w, pieces in forms for span in _runs(text, s, w, pieces)]
-        if _ESCAPES.search(text):
+        if escaped:
             view, vstart, ostart, olen = _decoded(text)
             for s, w, pieces in forms:
                 for a, b in _runs(view, s, w, pieces):
@@ -231,6 +242,12 @@ def scrubber(secrets: Iterable[str | None]) -> Scrub:
         return "".join(out)
 
     return scrub
+
+
+def _may_escape(text: str) -> bool:
+    """Whether `text` holds a character every escape starts with (found in C, where the
+    escapes' pattern walks the text in Python's regex engine)."""
+    return "%" in text or "\\" in text or "\n" in text or "\r" in text
 
 
 def _same(text: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 import httpx
-from pyrsistent import PMap, pmap
+from pyrsistent import PMap, PVector, pmap
 
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
 from ..core.secrets import scrub_value, scrubber
@@ -143,6 +143,24 @@ def _basic(url: httpx.URL) -> str:
     return "Basic " + base64.b64encode(pair).decode("ascii")
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Yield every string of a decoded value (map keys too), depth first: the quick look
+    `Endpoint.clean` takes (exact types first: an ABC check per node costs more than the
+    whole look)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is str:
+            yield v
+        elif kind is PMap or kind is dict or isinstance(v, Mapping):
+            for k, item in v.items():
+                stack.append(k)
+                stack.append(item)
+        elif kind is PVector or kind is list or kind is tuple:
+            stack.extend(v)
+
+
 def _shown(url: httpx.URL) -> str:
     # What errors and reprs say: no userinfo (a password there is Basic auth, not text).
     return str(url.copy_with(username=None, password=None)) if url.userinfo else str(url)
@@ -206,8 +224,11 @@ class Endpoint:
 
     def clean(self, value: Any) -> Any:
         """Return a turn (or a delta) with every form of the secrets masked: a model that
-        spells out a key it read puts it in no result, transcript, log or event."""
-        return scrub_value(value, self.scrub) if self.hides else value
+        spells out a key it read puts it in no result, transcript, log or event. A value
+        with nothing to mask is returned as it is, after one quick look at its strings."""
+        if not self.hides or all(self.scrub(t) is t for t in _strings(value)):
+            return value
+        return scrub_value(value, self.scrub)
 
     def decode(self, status: int, content: bytes) -> PMap:
         """Return the turn of a 2xx JSON response (decoded with bounded depth and size)."""
