@@ -413,10 +413,12 @@ def metrics(client: Client) -> str:
 
 def get_chat_history(client: Client, **filters: Any) -> tuple:
     """Return the client's message log entries matching `filters` (see the log's query)."""
+    from .core.scope import scope_of
     from .history.wiring import require_log
     from .otel import traced_log
 
-    return traced_log(require_log(client.message_log))["query"](**filters)
+    log = require_log(client.message_log)
+    return traced_log(log, client.runtime, scope_of(client.store).key)["query"](**filters)
 
 
 def clear_chat_history(
