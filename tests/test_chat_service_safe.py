@@ -61,6 +61,7 @@ def test_a_principal_touches_only_its_own_conversations(provider, database, monk
         for headers in ({}, _as("not-a-token"), {"authorization": f"Basic {ALICE}"}):
             r = http.post("/conversations/chat/messages", json={"text": "x"}, headers=headers)
             assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthenticated")
+            assert r.headers["www-authenticate"] == "Bearer"
             assert http.get("/conversations/chat", headers=headers).status_code == 401
             assert http.delete("/conversations/chat", headers=headers).status_code == 401
         r = http.post("/conversations/chat/messages", json={"text": "alice's plan"},

@@ -304,7 +304,8 @@ async def on_error(request: Request, e: Exception) -> Response:
         body = {"error": {"code": code, "message": str(e.detail)}}
         return JSONResponse(body, e.status_code, headers=e.headers)
     status, body = error_body(request.app, e)
-    return JSONResponse(body, status, headers={"retry-after": "1"} if status == 503 else None)
+    headers = {503: {"retry-after": "1"}, 401: {"www-authenticate": "Bearer"}}.get(status)
+    return JSONResponse(body, status, headers=headers)
 
 
 @asynccontextmanager
