@@ -211,8 +211,7 @@ def _postgres(dsn: str, unique: str, tmp_path: Path, dsn_for_worker: str | None 
     env = {"TOOLNEXUS_DATABASE": (dsn_for_worker or dsn) + schema}
 
     def readers():
-        b = postgres_backend(dsn + schema)
-        return b["store"], b["log"], b["close"]
+        return as_demo(postgres_backend(dsn + schema))
 
     def cleanup():
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -231,8 +230,7 @@ def _redis(url: str, unique: str, tmp_path: Path, url_for_worker: str | None = N
     env = {"TOOLNEXUS_DATABASE": url_for_worker or url}
 
     def readers():
-        b = redis_backend(url)
-        return b["store"], b["log"], b["close"]
+        return as_demo(redis_backend(url))
 
     def cleanup():
         r = redis.Redis.from_url(url)
@@ -249,7 +247,17 @@ BACKENDS = {"postgres": (_postgres, "postgres_dsn"), "redis": (_redis, "redis_ur
 
 
 def base_env(fp) -> dict:
-    return {"TOOLNEXUS_BASE_URL": fp.url, "TOOLNEXUS_MODEL": "fake", "OPENAI_API_KEY": "k"}
+    """The worker's provider, and its local demo mode (loopback clients, principal "demo")."""
+    return {"TOOLNEXUS_BASE_URL": fp.url, "TOOLNEXUS_MODEL": "fake", "OPENAI_API_KEY": "k",
+            "TOOLNEXUS_DEMO": "1"}  # fmt: skip
+
+
+def as_demo(b: dict) -> tuple:
+    """(store, log, close) of a backend bundle as the demo principal's requests see them."""
+    from toolnexus.store import namespaced
+
+    log = namespaced("demo", b["log"]) if b["log"] is not None else None
+    return namespaced("demo", b["store"]), log, b["close"]
 
 
 # ---- checking a stored conversation ------------------------------------------------------

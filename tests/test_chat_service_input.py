@@ -25,6 +25,8 @@ from chat_service_kit import (  # noqa: E402
 
 from toolnexus.testing import fake_provider, text_reply  # noqa: E402
 
+JSON = {"content-type": "application/json"}
+
 
 @pytest.fixture(scope="module")
 def provider():
@@ -41,12 +43,18 @@ def test_bad_input_is_a_clear_4xx_and_sse_history_delete_work(provider, tmp_path
              400, "bad_id"),
             ("POST", "/conversations/a%20b/messages", {"json": {"text": "x"}}, 400, "bad_id"),
             ("POST", "/conversations/a%2Fb/messages", {"json": {"text": "x"}}, 400, "bad_id"),
-            ("POST", "/conversations/u/messages", {"content": b"{not json"}, 400, "bad_json"),
+            ("POST", "/conversations/u/messages", {"content": b"{not json", "headers": JSON}, 400,
+             "bad_json"),
             ("POST", "/conversations/u/messages", {"json": ["text"]}, 400, "bad_json"),
             ("POST", "/conversations/u/messages", {"json": {}}, 422, "missing_text"),
             ("POST", "/conversations/u/messages", {"json": {"text": " "}}, 422, "bad_text"),
             ("POST", "/conversations/u/messages", {"json": {"text": 7}}, 422, "bad_text"),
-            ("POST", "/conversations/u/messages", {"content": b"x" * 70_000}, 413, "too_large"),
+            ("POST", "/conversations/u/messages", {"content": b"x" * 70_000, "headers": JSON},
+             413, "too_large"),
+            ("POST", "/conversations/u/messages", {"content": b'{"text": "x"}'}, 415, "not_json"),
+            ("POST", "/conversations/u/messages",
+             {"content": b'{"text": "x"}', "headers": {"content-type": "text/plain"}}, 415,
+             "not_json"),
             ("GET", "/conversations/u/history?since=2026-13-01", {}, 400, "bad_date"),
             ("GET", "/conversations/u/history?until=yesterdayish", {}, 400, "bad_date"),
             ("GET", "/conversations/u/history?limit=0", {}, 400, "bad_limit"),
@@ -137,7 +145,7 @@ def test_the_inputs_that_gave_500s_are_a_clear_4xx(
     env, _, cleanup = _postgres(postgres_dsn, unique, tmp_path)
     try:
         with in_process({**base_env(provider), **env}, monkeypatch) as http:
-            r = http.request(method, path, content=body)
+            r = http.request(method, path, content=body, headers=JSON)
             assert r.status_code == status, r.text
             if code is not None:
                 assert r.json()["error"]["code"] == code
@@ -183,7 +191,7 @@ def test_no_input_gets_a_500_or_a_traceback(provider, postgres_dsn, unique, tmp_
 
             def request(method: str, path: str, query: dict, body: bytes) -> None:
                 query = urlencode(query, errors="surrogatepass")  # a lone surrogate: as its bytes
-                assert_clean(http.request(method, path + "?" + query, content=body))
+                assert_clean(http.request(method, path + "?" + query, content=body, headers=JSON))
 
             @many
             @given(methods, ids, routes, queries, bodies)

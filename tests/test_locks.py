@@ -374,3 +374,23 @@ def test_the_local_lock_excludes_per_id_times_out_and_forgets_ids_it_no_longer_h
     # Nothing is kept for ids no one holds or waits for (a service sees millions of ids).
     kept = [c.cell_contents for c in lock.__closure__ if isinstance(c.cell_contents, dict)]
     assert kept == [{}]
+
+
+def test_a_file_lock_leaves_no_file_per_id(tmp_path):
+    """Issue 39: every id a service ever locked used to leave its lock file behind."""
+    from toolnexus import ask, create_in_process_client
+    from toolnexus.backends.file.lock import lock_directory
+    from toolnexus.store import sqlite_backend
+
+    db = sqlite_backend(str(tmp_path / "chat.db"))
+    c = create_in_process_client(
+        model="m", generate=lambda r: {"content": "ok"}, store=db["store"], message_log=db["log"]
+    )
+    for i in range(20):
+        ask(c, "hi", id=f"user-{i}")
+    db["close"]()
+    assert list(lock_directory(tmp_path / "chat.db").iterdir()) == []
+    lock = file_lock(tmp_path / "locks", timeout=1)
+    with lock("a"), lock("b"):
+        assert len(list((tmp_path / "locks").iterdir())) == 2
+    assert list((tmp_path / "locks").iterdir()) == []

@@ -18,6 +18,7 @@ from . import otel
 from .client import Client
 from .core.flow import exchange_flow
 from .core.output import output_spec
+from .core.scope import scope_of
 from .core.toolkit import toolkit as make_toolkit
 from .core.transcript import freeze_transcript
 from .core.wire.parts import check_prompt
@@ -45,6 +46,7 @@ def _context(client: Client, emit: Callable) -> sync.Context:
         emit=emit,
         read_timeout=client.read_timeout_ms / 1000,
         inline_tools=client.tool_executor == "inline",
+        key=scope_of(client.store).key,
     )
 
 
@@ -66,8 +68,10 @@ def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     if conversation_id is None or not client.lookup_tool:
         return tk  # nothing to add (no id to scope it to, or turned off)
     log = client.message_log
-    scoper = lambda: lookup_toolkits(tk, otel.traced_log(log))  # noqa: E731 - its search traced
-    return client.runtime.lookup_toolkit(tk, log, conversation_id, scoper)
+    key = scope_of(client.store).key
+    traced = lambda: otel.traced_log(log, client.runtime, key)  # noqa: E731
+    scoper = lambda: lookup_toolkits(tk, traced())  # noqa: E731 - its search traced
+    return client.runtime.lookup_toolkit(tk, log, key(conversation_id), scoper, conversation_id)
 
 
 def _check_run(prompt: Any, conversation_id: Any) -> None:
@@ -325,9 +329,10 @@ async def aask(
 
 def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
               lock: Callable | None = None) -> dict:  # fmt: skip
-    """Remove a conversation from `store` (its "delete") and its entries from `log`, under
-    `lock(conversation_id)` when given; return {"conversation_id", "log_entries"} (how many
-    log entries went). Other conversations are not touched."""
+    """Remove a conversation from `store` (its "delete") and its entries from `log` (seen in
+    the store's tenant scope, see `namespaced`), under `lock(conversation_id)` when given;
+    return {"conversation_id", "log_entries"} (how many log entries went). Other
+    conversations, and other tenants' entries, are not touched."""
     _check_id(conversation_id)
     delete = store.get("delete") if isinstance(store, Mapping) else None
     if not callable(delete):
@@ -338,8 +343,10 @@ def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
         )
     if log is not None:
         from .history.wiring import require_log
+        from .store.scoped import align_log
 
-        log = require_log(log)  # checked before anything is removed
+        # In the store's tenant scope: a namespaced store's forget clears its own entries.
+        log = align_log(store, require_log(log))  # checked before anything is removed
     with lock(conversation_id) if lock is not None else _nothing():
         delete(conversation_id)
         removed = log["clear"](conversation_id=conversation_id) if log is not None else 0
@@ -359,7 +366,7 @@ def forget(client: Client, conversation_id: str) -> dict:
             went(done["log_entries"])
         return done
     finally:  # a cache only: dropped even when the store could not delete
-        client.runtime.forget(conversation_id)
+        client.runtime.forget(scope_of(client.store).key(conversation_id))
 
 
 def _check_id(conversation_id: Any) -> None:

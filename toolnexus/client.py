@@ -10,7 +10,7 @@ the one mutable thing, owned and explicit: `close(client)`, `client.close()`, or
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from .drivers.transport import Endpoint, endpoint_url, given_http
 from .plan import plan
 from .runtime import Runtime
 from .store.check import check_store
+from .store.scoped import align_log
 
 __all__ = [
     "create_client",
@@ -89,6 +90,7 @@ class Client(PRecord):
     model = field()
     api_key = field()  # a Secret
     headers = field()
+    secret_headers = field()  # names of headers= that carry a credential, beyond the rule
     system_prompt = field()
     max_turns = field()
     max_tool_calls = field()  # per model turn: the calls past it are answered with an error
@@ -232,13 +234,16 @@ def _params(given: Mapping | None, style: str) -> PMap:
 def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Client:
     key = o["api_key"]
     runtime = runtime if runtime is not None else Runtime()
+    store = o["store"] if o["store"] is not None else in_memory_store()
     fields = {
         **o,
         "generate": o.get("generate"),
         "api_key": key if isinstance(key, Secret) else Secret(key),
         "headers": pmap(o["headers"] or {}),
         "system_prompt": o["system_prompt"] or "",
-        "store": o["store"] if o["store"] is not None else in_memory_store(),
+        "store": store,
+        # One tenant scope: the log sees the ids the store's decorators map (namespaced...).
+        "message_log": align_log(store, o["message_log"]),
         "hooks": pmap(o["hooks"] or {}),
         "request_params": _params(o["request_params"], o["style"]),
         "given": given_http(o["transport"], o["http_client"]),
@@ -284,11 +289,16 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
     }
     _check_http(o)
     target = endpoint_url(base_url, codec.url, o["default_query"])
-    endpoint = Endpoint(target, headers, codec, key, base=base_url)
+    endpoint = Endpoint(target, headers, codec, key, base=base_url,
+                        secret_headers=tuple(o["secret_headers"] or ()))  # fmt: skip
     return _build(o, runtime, endpoint)
 
 
 def _check_http(o: Mapping) -> None:
+    names = o["secret_headers"]
+    if names is not None and (isinstance(names, str) or not all(
+            isinstance(n, str) and n for n in names)):  # fmt: skip
+        raise ValueError(f"secret_headers must be a list of header names, got {names!r}")
     query = o["default_query"]
     if query is not None and not (
         isinstance(query, Mapping) and all(isinstance(k, str) and isinstance(v, str)
@@ -322,6 +332,7 @@ def create_client(
     style: Literal["openai", "anthropic", "responses"] = "openai",
     api_key: str | None = None,
     headers: Mapping[str, str] | None = None,
+    secret_headers: Sequence[str] | None = None,
     system_prompt: str | None = None,
     max_turns: int = 10,
     max_tool_calls: int = MAX_TOOL_CALLS,
@@ -356,7 +367,9 @@ def create_client(
     base_url, model: where and what to ask. style: "openai" (POST /chat/completions),
     "anthropic" (POST /v1/messages) or "responses" (POST /responses). api_key: else
     OPENAI_API_KEY / OPENROUTER_API_KEY (openai, responses) / ANTHROPIC_API_KEY; it
-    reaches request headers only. headers: extra request headers.
+    reaches request headers only. headers: extra request headers; those that carry a
+    credential (authorization, *-key, *token*, cookie, and the names in secret_headers)
+    never follow a redirect to another origin and are masked like the key.
     system_prompt: leads every request. max_turns: model turns per run (10).
     max_tool_calls: tool calls run per model turn (64); the model's calls past it are not
     run, each answered with an error result it reads. store: a
@@ -428,10 +441,12 @@ def metrics(client: Client) -> str:
 
 def get_chat_history(client: Client, **filters: Any) -> tuple:
     """Return the client's message log entries matching `filters` (see the log's query)."""
+    from .core.scope import scope_of
     from .history.wiring import require_log
     from .otel import traced_log
 
-    return traced_log(require_log(client.message_log))["query"](**filters)
+    log = require_log(client.message_log)
+    return traced_log(log, client.runtime, scope_of(client.store).key)["query"](**filters)
 
 
 def clear_chat_history(

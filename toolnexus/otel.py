@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import otel_ops
+from .core.scope import scope_of
 from .otel_ops import error_type, json_text
 
 __all__ = ["CONTENT_ENV", "Trace", "available", "exchange_trace", "forget_span", "provider_name",
@@ -98,9 +99,6 @@ def _provider(client: Any) -> str:
     return provider_name(client.style, endpoint.target.host if endpoint is not None else None)
 
 
-_running: dict[Any, Trace] = {}  # conversation id -> its running exchange (the latest)
-
-
 class Trace:
     """The spans of one exchange: its parent span, and the client facts children carry."""
 
@@ -120,13 +118,21 @@ class Trace:
         if cid is not None:
             self.base["gen_ai.conversation.id"] = cid
         self.server = _server(client.endpoint)
+        # What a span may show of a tool's arguments or result, or of an exception, has
+        # the client's secrets masked first (the drivers scrub results only after).
+        ep = client.endpoint
+        self.clean = ep.clean if ep is not None else (lambda value: value)
         self.cfg = client.plan[streaming]
-        if cid is not None:
-            _running[cid] = self
+        # The client's runtime keeps the running exchange of each conversation key (the
+        # store's tenant scope): the search_memory span of its lookup tool goes under it.
+        self.running = client.runtime.traces
+        self.key = scope_of(store).key(cid) if cid is not None else None
+        if self.key is not None:
+            self.running[self.key] = self
 
     def _close(self) -> None:
-        if self.cid is not None and _running.get(self.cid) is self:
-            del _running[self.cid]
+        if self.key is not None and self.running.get(self.key) is self:
+            del self.running[self.key]
 
     def start(self, name: str, attrs: Mapping, kind: str = "CLIENT", at: int | None = None) -> Any:
         """Start a child span of the exchange with `attrs` (at `at` ns, else now)."""
@@ -139,7 +145,7 @@ class Trace:
         span.set_attribute("error.type", error_type(e))
         span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, type(e).__name__))
         if isinstance(e, Exception):
-            span.record_exception(e)
+            span.record_exception(e, attributes=_exception_attrs(e, self.content, self.clean))
         span.end(end_time=end)
 
     def event(self, name: str, attrs: Mapping) -> None:
@@ -191,6 +197,21 @@ def _usage_attrs(span: Any, usage: Mapping) -> None:
     ):
         if ours in usage:  # only what the provider reported
             span.set_attribute(theirs, int(usage[ours]))
+
+
+def _exception_attrs(e: BaseException, content: bool, clean: Callable) -> dict:
+    """Return the exception event's message and stacktrace: an exception's message may
+    hold the model's text (a tool's error, a provider's answer), so without content
+    capture they name its type only, and with it they are masked of secrets."""
+    import traceback
+
+    frames = "".join(traceback.format_tb(e.__traceback__))
+    if not content:
+        return {"exception.message": type(e).__name__,
+                "exception.stacktrace": f"Traceback (most recent call last):\n{frames}"
+                                        f"{type(e).__qualname__}"}  # fmt: skip
+    full = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return {"exception.message": clean(str(e)), "exception.stacktrace": clean(full)}
 
 
 # ---- content, in the conventions' message shape (opt-in only) ---------------------------
@@ -361,17 +382,20 @@ def traced(table: Mapping[str, Any], t: Trace | None, asynchronous: bool) -> Map
             "io": otel_ops.io(t, table["io"], asynchronous)}  # fmt: skip
 
 
-def traced_log(log: Mapping) -> Mapping:
+def traced_log(log: Mapping, runtime: Any = None, key: Callable[[str], str] = str) -> Mapping:
     """Return `log` whose `query` makes a search_memory span: a child of the exchange of
-    the conversation it is scoped to (the lookup tool's, run on a tool thread), else of
-    the current span (get_chat_history)."""
+    the conversation it is scoped to (the lookup tool's, run on a tool thread; found in
+    `runtime`'s running exchanges under `key(id)`), else of the current span
+    (get_chat_history)."""
     if not available() or not isinstance(log, Mapping) or not callable(log.get("query")):
         return log
     query = log["query"]
+    running_of = runtime.traces if runtime is not None else {}
 
     def search(**filters: Any) -> Any:
         trace, tracer = _api()
-        running = _running.get(filters.get("conversation_id"))
+        cid = filters.get("conversation_id")
+        running = running_of.get(key(cid)) if isinstance(cid, str) else None
         context = running.context if running is not None else None
         attrs: dict[str, Any] = {"gen_ai.operation.name": "search_memory",
                                  "gen_ai.memory.store.id": str(log.get("desc", "message_log")),

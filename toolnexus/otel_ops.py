@@ -57,8 +57,8 @@ def _tool_end(t: Trace, span: Any, result: Any, end: int | None = None) -> None:
             "error.type", (output.split(":", 1)[0] if raised else "") or "tool_error"
         )
         span.set_status(t.trace.Status(t.trace.StatusCode.ERROR, "tool_error"))
-    elif t.content and isinstance(result, Mapping):
-        span.set_attribute("gen_ai.tool.call.result", json_text(result.get("output")))
+    elif t.content and isinstance(result, Mapping):  # masked before the span sees it
+        span.set_attribute("gen_ai.tool.call.result", json_text(t.clean(result.get("output"))))
     span.end(end_time=end)
 
 
@@ -73,7 +73,7 @@ def _traced_execute(t: Trace, fn: Callable, name: str, calls: Sequence, seen: se
             seen.add(call["id"])
         span = t.start(f"execute_tool {name}", _tool_attrs(name, call), "INTERNAL")
         if t.content:
-            span.set_attribute("gen_ai.tool.call.arguments", json_text(args))
+            span.set_attribute("gen_ai.tool.call.arguments", json_text(t.clean(args)))
         return span, otel_context.attach(t.trace.set_span_in_context(span, t.context))
 
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(

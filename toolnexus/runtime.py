@@ -54,6 +54,9 @@ class Runtime:
         self._memo: OrderedDict[str, Mapping] = OrderedDict()
         self._lookup: OrderedDict[str, tuple] = OrderedDict()  # id -> (toolkit, log, made)
         self._scoper: tuple | None = None  # (toolkit, log, scoped(id)) of the last toolkit
+        # The running exchange (an otel.Trace) of each conversation key: the client's, so
+        # two clients in one process never parent each other's spans.
+        self.traces: dict[str, Any] = {}
         self._sink: dict | None = None
         self.closed = False
         _LIVE.add(self)
@@ -178,12 +181,14 @@ class Runtime:
             self._lookup.pop(conversation_id, None)
 
     def lookup_toolkit(
-        self, tk: Any, log: Any, conversation_id: str, scoper: Callable[[], Callable]
-    ) -> Any:
+        self, tk: Any, log: Any, conversation_id: str, scoper: Callable[[], Callable],
+        scoped_id: str | None = None,
+    ) -> Any:  # fmt: skip
         """Return the toolkit plus the log's lookup tool scoped to a conversation, made
-        once per conversation (LRU, MEMO_SIZE ids) by `scoper()(conversation_id)`; the
-        scoper itself is made once per (toolkit, log) value (the last one is kept), so
-        the toolkit's request entries are not built again for each new conversation."""
+        once per conversation (LRU, MEMO_SIZE ids) by `scoper()(scoped_id or
+        conversation_id)`; the scoper itself is made once per (toolkit, log) value (the
+        last one is kept), so the toolkit's request entries are not built again for each
+        new conversation. `conversation_id` is the memo's key (the store's scope's key)."""
         with self._lock:
             hit = self._lookup.get(conversation_id)
             if hit is not None and hit[0] is tk and hit[1] is log:
@@ -192,7 +197,7 @@ class Runtime:
             last = self._scoper
         if last is None or last[0] is not tk or last[1] is not log:
             last = (tk, log, scoper())
-        made = last[2](conversation_id)
+        made = last[2](scoped_id if scoped_id is not None else conversation_id)
         with self._lock:
             self._scoper = last
             self._lookup[conversation_id] = (tk, log, made)
@@ -216,6 +221,7 @@ class Runtime:
             self._memo.clear()
             self._lookup.clear()
             self._scoper = None
+            self.traces.clear()
         for client in clients:
             client.close()
         for pool in pools:

@@ -336,6 +336,9 @@ def instructions_per_request(
 # ---- the benchmark -------------------------------------------------------------------------
 
 
+DEMO = "demo:"  # the example's local demo mode keeps every id under the principal "demo"
+
+
 def example_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:
     """Return the copyable example's environment (TOOLNEXUS_DATABASE), and a cleanup.
 
@@ -350,12 +353,12 @@ def example_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:
 
             with psycopg.connect(dsn, autocommit=True) as conn:
                 for t in ("toolnexus_messages", "toolnexus_messages_heads"):
-                    conn.execute(f"DELETE FROM {t} WHERE id LIKE %s", (tag + "%",))
+                    conn.execute(f"DELETE FROM {t} WHERE id LIKE %s", (DEMO + tag + "%",))
                 conn.execute(
-                    "DELETE FROM toolnexus_log WHERE conversation_id LIKE %s", (tag + "%",)
+                    "DELETE FROM toolnexus_log WHERE conversation_id LIKE %s", (DEMO + tag + "%",)
                 )
 
-        return {"TOOLNEXUS_DATABASE": dsn}, drop
+        return {"TOOLNEXUS_DATABASE": dsn, "TOOLNEXUS_DEMO": "1"}, drop
     if store == "redis":
         url = os.environ.get("TOOLNEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -367,8 +370,8 @@ def example_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:
             if keys:
                 r.delete(*keys)
 
-        return {"TOOLNEXUS_DATABASE": url}, clean
-    return {"TOOLNEXUS_DATABASE": f"sqlite:{tmp}/chat.db"}, lambda: None
+        return {"TOOLNEXUS_DATABASE": url, "TOOLNEXUS_DEMO": "1"}, clean
+    return {"TOOLNEXUS_DATABASE": f"sqlite:{tmp}/chat.db", "TOOLNEXUS_DEMO": "1"}, lambda: None
 
 
 def store_env(store: str, tag: str, tmp: str) -> tuple[dict, callable]:

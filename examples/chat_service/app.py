@@ -7,17 +7,28 @@ TOOLNEXUS_DATABASE is postgresql://..., redis://... or sqlite:PATH (default
 sqlite:chat_service.db): the store, its cross-process lock and the message log come
 from it (`toolnexus.store.open_backend`; Redis has no message log: /history answers
 501). The provider: TOOLNEXUS_BASE_URL, _STYLE, _MODEL, _TIMEOUT_MS, _RETRIES.
+
+Who may touch which conversation: TOOLNEXUS_AUTH=module:function names your
+authentication, a function(request) -> principal | None (sync or async); every
+conversation id is then the principal's own (`namespaced(principal, store)`: store,
+log, lookup tool and forget alike). `examples.chat_service.auth:bearer_tokens` is one
+(TOOLNEXUS_TOKENS). Without it the service refuses to start, unless TOOLNEXUS_DEMO=1:
+a local demo that answers loopback clients only, as one principal, "demo".
 Routes and errors: README.md next to this file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import inspect
 import json
+import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import lru_cache
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -26,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from toolnexus import ask, astream, create_client, define_tool, to_json, toolkit
+from toolnexus import ask, astream, create_client, define_tool, forget, to_json, toolkit
 from toolnexus.core.errors import ProviderError, RunTimeoutError
 from toolnexus.core.secrets import dsn_passwords, scrubber
 from toolnexus.history.entry import parse_when
@@ -34,10 +45,13 @@ from toolnexus.store import (
     LockTimeoutError,
     StoreCorruptError,
     StoreUnavailableError,
+    namespaced,
     open_backend,
 )
 
+logger = logging.getLogger("examples.chat_service")
 ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+PRINCIPAL = re.compile(r"[A-Za-z0-9._@-]{1,128}")  # no ":": a tenant's prefix
 LIMIT = re.compile(r"[0-9]{1,4}")  # ASCII digits: int() would also read "²" and fail
 MAX_BODY, MAX_TEXT = 64 * 1024, 32_000
 
@@ -59,6 +73,28 @@ def check_id(raw: str) -> str:
     if not ID.fullmatch(raw):
         raise BadRequest(400, "bad_id", "an id is 1-128 letters, digits and . _ : @ -")
     return raw
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type header names JSON (a form or text/plain never does: CSRF)."""
+    return (content_type or "").split(";")[0].strip().lower() == "application/json"
+
+
+async def read_body(request: Request) -> bytes:
+    """Return the body of a JSON request, read up to MAX_BODY bytes (413 past it, never
+    read further), or raise BadRequest (415 when it is not declared application/json)."""
+    if not is_json(request.headers.get("content-type")):
+        raise BadRequest(415, "not_json", "send the body as Content-Type: application/json")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise BadRequest(413, "too_large", f"the body is over {MAX_BODY} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:  # a chunked or lying body: stop reading at the bound
+            raise BadRequest(413, "too_large", f"the body is over {MAX_BODY} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def read_message(body: bytes) -> str:
@@ -103,24 +139,70 @@ def history_query(params: Mapping[str, str]) -> dict:
     return q
 
 
-ERRORS = {  # exception -> (status, code, message); a provider's message is appended
+ERRORS = {  # exception -> (status, code, message)
     BadRequest: None,
     StoreUnavailableError: (503, "store_unavailable", "the store is unavailable; retry shortly"),
     LockTimeoutError: (503, "busy", "the conversation is busy; retry"),
     StoreCorruptError: (500, "store_corrupt", "the stored conversation is corrupt"),
     RunTimeoutError: (504, "timeout", "the model did not answer in time"),
-    ProviderError: (502, "provider_error", "the model provider failed: "),
+    ProviderError: (502, "provider_error", "the model provider failed (see the server log)"),
 }
 
 
 def error_body(app: Starlette, e: BaseException) -> tuple[int, dict]:
-    """Return (status, {"error": {code, message}}) of `e`, every secret scrubbed."""
+    """Return (status, {"error": {code, message}}) of `e`, every secret scrubbed.
+
+    An end user sees no internal URL or provider text: the details go to the log."""
     kind = next((k for k in ERRORS if isinstance(e, k)), None)
     status, code, message = e.args if kind is BadRequest else ERRORS.get(kind) or (
         500, "internal", "an internal error occurred (see the server log)")  # fmt: skip
     if kind is ProviderError:
-        message += str(e)[:300]
+        logger.warning("provider error: %s", app.state.scrub(str(e)[:2000]))
     return status, {"error": {"code": code, "message": app.state.scrub(message)}}
+
+
+# ---- who may touch which conversation ----------------------------------------------
+
+
+def demo_principal(request: Request) -> str | None:
+    """The local demo's authentication: loopback clients only, all one principal."""
+    host = request.client.host if request.client else ""
+    return "demo" if host in ("127.0.0.1", "::1") else None
+
+
+def load_auth(env: Mapping[str, str]) -> Callable:
+    """Return the authentication TOOLNEXUS_AUTH names (module:function), the demo's with
+    TOOLNEXUS_DEMO=1; without either, refuse to serve (RuntimeError saying how)."""
+    spec = env.get("TOOLNEXUS_AUTH", "")
+    if spec:
+        module, _, name = spec.partition(":")
+        return getattr(importlib.import_module(module), name)
+    if env.get("TOOLNEXUS_DEMO") == "1":
+        return demo_principal
+    raise RuntimeError(
+        "the chat service will not serve without authentication: set TOOLNEXUS_AUTH="
+        "module:function (a function(request) -> principal or None, e.g. "
+        "examples.chat_service.auth:bearer_tokens), or TOOLNEXUS_DEMO=1 for a local demo "
+        "(loopback clients only)"
+    )
+
+
+async def principal(request: Request) -> str:
+    """Return the request's authenticated principal, or raise BadRequest (401)."""
+    who = request.app.state.auth(request)
+    who = await who if inspect.isawaitable(who) else who
+    if who is None:
+        raise BadRequest(401, "unauthenticated", "this request is not authenticated")
+    if not isinstance(who, str) or not PRINCIPAL.fullmatch(who):  # the operator's mistake
+        raise RuntimeError("the authentication returned a principal that is not 1-128 "
+                           "letters, digits and . _ @ -")  # fmt: skip
+    return who
+
+
+async def tenant(request: Request):
+    """Return the client of the request's principal: its store, log, lookup tool and
+    forget see only that principal's conversations (`namespaced`)."""
+    return request.app.state.tenants(await principal(request))
 
 
 @define_tool
@@ -146,8 +228,8 @@ def sse(kind: str, data: object) -> bytes:
 
 async def post_message(request: Request) -> Response:
     """One exchange, answered as JSON (or SSE with `Accept: text/event-stream`)."""
-    id, text = check_id(request.path_params["id"]), read_message(await request.body())
-    client = request.app.state.client
+    client = await tenant(request)  # before reading anything of the body
+    id, text = check_id(request.path_params["id"]), read_message(await read_body(request))
     if "text/event-stream" not in request.headers.get("accept", ""):
         # The sync driver in Starlette's thread pool (40 threads): 13% fewer instructions
         # per exchange than `aask` (benchmarks/service/README.md).
@@ -177,8 +259,9 @@ async def post_message(request: Request) -> Response:
 
 async def get_conversation(request: Request) -> Response:
     """The stored transcript (404 when there is none)."""
+    client = await tenant(request)
     id = check_id(request.path_params["id"])
-    found = await asyncio.to_thread(request.app.state.db["store"]["get"], id)
+    found = await asyncio.to_thread(client.store["get"], id)
     if found is None:
         return JSONResponse({"error": {"code": "not_found", "message": "no such id"}}, 404)
     return Response(
@@ -188,8 +271,9 @@ async def get_conversation(request: Request) -> Response:
 
 async def get_history(request: Request) -> Response:
     """The conversation's message-log entries, oldest first."""
+    client = await tenant(request)
     id, q = check_id(request.path_params["id"]), history_query(request.query_params)
-    log = request.app.state.db["log"]
+    log = client.message_log  # in the principal's scope
     if log is None:
         return JSONResponse({"error": {"code": "no_log", "message": "no message log"}}, 501)
     found = await asyncio.to_thread(log["query"], conversation_id=id, **q)
@@ -198,17 +282,12 @@ async def get_history(request: Request) -> Response:
     return JSONResponse({"conversation_id": id, "entries": entries})
 
 
-def forget(db: Mapping, id: str) -> int | None:
-    """Delete a conversation and its log entries, under its lock (after any exchange)."""
-    with db["lock"](id):
-        db["store"]["delete"](id)
-        return db["log"]["clear"](conversation_id=id) if db["log"] is not None else None
-
-
 async def delete_conversation(request: Request) -> Response:
-    """Forget a conversation: its transcript and its message-log entries."""
+    """Forget a conversation: its transcript and its message-log entries (under its lock)."""
+    client = await tenant(request)
     id = check_id(request.path_params["id"])
-    removed = await asyncio.to_thread(forget, request.app.state.db, id)
+    went = await asyncio.to_thread(forget, client, id)
+    removed = went["log_entries"] if client.message_log is not None else None
     return JSONResponse({"conversation_id": id, "deleted": True, "log_entries_removed": removed})
 
 
@@ -225,13 +304,15 @@ async def on_error(request: Request, e: Exception) -> Response:
         body = {"error": {"code": code, "message": str(e.detail)}}
         return JSONResponse(body, e.status_code, headers=e.headers)
     status, body = error_body(request.app, e)
-    return JSONResponse(body, status, headers={"retry-after": "1"} if status == 503 else None)
+    headers = {503: {"retry-after": "1"}, 401: {"www-authenticate": "Bearer"}}.get(status)
+    return JSONResponse(body, status, headers=headers)
 
 
 @asynccontextmanager
 async def lifespan(app: Starlette):
     """Open the database and the client for this worker; close them at exit."""
     env, url = os.environ, os.environ.get("TOOLNEXUS_DATABASE", "sqlite:chat_service.db")
+    app.state.auth = load_auth(env)  # first: no authentication, no service
     app.state.db = db = open_backend(url)
     numbers = {k: int(env[f"TOOLNEXUS_{k.upper()}"]) for k in ("timeout_ms", "retries")
                if env.get(f"TOOLNEXUS_{k.upper()}")}  # fmt: skip
@@ -241,6 +322,9 @@ async def lifespan(app: Starlette):
         model=env.get("TOOLNEXUS_MODEL", "gpt-4.1-mini"),
         store=db["store"], message_log=db["log"], **numbers)  # fmt: skip
     app.state.scrub = scrubber((client.api_key.reveal(), *dsn_passwords(url)))
+    # One client per principal (sharing the runtime: connections, threads), its store
+    # and message log namespaced to it; the most recent 1024 are kept.
+    app.state.tenants = lru_cache(1024)(lambda who: client.set(store=namespaced(who, db["store"])))
     with client:
         yield
     db["close"]()

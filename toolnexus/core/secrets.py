@@ -5,8 +5,10 @@
 
 A secret is found in `text` as the exact value, as any 12-character fragment of it
 (a provider that echoes a key "partly masked" still shows most of it), URL-encoded
-(`%2B`), JSON-escaped (`\\u002b`, `\\/`, `\\"`) and split across a line break. Each
-finding is replaced by `***` in the original text. Pure: no I/O, no state.
+(`%2B`), JSON-escaped (`\\u002b`, `\\/`, `\\"`) and split across a line break; a
+secret of 12 characters or more also whole as hex and base64 (standard and URL-safe, at
+any alignment, so inside a longer encoded text such as a Basic or `Bearer` header a
+tool echoed). Each finding is replaced by `***` in the original text. Pure: no I/O, no state.
 
 Secrets shorter than `MIN_SECRET` characters are not searched for: masking every "ab"
 in a message would destroy it, and a value that short protects nothing anyway.
@@ -14,6 +16,7 @@ in a message would destroy it, and a value that short protects nothing anyway.
 
 from __future__ import annotations
 
+import base64
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
@@ -28,6 +31,7 @@ __all__ = [
     "MIN_SECRET",
     "MASK",
     "scrubber",
+    "encodings",
     "scrub_text",
     "scrub_value",
     "dsn_passwords",
@@ -140,12 +144,43 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
+def encodings(secret: str) -> tuple[str, ...]:
+    """Return the hex and base64 forms of a secret of FRAGMENT+ characters: hex in both
+    cases, and the base64 characters that its bytes alone decide at each of the three
+    alignments it may have inside a longer encoded text, standard and URL-safe.
+
+    >>> encodings("short")
+    ()
+    >>> forms = encodings("sk-abcdefghijklmnop")
+    >>> base64.b64encode(b"Bearer sk-abcdefghijklmnop").decode()[10:30] in "".join(forms)
+    True
+    """
+    if len(secret) < FRAGMENT:  # a short one's encodings would mask ordinary text
+        return ()
+    raw = secret.encode("utf-8", "surrogatepass")
+    out = [raw.hex(), raw.hex().upper()]
+    for pad in range(3):
+        full = base64.b64encode(b"\0" * pad + raw).decode("ascii")
+        # Characters made of the padding's bits, or of the end's partial group, vary
+        # with what surrounds the secret: keep only those its own bytes decide.
+        start, end = -(-8 * pad // 6), (8 * (pad + len(raw))) // 6
+        form = full[start:end]
+        out.extend((form, form.replace("+", "-").replace("/", "_")))
+    return tuple(dict.fromkeys(out))
+
+
 def _forms(secrets: Iterable[str | None]) -> tuple[tuple[str, int, tuple], ...]:
-    seen = []
+    """Return (form, the run that counts, its pieces) of each secret and each encoding: a
+    secret's fragments count, an encoding only whole (few finds: the scrubber is on the
+    path of every tool result and model answer)."""
+    out: dict[str, tuple[str, int, tuple]] = {}
     for s in secrets:
-        if isinstance(s, str) and len(s) >= MIN_SECRET and s not in seen:
-            seen.append(s)
-    return tuple((s, *_pieces(s)) for s in seen)
+        if isinstance(s, str) and len(s) >= MIN_SECRET and s not in out:
+            out[s] = (s, *_pieces(s))
+    for s in list(out):
+        for form in encodings(s):
+            out.setdefault(form, (form, len(form), ((0, form),)))
+    return tuple(out.values())
 
 
 def scrub_text(text: str, secrets: Iterable[str | None]) -> str:
@@ -174,12 +209,19 @@ def scrubber(secrets: Iterable[str | None]) -> Scrub:
     forms = _forms(secrets)
     if not forms:
         return _same
+    shortest = min(w for _, w, _ in forms)  # escapes and line breaks only lengthen a form
+    # Every finding holds one of these whole (see _pieces): a text holding none of them,
+    # and no escape, is returned at once (the usual case, on every answer and result).
+    needles = tuple(dict.fromkeys(piece for _, _, pieces in forms for _, piece in pieces))
 
     def scrub(text: str) -> str:
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str) or len(text) < shortest:
+            return text
+        escaped = _may_escape(text) and _ESCAPES.search(text) is not None
+        if not escaped and not any(n in text for n in needles):
             return text
         spans = [span for s, w, pieces in forms for span in _runs(text, s, w, pieces)]
-        if _ESCAPES.search(text):
+        if escaped:
             view, vstart, ostart, olen = _decoded(text)
             for s, w, pieces in forms:
                 for a, b in _runs(view, s, w, pieces):
@@ -200,6 +242,12 @@ def scrubber(secrets: Iterable[str | None]) -> Scrub:
         return "".join(out)
 
     return scrub
+
+
+def _may_escape(text: str) -> bool:
+    """Whether `text` holds a character every escape starts with (found in C, where the
+    escapes' pattern walks the text in Python's regex engine)."""
+    return "%" in text or "\\" in text or "\n" in text or "\r" in text
 
 
 def _same(text: str) -> str:

@@ -56,6 +56,7 @@ class Context(NamedTuple):
     emit: Callable[[Mapping], None]  # a metric event -> the sink and on_metric
     read_timeout: float  # seconds between bytes of an answer
     inline_tools: bool  # tool_executor="inline": a turn's calls run one after another here
+    key: Callable[[str], str] = str  # the store's tenant scope: a conversation id's key
 
     def http(self) -> Any:
         """Return the sync transport.Http of this run (the host's, else the runtime's)."""
@@ -309,8 +310,9 @@ def plain_handlers(ctx: Context, guard: Guard) -> dict[str, Callable]:
         "remaining": guard.remaining,
         "metric": ctx.emit,
         "warn": _warn,
-        "recall": ctx.runtime.recall,
-        "remember": ctx.runtime.remember,
+        # The runtime's memos are keyed in the store's tenant scope (shared by set()).
+        "recall": lambda cid: ctx.runtime.recall(ctx.key(cid)),
+        "remember": lambda cid, memo: ctx.runtime.remember(ctx.key(cid), memo),
     }
 
 

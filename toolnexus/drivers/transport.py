@@ -14,16 +14,17 @@ transport instead (`Http`). Sync and async twins share every helper but the awai
 
 from __future__ import annotations
 
+import base64
 import functools
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 import httpx
-from pyrsistent import PMap, pmap
+from pyrsistent import PMap, PVector, pmap
 
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
-from ..core.secrets import scrubber
+from ..core.secrets import scrub_value, scrubber
 from ..core.wire import sse
 from ..core.wire.jsonload import MAX_BYTES
 
@@ -45,6 +46,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "MAX_REDIRECTS",
     "MAX_ANSWER_BYTES",
+    "is_secret_header",
 ]
 
 TURN = "__turn__"  # the last item of a stream: {"type": TURN, "turn": ...}
@@ -123,6 +125,42 @@ def endpoint_url(base_url: str, path_of: Any, query: Mapping | None = None) -> h
     return url.copy_merge_params(dict(query)) if query else url
 
 
+def is_secret_header(name: str, also: Collection[str] = ()) -> bool:
+    """Whether a header's name says it carries a credential: authorization, a `*-key`, a
+    `*token*`, a cookie, or one of `also` (a client's secret_headers=), any case.
+
+    >>> [is_secret_header(n) for n in ("X-Goog-Api-Key", "x-auth-token", "accept")]
+    [True, True, False]
+    """
+    n = name.lower()
+    return (n in _CREDENTIALS or n.endswith("-key") or "token" in n or n == "cookie"
+            or n in {a.lower() for a in also})  # fmt: skip
+
+
+def _basic(url: httpx.URL) -> str:
+    """Return the Basic credentials of a URL's user:password@ (what httpx would send)."""
+    pair = f"{unquote(url.username)}:{unquote(url.password)}".encode()
+    return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Yield every string of a decoded value (map keys too), depth first: the quick look
+    `Endpoint.clean` takes (exact types first: an ABC check per node costs more than the
+    whole look)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is str:
+            yield v
+        elif kind is PMap or kind is dict or isinstance(v, Mapping):
+            for k, item in v.items():
+                stack.append(k)
+                stack.append(item)
+        elif kind is PVector or kind is list or kind is tuple:
+            stack.extend(v)
+
+
 def _shown(url: httpx.URL) -> str:
     # What errors and reprs say: no userinfo (a password there is Basic auth, not text).
     return str(url.copy_with(username=None, password=None)) if url.userinfo else str(url)
@@ -131,20 +169,35 @@ def _shown(url: httpx.URL) -> str:
 class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
-    __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub", "hides")
+    __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub", "hides",
+                 "secret_names")  # fmt: skip
 
-    def __init__(self, target: Any, headers: Mapping, codec: Any, key: str | None, base: str = ""):
-        self.target = httpx.URL(target)
+    def __init__(self, target: Any, headers: Mapping, codec: Any, key: str | None, base: str = "",
+                 secret_headers: Collection[str] = ()):  # fmt: skip
+        given = httpx.URL(target)
+        # A URL's user:password@ goes as the Basic header httpx would make of it, and
+        # leaves the URL: no log line (httpx's "HTTP Request:"), error or traceback that
+        # prints the URL can show it.
+        self.target = given.copy_with(username=None, password=None) if given.userinfo else given
         self.url, self.codec = _shown(self.target), codec
         self.base = _shown(httpx.URL(base)) if base else self.url  # for a client's repr
         # Normalized once; a user's framing headers are dropped (httpx sets the real ones).
         kept = {k: v for k, v in headers.items() if k.lower() not in _FRAMING}
         self.headers = httpx.Headers(kept)
+        if given.userinfo:  # over any Authorization, as httpx's own URL auth would be
+            self.headers["authorization"] = _basic(given)
         self.stream_headers = self.headers.copy()
         self.stream_headers["accept"] = "text/event-stream"
-        # The key in any form, and a password in the URL, are masked in every error text.
-        password = unquote(self.target.password) if self.target.password else None
-        self.scrub = scrubber((key, password))
+        # Headers that carry a credential: never sent to another origin, masked in text.
+        self.secret_names = frozenset(k.lower() for k in self.headers.keys()
+                                      if is_secret_header(k, secret_headers))  # fmt: skip
+        # "Bearer X": X alone (a text that shows X after other words is masked from X on).
+        values = [v.split(" ", 1)[-1] for k, v in self.headers.items()
+                  if k.lower() in self.secret_names]  # fmt: skip
+        # The key in any form, a password in the URL, and every secret header's value
+        # are masked in every error text, tool result and model answer.
+        password = unquote(given.password) if given.password else None
+        self.scrub = scrubber((key, password, *values))
         self.hides = self.scrub is not _HIDES_NOTHING  # False: no secret (a local model)
 
     def __repr__(self) -> str:
@@ -169,10 +222,18 @@ class Endpoint:
         """Return a decoder's ProviderError (an SSE error event may echo the key) scrubbed."""
         return scrub_error(e, self.scrub)
 
+    def clean(self, value: Any) -> Any:
+        """Return a turn (or a delta) with every form of the secrets masked: a model that
+        spells out a key it read puts it in no result, transcript, log or event. A value
+        with nothing to mask is returned as it is, after one quick look at its strings."""
+        if not self.hides or all(self.scrub(t) is t for t in _strings(value)):
+            return value
+        return scrub_value(value, self.scrub)
+
     def decode(self, status: int, content: bytes) -> PMap:
         """Return the turn of a 2xx JSON response (decoded with bounded depth and size)."""
         try:
-            return self.codec.parse_response(content)
+            return self.clean(self.codec.parse_response(content))
         except ProviderError as e:
             raise self.scrubbed(e) from None
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
@@ -279,7 +340,8 @@ def _next(ep: Endpoint, http: Http, resp: httpx.Response, hop: int) -> httpx.Req
     """Return the request a 307/308 leads to (same method and body), or None to stop.
 
     httpx builds it (and drops Authorization when the origin changes); the other
-    headers that carry our key are dropped here too. 301/302/303 are answers, as the
+    headers that carry a credential (the key's, and the secret headers a user gave) are
+    dropped here too. 301/302/303 are answers, as the
     providers' SDKs read them after httpx turns them into a GET: we never re-POST there.
     """
     nxt = resp.next_request
@@ -290,7 +352,7 @@ def _next(ep: Endpoint, http: Http, resp: httpx.Response, hop: int) -> httpx.Req
             f"POST {ep.scrub(ep.url)}: more than {http.hops} redirects", url=ep.scrub(ep.url)
         )
     if nxt.url.netloc != ep.target.netloc or nxt.url.scheme != ep.target.scheme:
-        for name in _CREDENTIALS:
+        for name in _CREDENTIALS | ep.secret_names:
             nxt.headers.pop(name, None)
     return nxt
 
@@ -422,8 +484,9 @@ async def asend(http: Http, ep: Endpoint, content: bytes, timeout: float) -> PMa
 class _Stream:
     """The pure decoding state of one streamed turn: SSE decoder + dialect accumulator."""
 
-    def __init__(self, codec: Any):
+    def __init__(self, codec: Any, clean: Any = None):
         self.codec, self.sse, self.acc = codec, sse.start(), codec.stream_start()
+        self.clean = clean or (lambda value: value)  # the endpoint's secret masking
 
     def feed(self, chunk: bytes) -> list[PMap]:
         self.sse, events = sse.feed(self.sse, chunk)
@@ -431,7 +494,8 @@ class _Stream:
 
     def end(self) -> list[PMap]:
         out = self._apply(sse.end(self.sse))
-        return [*out, pmap({"type": TURN, "turn": self.codec.stream_turn(self.acc)})]
+        turn = self.clean(self.codec.stream_turn(self.acc))
+        return [*out, pmap({"type": TURN, "turn": turn})]
 
     def _apply(self, events: tuple) -> list[PMap]:
         out: list[PMap] = []
@@ -442,7 +506,7 @@ class _Stream:
             # refusal's text, each of its own kind.
             for d in deltas:
                 if d["type"] in _SHOWN:
-                    out.append(pmap({"type": d["type"], "delta": d["delta"]}))
+                    out.append(pmap({"type": d["type"], "delta": self.clean(d["delta"])}))
         return out
 
 
@@ -475,7 +539,7 @@ def send_stream(
         if _kind(resp) == "application/json":
             yield from _whole(ep, resp.status_code, _read(ep, resp))
             return
-        state = _Stream(ep.codec)
+        state = _Stream(ep.codec, ep.clean)
         for chunk in resp.iter_bytes():
             if check is not None:
                 check()
@@ -506,7 +570,7 @@ async def asend_stream(
             for item in _whole(ep, resp.status_code, await _aread(ep, resp)):
                 yield item
             return
-        state = _Stream(ep.codec)
+        state = _Stream(ep.codec, ep.clean)
         async for chunk in resp.aiter_bytes():
             for item in state.feed(chunk):
                 yield item

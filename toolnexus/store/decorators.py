@@ -29,9 +29,11 @@ from toolz.functoolz import instanceproperty, no_default
 
 from ..core import transcript as tx
 from ..core.extras import needs_extra
+from ..core.scope import scope_of, within
 from .document import parse_document
 from .errors import StoreCorruptError
 from .fused import declared, derive, fuse, stored_view, view
+from .scoped import scoped_log
 
 __all__ = [
     "DecryptionError",
@@ -244,7 +246,8 @@ def sanitize_ids(store: Mapping) -> dict:
         side_record(id)
         store["save"](sanitize_id(id), transcript)
 
-    ops.update(get=get, save=save)
+    scope = within(("sanitize_ids",), sanitize_id, _unsanitize, scope_of(store), total=True)
+    ops.update(get=get, save=save, scope=scope)
     if callable(store.get("lock")):
         ops["lock"] = lambda id: store["lock"](sanitize_id(id))  # the key's lock
     if "delete" in store:
@@ -275,12 +278,18 @@ def sanitize_ids(store: Mapping) -> dict:
 # ---- namespaced --------------------------------------------------------------
 
 
+def _is_log(m: Any) -> bool:
+    return isinstance(m, Mapping) and all(callable(m.get(k)) for k in ("record", "query", "clear"))
+
+
 @curry
 def namespaced(prefix: str, store: Mapping) -> dict:
     """Return `store` keeping this tenant's conversations under the backend id `prefix:id`.
 
     The prefix may not contain ':', so tenants 'a' and 'ab' can never reach each other's
-    ids; `ids()` lists only this tenant's ids, without the prefix.
+    ids; `ids()` lists only this tenant's ids, without the prefix. The store declares its
+    "scope", which a client applies to its message log, lookup tool, forget and traces
+    alike; given a message log instead of a store, returns that log in the same scope.
 
     >>> from toolnexus.store import in_memory_store
     >>> shared = in_memory_store()
@@ -293,12 +302,21 @@ def namespaced(prefix: str, store: Mapping) -> dict:
         raise ValueError(
             f"namespaced: prefix must be a non-empty string without ':', got {prefix!r}"
         )
-    _check_store(store, "namespaced")
     head = prefix + ":"
+    scope = within(
+        ("namespaced", prefix),
+        lambda id: head + id,
+        lambda k: k[len(head) :] if k.startswith(head) else None,
+        scope_of(store),
+    )
+    if _is_log(store):
+        return scoped_log(scope, store["unscoped"] if "unscoped" in store else store)
+    _check_store(store, "namespaced")
     ops: dict[str, Any] = {
         "get": lambda id: store["get"](head + id),
         "save": lambda id, t: store["save"](head + id, t),
         "desc": f"namespaced({prefix!r}, {_desc(store)})",
+        "scope": scope,
     }
     if callable(store.get("lock")):
         ops["lock"] = lambda id: store["lock"](head + id)  # the backend id's lock

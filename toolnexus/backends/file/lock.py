@@ -27,39 +27,62 @@ def file_lock(directory: str | os.PathLike, timeout: float = 60.0) -> Callable:
     """Return a lock per conversation for several processes on one host (fcntl.flock).
 
     Each id locks its own file under `directory` (named like the file store names
-    ids). The files stay after release: removing them would race with a waiter.
+    ids). The holder removes the file as it releases, so no file stays per id; a waiter
+    that took the lock of a file removed meanwhile sees it is no longer the one at the
+    path and tries again (see `_take_once`).
     """
-    import fcntl
+    import fcntl  # noqa: F401 - fail here, not at the first take, where there is none
 
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
 
     def take(id: str, seconds: float) -> Callable[[], None]:
-        fd = os.open(root / _lock_file_name(id), os.O_RDWR | os.O_CREAT, 0o644)
-
-        def try_once() -> bool:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                return False
-
-        try:
-            _poll(try_once, seconds, f"file lock for {id!r:.120} in {str(root)!r}")
-        except BaseException:
-            os.close(fd)
-            raise
+        path = root / _lock_file_name(id)
+        held: list[int] = []
+        _poll(lambda: _take_once(path, held), seconds,
+              f"file lock for {id!r:.120} in {str(root)!r}")  # fmt: skip
+        fd = held[0]
 
         def release() -> None:
-            # Closing the descriptor drops the flock even if the unlock were to fail.
+            # Remove the file while still holding it: whoever opened it before waits on
+            # a file no longer at the path and tries again; closing drops the flock.
             try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
             finally:
-                os.close(fd)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                finally:
+                    os.close(fd)
 
         return release
 
     return _per_id(take, timeout)
+
+
+def _take_once(path: Path, held: list[int]) -> bool:
+    """Try once to hold the lock file at `path`: True (its descriptor appended to `held`)
+    when taken and still the file at the path, else False with nothing left open."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        here = None
+    mine = os.fstat(fd)
+    if here is None or (here.st_dev, here.st_ino) != (mine.st_dev, mine.st_ino):
+        os.close(fd)  # its holder removed it as it released: the lock is the new file's
+        return False
+    held.append(fd)
+    return True
 
 
 def lock_directory(path: str | os.PathLike) -> Path:
