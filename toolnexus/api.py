@@ -90,6 +90,9 @@ def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_
     """Return (flow, context) of one exchange."""
     _check_run(prompt, conversation_id)
     cfg = client.plan[streaming]
+    learned = client.runtime.omitted(cfg["omission_key"])  # what the server refused before
+    if learned - cfg["omitted"]:
+        cfg = {**cfg, "omitted": cfg["omitted"] | learned}
     if output_schema is not None:  # checked before anything is sent
         cfg = {**cfg, "output": output_spec(output_schema)}
     tk = _toolkit(client, toolkit, conversation_id)

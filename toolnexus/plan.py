@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from .core.wire import DIALECTS
+
 __all__ = ["plan"]
 
 
@@ -38,6 +40,13 @@ def _log_fn(log: Mapping | None, strict: bool, emit: Callable) -> Callable | Non
                                asked_at=asked_at)  # fmt: skip
 
     return record
+
+
+def _omission_memory(runtime: Any, key: tuple) -> Callable[[str], None]:
+    def remember(part: str) -> None:
+        runtime.omit(key, part)
+
+    return remember
 
 
 def plan(o: Mapping, runtime: Any) -> MappingProxyType:
@@ -72,6 +81,11 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         # the store declares them and nothing replaced what they need.
         "exchange": choose(store, o["lock"], o["message_log"], runtime),
         "log": _log_fn(o["message_log"], bool(o["strict_log"]), emit),
+        # What requests leave out from the start (the model's rule), and where a refusal
+        # that adds to it is remembered: the runtime, per endpoint and model.
+        "omitted": DIALECTS[o["style"]].omissions(o["model"]),
+        "omission_key": (o["style"], o.get("base_url"), o["model"]),
+        "remember_omission": _omission_memory(runtime, (o["style"], o.get("base_url"), o["model"])),
     }
     # A stream's consumer may pause or drop it at any event: it never holds the
     # conversation, and its save is rebased on what is stored then (see flow.rebase).

@@ -250,12 +250,28 @@ def _tools_text(tk: Any, tools: Any, codec: Any) -> str:
     return message_text(tools)
 
 
+def _body(cfg: Mapping, codec: Any, state: steps.State, tools: Any, tk: Any, params: Mapping,
+          omitted: frozenset):  # fmt: skip
+    """Yield the body_transform hook; return the request body of the next model call,
+    without what the server refuses (`omitted`: see the codecs' `omit`)."""
+    body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
+    if cfg.get("prompt_cache"):  # breakpoints / cache key (the codec's own way)
+        body = codec.cache_body(body, cfg.get("conversation_id"))
+    if omitted:
+        body = codec.omit(body, omitted)
+    if cfg["transform"] is not None:
+        body = yield ("hook", cfg["transform"], body)
+    return body
+
+
 def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     """The model/tool loop as a generator of effects; returns the final state.
 
     `cfg` holds model, system (a function of the toolkit), params, hooks, max_turns,
     retries, retry_base_ms, rng, on_error, wait_for, transform (a function or None),
-    events (whether to yield stream events) and encode (whether to build the bytes).
+    events (whether to yield stream events) and encode (whether to build the bytes);
+    optionally omitted (what requests leave out: see the codecs' `omit`) and
+    remember_omission (called with what a refusal added to it).
     """
     codec = DIALECTS[state["dialect"]]
     hooks, events = cfg["hooks"], cfg["events"]
@@ -271,13 +287,24 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
             tools = codec.cache_tools(tools) if cfg.get("prompt_cache") else tools
             known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
         params = first if state["turns"] == 0 else later
-        body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
-        if cfg.get("prompt_cache"):  # breakpoints / cache key (the codec's own way)
-            body = codec.cache_body(body, cfg.get("conversation_id"))
-        if cfg["transform"] is not None:
-            body = yield ("hook", cfg["transform"], body)
         turn_no = state["turns"] + 1
-        turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
+        omitted = cfg.get("omitted") or frozenset()
+        body = yield from _body(cfg, codec, state, tools, tk, params, omitted)
+        try:
+            turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
+        except ProviderError as e:
+            part = codec.refused_part(e)
+            if part is None or part in omitted or codec.omit(body, frozenset({part})) is body:
+                raise  # (a request without that part would be the same one)
+            # The server refuses a part of the request it cannot take (encrypted reasoning
+            # asked of a model without it, unsigned thinking): asked once more without it,
+            # remembered per client and model, and left out of this run's later requests.
+            cfg = {**cfg, "omitted": omitted | {part}}
+            if cfg.get("remember_omission") is not None:
+                yield ("hook", cfg["remember_omission"], part)
+            yield ("metric", {"event": "omitted", "model": cfg["model"], "part": part})
+            body = yield from _body(cfg, codec, state, tools, tk, params, cfg["omitted"])
+            turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
                                                 "turn": turn_no})  # fmt: skip
