@@ -6,12 +6,12 @@ lone reasoning items), a LiteLLM gateway's null fields."""
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable, Mapping, Sequence
 
 import pytest
+from pyrsistent import thaw
 
-from toolnexus import create_client, define_tool, run, stream
+from toolnexus import ProviderError, create_client, define_tool, run, stream
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 from toolnexus.testing.fake_provider import anthropic_response, anthropic_stream
@@ -191,3 +191,128 @@ def test_unsigned_thinking_is_dropped_when_the_dialect_changes(style):
         c = create_client(base_url=fp.url, style=style, model="o4-mini", api_key="k")
         assert run(c, "sure?", toolkit=[add], history=history)["text"] == "yes"
     assert THOUGHT not in json.dumps(fp.requests[0]["body"])
+
+
+# ---- Responses: encrypted reasoning, store false, lone reasoning, null fields -----------
+
+
+def responses_client(fp, model="o4-mini", **options):
+    return create_client(base_url=fp.url, style="responses", model=model, api_key="k", **options)
+
+
+@pytest.mark.parametrize("model", ["gpt-4.1", "gpt-4o-mini", "openai/gpt-4o"])
+def test_encrypted_reasoning_is_not_asked_of_a_model_that_refuses_it(model):
+    """Failed before: `include: ["reasoning.encrypted_content"]` went on every request, and
+    gpt-4o / gpt-4.1 answer each one 400 "Encrypted content is not supported"."""
+    with fake_provider([text_reply("hi")]) as fp:
+        assert run(responses_client(fp, model), "hello")["text"] == "hi"
+    assert len(fp.requests) == 1 and "include" not in fp.requests[0]["body"]
+
+
+def test_a_reasoning_model_is_asked_for_its_encrypted_reasoning():
+    with fake_provider([text_reply("hi")]) as fp:
+        run(responses_client(fp, "o4-mini"), "hello")
+    assert fp.requests[0]["body"]["include"] == ["reasoning.encrypted_content"]
+
+
+def encrypted_refused(body: Mapping) -> str | None:
+    if "reasoning.encrypted_content" in (body.get("include") or ()):
+        return "Encrypted content is not supported with this model."
+    return None
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_refusal_of_encrypted_reasoning_is_asked_again_without_it_and_remembered(streamed):
+    """A deployment of no known family (an Azure name) refuses `include`: the request goes
+    once more without it, and the client's later runs leave it out from the start."""
+    with fake_provider(refusing(encrypted_refused, [text_reply("a"), text_reply("b")])) as fp:
+        c = responses_client(fp, "my-deployment")
+        assert outcome(c, "one?", streamed)["text"] == "a"
+        assert outcome(c, "two?", streamed)["text"] == "b"
+        fresh = responses_client(fp, "my-deployment")  # another client learns on its own
+    assert [("include" in r["body"]) for r in fp.requests] == [True, False, False]
+    assert fresh.runtime.omitted(fresh.plan[False]["omission_key"]) == frozenset()
+
+
+def test_another_refusal_is_not_retried():
+    def rule(body):
+        return "Unsupported parameter: 'temperature'"
+
+    with fake_provider(refusing(rule, [])) as fp:
+        with pytest.raises(ProviderError, match="temperature"):
+            run(responses_client(fp, "my-deployment", retries=0), "q")
+    assert len(fp.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_reasoning_without_encrypted_content_is_never_replayed_by_id_under_store_false(streamed):
+    """Failed before: the reasoning item went back by id under `store: false` (the server
+    kept nothing: 404 "Items are not persisted when `store` is set to false")."""
+    first = tool_calls_reply(CALL, reasoning=[{"summary": "Adding."}])
+    store = in_memory_store()
+    with fake_provider([first, text_reply("5")]) as fp:
+        c = responses_client(fp, store=store)
+        assert outcome(c, "2+3?", streamed, toolkit=[add], conversation_id="c")["text"] == "5"
+    second = fp.requests[1]["body"]
+    assert second["store"] is False
+    assert [i.get("type") for i in second["input"]][1:] == ["function_call",
+                                                             "function_call_output"]  # fmt: skip
+    assert store["get"]("c")[1]["items"][0]["type"] == "reasoning"  # kept in the transcript
+
+
+def test_reasoning_by_id_is_replayed_where_the_server_keeps_it():
+    """With `store: true` the server kept the item: naming it by id is right."""
+    first = tool_calls_reply(CALL, reasoning=[{"summary": "Adding."}])
+    with fake_provider([first, text_reply("5")]) as fp:
+        c = responses_client(fp, request_params={"store": True})
+        assert run(c, "2+3?", toolkit=[add])["text"] == "5"
+    assert fp.requests[1]["body"]["input"][1]["type"] == "reasoning"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_turn_cut_while_reasoning_leaves_no_lone_reasoning_item(streamed):
+    """Failed before: the turn was saved as a lone reasoning item and every later request
+    on the conversation got 400 "... provided without its required following item"."""
+    cut = {"reasoning": [{"encrypted_content": "gAAA"}], "incomplete": "max_output_tokens"}
+    store = in_memory_store()
+    with fake_provider([cut, text_reply("shorter")]) as fp:
+        c = responses_client(fp, store=store)
+        first = outcome(c, "think long", streamed, conversation_id="c")
+        assert first["status"] == "incomplete" and first["limit"] == "max_tokens"
+        assert outcome(c, "briefly then", streamed, conversation_id="c")["text"] == "shorter"
+    saved = json.dumps(thaw(store["get"]("c")))
+    assert "gAAA" not in saved
+    assert all(i.get("type") != "reasoning" for i in fp.requests[1]["body"]["input"])
+
+
+def test_a_lone_reasoning_item_saved_before_is_left_out_of_the_request():
+    lone = {"role": "assistant", "items": [{"type": "reasoning", "id": "rs_1", "summary": [],
+                                            "encrypted_content": "gAAA"}]}  # fmt: skip
+    history = [{"role": "user", "content": "think long"}, lone]
+    with fake_provider([text_reply("ok")]) as fp:
+        assert run(responses_client(fp), "go on", history=history)["text"] == "ok"
+    assert "gAAA" not in json.dumps(fp.requests[0]["body"])
+
+
+LITELLM_CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "add",
+                "arguments": '{"a": 2, "b": 3}', "status": "completed", "async": None,
+                "namespace": None}  # fmt: skip
+
+
+def litellm_answer(output: list) -> dict:
+    return {"response": {"id": "resp_1", "object": "response", "model": "o4-mini",
+                         "status": "completed", "output": output, "error": None,
+                         "incomplete_details": None,
+                         "usage": {"input_tokens": 5, "output_tokens": 2}}}  # fmt: skip
+
+
+def test_null_fields_a_gateway_adds_are_never_replayed():
+    """Failed before: LiteLLM's `"async": null, "namespace": null` on a function_call were
+    stored and sent back, which the API refuses."""
+    store = in_memory_store()
+    with fake_provider([litellm_answer([LITELLM_CALL]), text_reply("5")]) as fp:
+        c = responses_client(fp, store=store)
+        assert run(c, "2+3?", toolkit=[add], conversation_id="c")["text"] == "5"
+    replayed = fp.requests[1]["body"]["input"][1]
+    assert replayed["call_id"] == "call_1" and "async" not in replayed
+    assert "namespace" not in json.dumps(thaw(store["get"]("c")))
