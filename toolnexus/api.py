@@ -218,7 +218,8 @@ def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
 
     def send(prompt: str, output_schema: Any = None) -> RunResult:
         r = run(client, prompt, toolkit=toolkit, history=messages[0], output_schema=output_schema)
-        messages[0] = r["messages"]
+        if r["refusal"] is None or client.keep_refused:  # a refused exchange is no context
+            messages[0] = r["messages"]
         return r
 
     def reset() -> None:

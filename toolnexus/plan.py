@@ -76,6 +76,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         "max_part_bytes": o["max_part_bytes"],
         "prompt_cache": bool(o["prompt_cache"]),
         "server_state": bool(o["server_state"]),
+        "keep_refused": bool(o["keep_refused"]),
         "encode": o["endpoint"] is not None,
         # The store calls of the exchange's intents (take, commit, release), fused where
         # the store declares them and nothing replaced what they need.

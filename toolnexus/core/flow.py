@@ -420,15 +420,18 @@ def _with_system(cfg: Mapping, lifted: str) -> Mapping:
 
 
 def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
-    """Save (rebased when the lock was not held), release and log; raise a save's error."""
-    messages = state["messages"]
+    """Save (rebased when the lock was not held), release and log; raise a save's error.
+
+    A run that ended in a refusal saves the transcript it started from (see
+    steps.kept_messages; the client's keep_refused saves it whole)."""
+    messages, fresh = steps.kept_messages(state, bool(cfg.get("keep_refused")))
     if cid is None:
         outcomes = (yield ("io", (log,))) if log is not None else ()
         return messages, outcomes, None
     if held is None:  # optimistic: take the lock for the save alone
         held, current = yield ("take", cid, cfg["loaded_from_store"])
         if cfg["loaded_from_store"]:
-            messages = rebase(loaded, current, messages, steps.fresh_messages(state))
+            messages = rebase(loaded, current, messages, fresh)
     outcomes = yield ("commit", cid, messages, held, log, cfg["loaded_from_store"])
     return messages, outcomes, outcomes[0]
 

@@ -298,7 +298,9 @@ def _unique_ids(blocks: list) -> list:
 
 
 # stop_reason -> how the loop ends a turn without tool calls (see common.turn)
-_ENDS = {"max_tokens": "max_tokens", "pause_turn": "pause"}
+# (every truncation the API defines ends the run incomplete: see steps._ending)
+_ENDS = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
+         "pause_turn": "pause"}  # fmt: skip
 
 
 def _usage(u: Mapping) -> PMap:

@@ -251,7 +251,7 @@ def _usage(u: Mapping) -> PMap:
 _PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 
 # finish_reason -> how the loop ends a turn without tool calls (see common.turn)
-_ENDS = {"length": "max_tokens"}
+_ENDS = {"length": "max_tokens", "content_filter": "content_filter"}  # truncations
 
 
 def _turn(

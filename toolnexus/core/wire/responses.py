@@ -532,8 +532,9 @@ def _read_output(output: Sequence) -> tuple[list, str, str, list]:
     return items, "".join(texts), "".join(refusals), calls
 
 
-# incomplete_details.reason -> how the loop ends a turn without tool calls
-_ENDS = {"max_output_tokens": "max_tokens"}
+# incomplete_details.reason -> how the loop ends a turn without tool calls (any other
+# reason of an incomplete response: "incomplete", no limit named)
+_ENDS = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
 def _parse_response(data: Mapping) -> PMap:
@@ -550,7 +551,7 @@ def _parse_response(data: Mapping) -> PMap:
             message["response_id"] = data["id"]
     frozen = pvector(pmap(c) for c in calls)
     model = data.get("model") if isinstance(data.get("model"), str) else None
-    end = _ENDS.get(reason) if status == "incomplete" else None
+    end = _ENDS.get(reason, "incomplete") if status == "incomplete" else None
     return turn(message, text, frozen, _usage(data.get("usage")), finish, model, end=end,
                 refusal=refusal or None)  # fmt: skip
 
