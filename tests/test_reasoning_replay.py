@@ -316,3 +316,51 @@ def test_null_fields_a_gateway_adds_are_never_replayed():
     replayed = fp.requests[1]["body"]["input"][1]
     assert replayed["call_id"] == "call_1" and "async" not in replayed
     assert "namespace" not in json.dumps(thaw(store["get"]("c")))
+
+
+# ---- chat completions: one provider's fields to a strict server of the same dialect -----
+
+
+def strict_rule(body: Mapping) -> str | None:
+    """A strict OpenAI-compatible server (Groq's wording): an assistant message holds only
+    the fields chat completions defines."""
+    known = {"role", "content", "refusal", "name", "audio", "tool_calls", "function_call"}
+    for i, m in enumerate(body["messages"]):
+        extra = sorted(set(m) - known) if m["role"] == "assistant" else []
+        if extra:
+            return (f"'messages.{i}' : for 'role:assistant' the following must be satisfied"
+                    f"[('messages.{i}' : property '{extra[0]}' is unsupported)]")  # fmt: skip
+    return None
+
+
+def test_another_providers_fields_are_left_out_where_a_strict_server_refuses_them():
+    """A DeepSeek conversation continued on a strict server of the same dialect: its
+    refusal naming `reasoning_content` is answered by one more request without the
+    provider's own fields, remembered for that endpoint and model."""
+    first = tool_calls_reply(CALL, reasoning_content="Adding.")
+    store = in_memory_store()
+    with fake_provider([first, text_reply("5")], schema=False) as deepseek:
+        c = create_client(base_url=deepseek.url, model="deepseek-v4", api_key="k", store=store)
+        run(c, "2+3?", toolkit=[add], conversation_id="c")
+    script = refusing(strict_rule, [text_reply("yes"), text_reply("again")])
+    with fake_provider(script, schema=False) as strict:
+        c = create_client(base_url=strict.url, model="llama-3.3-70b", api_key="k", store=store)
+        assert run(c, "sure?", toolkit=[add], conversation_id="c")["text"] == "yes"
+        assert run(c, "and?", toolkit=[add], conversation_id="c")["text"] == "again"
+    assert len(strict.requests) == 3  # refused once, then never again
+    assert all("Adding." not in json.dumps(r["body"]) for r in strict.requests[1:])
+    assert store["get"]("c")[1]["reasoning_content"] == "Adding."  # the transcript keeps it
+
+
+def test_a_refusal_asking_for_a_field_back_never_leaves_it_out():
+    """DeepSeek's "Missing `reasoning_content`" names the field it wants: not a reason to
+    leave the provider's fields out (one request, the refusal raised as it came)."""
+    first = tool_calls_reply(CALL, reasoning_content="Adding.")
+    with fake_provider([first, text_reply("5")], schema=False) as fp:
+        history = run(create_client(base_url=fp.url, model="m", api_key="k"), "2+3?",
+                      toolkit=[add])["messages"]  # fmt: skip
+    with fake_provider(refusing(lambda b: "Missing `reasoning_content` field", [])) as fp:
+        c = create_client(base_url=fp.url, model="deepseek-v4", api_key="k", retries=0)
+        with pytest.raises(ProviderError, match="Missing"):
+            run(c, "sure?", toolkit=[add], history=history)
+    assert len(fp.requests) == 1

@@ -264,6 +264,32 @@ def _body(cfg: Mapping, codec: Any, state: steps.State, tools: Any, tk: Any, par
     return body
 
 
+def _answer(cfg: Mapping, codec: Any, state: steps.State, asked: tuple, turn_no: int,
+            known: Mapping):  # fmt: skip
+    """Yield effects until the next model turn is decoded; return it and the cfg of the
+    run's later turns (`asked`: the request's tools, toolkit and params).
+
+    A server that refuses a part of the request it cannot take (encrypted reasoning asked
+    of a model without it, unsigned thinking, another provider's fields: the codec's
+    `refused_part`) is asked once more without it; once that is answered, the part is
+    remembered per client and model and left out of the run's later requests."""
+    omitted = cfg.get("omitted") or frozenset()
+    body = yield from _body(cfg, codec, state, *asked, omitted)
+    try:
+        return (yield from _stated_turn(cfg, codec, state, body, turn_no, known)), cfg
+    except ProviderError as e:
+        part = codec.refused_part(e)
+        if part is None or part in omitted or codec.omit(body, frozenset({part})) is body:
+            raise  # (a request without that part would be the same one)
+    cfg = {**cfg, "omitted": omitted | {part}}
+    body = yield from _body(cfg, codec, state, *asked, cfg["omitted"])
+    turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
+    if cfg.get("remember_omission") is not None:
+        yield ("hook", cfg["remember_omission"], part)
+    yield ("metric", {"event": "omitted", "model": cfg["model"], "part": part})
+    return turn, cfg
+
+
 def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     """The model/tool loop as a generator of effects; returns the final state.
 
@@ -288,23 +314,7 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
             known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
         params = first if state["turns"] == 0 else later
         turn_no = state["turns"] + 1
-        omitted = cfg.get("omitted") or frozenset()
-        body = yield from _body(cfg, codec, state, tools, tk, params, omitted)
-        try:
-            turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
-        except ProviderError as e:
-            part = codec.refused_part(e)
-            if part is None or part in omitted or codec.omit(body, frozenset({part})) is body:
-                raise  # (a request without that part would be the same one)
-            # The server refuses a part of the request it cannot take (encrypted reasoning
-            # asked of a model without it, unsigned thinking): asked once more without it,
-            # remembered per client and model, and left out of this run's later requests.
-            cfg = {**cfg, "omitted": omitted | {part}}
-            if cfg.get("remember_omission") is not None:
-                yield ("hook", cfg["remember_omission"], part)
-            yield ("metric", {"event": "omitted", "model": cfg["model"], "part": part})
-            body = yield from _body(cfg, codec, state, tools, tk, params, cfg["omitted"])
-            turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
+        turn, cfg = yield from _answer(cfg, codec, state, (tools, tk, params), turn_no, known)
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
                                                 "turn": turn_no})  # fmt: skip

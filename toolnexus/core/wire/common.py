@@ -491,18 +491,3 @@ def unique_id(id: str, taken: set, limit: int = 40) -> str:
     taken.add(new)
     return new
 
-
-# A dialect whose servers refuse nothing of what the loop replays (see core.flow: omitted).
-def nothing_omitted(model: str) -> frozenset:
-    """Return what requests to `model` leave out from the start: nothing."""
-    return frozenset()
-
-
-def nothing_refused(error: Any) -> str | None:
-    """Return what a refusal says the request should leave out: nothing."""
-    return None
-
-
-def omit_nothing(body: Mapping, names: frozenset) -> Mapping:
-    """Return a request body as it is (nothing to leave out)."""
-    return body

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
+from . import openai_fields as fields
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
@@ -18,9 +19,6 @@ from .common import (
     malformed,
     merge_extra,
     name_text,
-    nothing_omitted,
-    nothing_refused,
-    omit_nothing,
     replayable_with,
     response_object,
     stream_cut,
@@ -157,8 +155,8 @@ def _refusal_request(m: Mapping) -> Mapping | None:
     return pmap(m).remove("refusal").set("content", pvector([part]))
 
 
-# What a request leaves out where the server refuses it (see core.flow): nothing here.
-omissions, refused_part, omit = nothing_omitted, nothing_refused, omit_nothing
+# What a request leaves out where the server refuses it (see core.flow, openai_fields).
+omissions, refused_part, omit = fields.omissions, fields.refused_part, fields.omit
 
 
 def _needs_cleaning(m: Mapping) -> bool:
