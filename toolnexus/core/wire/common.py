@@ -490,4 +490,3 @@ def unique_id(id: str, taken: set, limit: int = 40) -> str:
         new = id[: limit - len(suffix)] + suffix
     taken.add(new)
     return new
-
