@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 from pyrsistent import thaw
 
-from toolnexus import ProviderError, create_client, define_tool, run, stream
+from toolnexus import ProviderError, arun, create_client, define_tool, run, stream
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 from toolnexus.testing.fake_provider import anthropic_response, anthropic_stream
@@ -225,13 +225,26 @@ def encrypted_refused(body: Mapping) -> str | None:
 def test_a_refusal_of_encrypted_reasoning_is_asked_again_without_it_and_remembered(streamed):
     """A deployment of no known family (an Azure name) refuses `include`: the request goes
     once more without it, and the client's later runs leave it out from the start."""
+    seen: list = []
     with fake_provider(refusing(encrypted_refused, [text_reply("a"), text_reply("b")])) as fp:
-        c = responses_client(fp, "my-deployment")
+        c = responses_client(fp, "my-deployment", on_metric=seen.append)
         assert outcome(c, "one?", streamed)["text"] == "a"
         assert outcome(c, "two?", streamed)["text"] == "b"
         fresh = responses_client(fp, "my-deployment")  # another client learns on its own
     assert [("include" in r["body"]) for r in fp.requests] == [True, False, False]
+    assert [e["part"] for e in seen if e["event"] == "omitted"] == ["encrypted_content"]
     assert fresh.runtime.omitted(fresh.plan[False]["omission_key"]) == frozenset()
+
+
+def test_the_async_verbs_ask_again_without_the_refused_part_and_remember_it():
+    import asyncio
+
+    async def both(c):
+        return [(await arun(c, "one?"))["text"], (await arun(c, "two?"))["text"]]
+
+    with fake_provider(refusing(encrypted_refused, [text_reply("a"), text_reply("b")])) as fp:
+        assert asyncio.run(both(responses_client(fp, "my-deployment"))) == ["a", "b"]
+    assert [("include" in r["body"]) for r in fp.requests] == [True, False, False]
 
 
 def test_another_refusal_is_not_retried():
