@@ -9,6 +9,7 @@ than the rest of the setup together.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -42,13 +43,6 @@ def _log_fn(log: Mapping | None, strict: bool, emit: Callable) -> Callable | Non
     return record
 
 
-def _omission_memory(runtime: Any, key: tuple) -> Callable[[str], None]:
-    def remember(part: str) -> None:
-        runtime.omit(key, part)
-
-    return remember
-
-
 def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     """Return {False: the flow configuration of a plain run, True: of a streaming one,
     "emit": the metric emitter} for a client's fields `o` (read-only maps)."""
@@ -57,6 +51,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     from .skills import system_for
 
     system_prompt, store = o["system_prompt"], o["store"]
+    learned = (o["style"], o.get("base_url"), o["model"])  # the runtime's key of refusals
     emit = _emitter(runtime, o["on_metric"])
     base = {
         "dialect": o["style"],
@@ -85,8 +80,8 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         # What requests leave out from the start (the model's rule), and where a refusal
         # that adds to it is remembered: the runtime, per endpoint and model.
         "omitted": DIALECTS[o["style"]].omissions(o["model"]),
-        "omission_key": (o["style"], o.get("base_url"), o["model"]),
-        "remember_omission": _omission_memory(runtime, (o["style"], o.get("base_url"), o["model"])),
+        "omission_key": learned,
+        "remember_omission": functools.partial(runtime.omit, learned),
     }
     # A stream's consumer may pause or drop it at any event: it never holds the
     # conversation, and its save is rebased on what is stored then (see flow.rebase).
