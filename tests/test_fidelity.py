@@ -175,7 +175,7 @@ def test_stop_reason_is_the_providers_own(streamed):
 def test_an_openai_refusal_is_kept_given_and_replayed(streamed):
     store = in_memory_store()
     with fake_provider([{"refusal": "I can't help with that."}, text_reply("ok")]) as fp:
-        c = client(fp, store=store)
+        c = client(fp, store=store, keep_refused=True)  # (by default a refusal is not saved)
         r, _ = outcome(c, "bad?", streamed, conversation_id="c")
         stored = thaw(store["get"]("c")[1])
         run(c, "fine?", conversation_id="c")  # the fake refuses a request the API would

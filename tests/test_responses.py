@@ -161,7 +161,7 @@ def test_the_fake_stream_sends_arguments_in_fragments():
 def test_a_refusal_is_given_kept_and_replayed(streamed):
     script = [{"refusal": "I can't help with that."}, text_reply("ok")]
     with fake_provider(script) as fp:
-        c = _client(fp, store=in_memory_store())
+        c = _client(fp, store=in_memory_store(), keep_refused=True)  # (default: not saved)
         if streamed:
             events = list(stream(c, "bad", conversation_id="c"))
             first = events[-1]["result"]
@@ -187,9 +187,10 @@ def test_an_answer_cut_at_max_output_tokens_is_incomplete(streamed):
     assert result["stop_reason"] == "max_output_tokens"
 
 
-def test_a_content_filter_ending_is_the_answer_with_its_reason():
+def test_a_content_filter_ending_is_incomplete_with_its_reason():
     result, _, _ = _run([text_reply("partial", incomplete="content_filter")], False)
-    assert result["status"] == "done" and result["stop_reason"] == "content_filter"
+    assert (result["status"], result["limit"]) == ("incomplete", "content_filter")
+    assert result["stop_reason"] == "content_filter"
 
 
 @pytest.mark.parametrize("streamed", [False, True])

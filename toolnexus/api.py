@@ -94,6 +94,9 @@ def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_
     """Return (flow, context) of one exchange."""
     _check_run(prompt, conversation_id)
     cfg = client.plan[streaming]
+    learned = client.runtime.omitted(cfg["omission_key"])  # what the server refused before
+    if learned - cfg["omitted"]:
+        cfg = {**cfg, "omitted": cfg["omitted"] | learned}
     if output_schema is not None:  # checked before anything is sent
         cfg = {**cfg, "output": output_spec(output_schema)}
     tk = _toolkit(client, toolkit, conversation_id)
@@ -219,7 +222,8 @@ def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
 
     def send(prompt: str, output_schema: Any = None) -> RunResult:
         r = run(client, prompt, toolkit=toolkit, history=messages[0], output_schema=output_schema)
-        messages[0] = r["messages"]
+        if r["refusal"] is None or client.keep_refused:  # a refused exchange is no context
+            messages[0] = r["messages"]
         return r
 
     def reset() -> None:

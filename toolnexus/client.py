@@ -119,6 +119,7 @@ class Client(PRecord):
     max_part_bytes = field()
     prompt_cache = field()  # cache breakpoints (anthropic) / prompt_cache_key (openai)
     server_state = field()  # the server keeps the conversation (responses: previous_response_id)
+    keep_refused = field()  # a run that ends in a refusal is saved whole (default: not)
     generate = field()  # the host function of an in-process client, else None
     endpoint = field()  # derived from base_url, style, key and headers (None in process)
     given = field()  # derived: transport.Given of the host's clients, or None (the runtime's)
@@ -213,6 +214,8 @@ def _check(o: Mapping) -> None:
             f'on_unsupported_part must be "error" or "text", got {o["on_unsupported_part"]!r}'
         )
     _check_number("max_part_bytes", o["max_part_bytes"], 1, integer=True)
+    if not isinstance(o["keep_refused"], bool):
+        raise ValueError(f"keep_refused must be True or False, got {o['keep_refused']!r}")
     if o["tool_executor"] not in _EXECUTORS:
         raise ValueError(f"tool_executor must be one of {_EXECUTORS}, got {o['tool_executor']!r}")
 
@@ -259,7 +262,7 @@ def _defaults(options: Mapping) -> dict:
              retry_base_ms=500, max_retry_wait_ms=60_000, read_timeout_ms=120_000,
              strict_log=False, lookup_tool=True,
              tool_executor="threads", on_unsupported_part="error",
-             prompt_cache=False, server_state=False)  # fmt: skip
+             prompt_cache=False, server_state=False, keep_refused=False)  # fmt: skip
     unknown = set(options) - set(o)
     if unknown:
         raise ValueError(f"unknown client option(s): {sorted(unknown)}; known: {sorted(o)}")
@@ -361,6 +364,7 @@ def create_client(
     max_part_bytes: int | None = None,
     prompt_cache: bool = False,
     server_state: bool = False,
+    keep_refused: bool = False,
 ) -> Client:
     """Return a client value for a chat completions, Anthropic messages or Responses endpoint.
 
@@ -401,6 +405,9 @@ def create_client(
     server_state: (responses) the server keeps the conversation: each request names the
     previous response (`previous_response_id`, `store: true`) and sends only the new
     items; the full transcript is still saved, and sent once if the server forgot it.
+    keep_refused: a run that ends in a refusal saves its exchange too (default: the
+    stored transcript stays as it was, so the refused exchange is not the next turn's
+    context; the RunResult and the message log keep it either way).
     A stored conversation of the other dialect is translated when loaded.
     Bad options raise ValueError (TypeError for a store that is not one, or a
     system_prompt that is not a string) at once.

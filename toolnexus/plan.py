@@ -9,9 +9,12 @@ than the rest of the setup together.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
+
+from .core.wire import DIALECTS
 
 __all__ = ["plan"]
 
@@ -48,6 +51,7 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     from .skills import system_for
 
     system_prompt, store = o["system_prompt"], o["store"]
+    learned = (o["style"], o.get("base_url"), o["model"])  # the runtime's key of refusals
     emit = _emitter(runtime, o["on_metric"])
     base = {
         "dialect": o["style"],
@@ -68,11 +72,17 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
         "max_part_bytes": o["max_part_bytes"],
         "prompt_cache": bool(o["prompt_cache"]),
         "server_state": bool(o["server_state"]),
+        "keep_refused": bool(o["keep_refused"]),
         "encode": o["endpoint"] is not None,
         # The store calls of the exchange's intents (take, commit, release), fused where
         # the store declares them and nothing replaced what they need.
         "exchange": choose(store, o["lock"], o["message_log"], runtime),
         "log": _log_fn(o["message_log"], bool(o["strict_log"]), emit),
+        # What requests leave out from the start (the model's rule), and where a refusal
+        # that adds to it is remembered: the runtime, per endpoint and model.
+        "omitted": DIALECTS[o["style"]].omissions(o["model"]),
+        "omission_key": learned,
+        "remember_omission": functools.partial(runtime.omit, learned),
     }
     # A stream's consumer may pause or drop it at any event: it never holds the
     # conversation, and its save is rebased on what is stored then (see flow.rebase).

@@ -17,7 +17,9 @@ first use and freed by `close()`:
   values it describes, so a hit is exact;
 - the toolkit with the message log's lookup tool, per conversation (same bound), so an
   exchange does not rebuild the tool and its request JSON;
-- the metrics sink behind `metrics(client)`.
+- the metrics sink behind `metrics(client)`;
+- what each endpoint and model refused in a request (encrypted reasoning, unsigned
+  thinking: see core.flow), so later runs leave it out from the start.
 
 `client.set(...)` shares its runtime with the client it came from, on purpose: an
 evolved client reuses the connections and threads. Close the runtime once, when done.
@@ -58,6 +60,8 @@ class Runtime:
         # two clients in one process never parent each other's spans.
         self.traces: dict[str, Any] = {}
         self._sink: dict | None = None
+        # (style, base_url, model) -> what its server refused (see core.flow: omitted)
+        self._omitted: OrderedDict[tuple, frozenset] = OrderedDict()
         self.closed = False
         _LIVE.add(self)
 
@@ -173,6 +177,19 @@ class Runtime:
             self._memo.move_to_end(conversation_id)
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
+
+    def omitted(self, key: tuple) -> frozenset:
+        """Return what requests to an endpoint and model leave out, as its refusals taught."""
+        with self._lock:
+            return self._omitted.get(key, frozenset())
+
+    def omit(self, key: tuple, part: str) -> None:
+        """Remember that requests to an endpoint and model leave `part` out (bounded)."""
+        with self._lock:
+            self._omitted[key] = self._omitted.get(key, frozenset()) | {part}
+            self._omitted.move_to_end(key)
+            while len(self._omitted) > MEMO_SIZE:
+                self._omitted.popitem(last=False)
 
     def forget(self, conversation_id: str) -> None:
         """Drop what this runtime keeps of a conversation: its memo and its lookup toolkit."""

@@ -84,7 +84,7 @@ class RunResult(TypedDict):
     usage: Usage
     model: str
     status: Literal["done", "pending", "incomplete"]
-    limit: Literal["max_turns", "max_tokens"] | None
+    limit: Literal["max_turns", "max_tokens", "content_filter"] | None
     pending: Any
     output: Any  # the answer parsed by output_schema (None without one)
     stop_reason: str | None  # the last model turn's own value, verbatim

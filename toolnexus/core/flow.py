@@ -264,12 +264,50 @@ def _tools_text(tk: Any, tools: Any, codec: Any) -> str:
     return message_text(tools)
 
 
+def _body(cfg: Mapping, codec: Any, state: steps.State, tools: Any, tk: Any, params: Mapping,
+          omitted: frozenset):  # fmt: skip
+    """Return the request body of the next model call, without what the server refuses
+    (`omitted`: see the codecs' `omit`); the body_transform runs last (`_final`)."""
+    body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
+    if cfg.get("prompt_cache"):  # breakpoints / cache key (the codec's own way)
+        body = codec.cache_body(body, cfg.get("conversation_id"))
+    return codec.omit(body, omitted) if omitted else body
+
+
+def _answer(cfg: Mapping, codec: Any, state: steps.State, asked: tuple, turn_no: int,
+            known: Mapping):  # fmt: skip
+    """Yield effects until the next model turn is decoded; return it and the cfg of the
+    run's later turns (`asked`: the request's tools, toolkit and params).
+
+    A server that refuses a part of the request it cannot take (encrypted reasoning asked
+    of a model without it, unsigned thinking, another provider's fields: the codec's
+    `refused_part`) is asked once more without it; once that is answered, the part is
+    remembered per client and model and left out of the run's later requests."""
+    omitted = cfg.get("omitted") or frozenset()
+    body = _body(cfg, codec, state, *asked, omitted)
+    try:
+        return (yield from _stated_turn(cfg, codec, state, body, turn_no, known)), cfg
+    except ProviderError as e:
+        part = codec.refused_part(e)
+        if part is None or part in omitted or codec.omit(body, frozenset({part})) is body:
+            raise  # (a request without that part would be the same one)
+    cfg = {**cfg, "omitted": omitted | {part}}
+    body = _body(cfg, codec, state, *asked, cfg["omitted"])
+    turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
+    if cfg.get("remember_omission") is not None:
+        yield ("hook", cfg["remember_omission"], part)
+    yield ("metric", {"event": "omitted", "model": cfg["model"], "part": part})
+    return turn, cfg
+
+
 def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     """The model/tool loop as a generator of effects; returns the final state.
 
     `cfg` holds model, system (a function of the toolkit), params, hooks, max_turns,
     retries, retry_base_ms, rng, on_error, wait_for, transform (a function or None),
-    events (whether to yield stream events) and encode (whether to build the bytes).
+    events (whether to yield stream events) and encode (whether to build the bytes);
+    optionally omitted (what requests leave out: see the codecs' `omit`) and
+    remember_omission (called with what a refusal added to it).
     """
     codec = DIALECTS[state["dialect"]]
     hooks, events = cfg["hooks"], cfg["events"]
@@ -285,11 +323,8 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
             tools = codec.cache_tools(tools) if cfg.get("prompt_cache") else tools
             known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
         params = first if state["turns"] == 0 else later
-        body = steps.request(state, cfg["model"], tools, cfg["system"](tk), params)
-        if cfg.get("prompt_cache"):  # breakpoints / cache key (the codec's own way)
-            body = codec.cache_body(body, cfg.get("conversation_id"))
         turn_no = state["turns"] + 1
-        turn = yield from _stated_turn(cfg, codec, state, body, turn_no, known)
+        turn, cfg = yield from _answer(cfg, codec, state, (tools, tk, params), turn_no, known)
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
                                                 "turn": turn_no})  # fmt: skip
@@ -405,15 +440,18 @@ def _with_system(cfg: Mapping, lifted: str) -> Mapping:
 
 
 def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
-    """Save (rebased when the lock was not held), release and log; raise a save's error."""
-    messages = state["messages"]
+    """Save (rebased when the lock was not held), release and log; raise a save's error.
+
+    A run that ended in a refusal saves the transcript it started from (see
+    steps.kept_messages; the client's keep_refused saves it whole)."""
+    messages, fresh = steps.kept_messages(state, bool(cfg.get("keep_refused")))
     if cid is None:
         outcomes = (yield ("io", (log,))) if log is not None else ()
         return messages, outcomes, None
     if held is None:  # optimistic: take the lock for the save alone
         held, current = yield ("take", cid, cfg["loaded_from_store"])
         if cfg["loaded_from_store"]:
-            messages = rebase(loaded, current, messages, steps.fresh_messages(state))
+            messages = rebase(loaded, current, messages, fresh)
     outcomes = yield ("commit", cid, messages, held, log, cfg["loaded_from_store"])
     return messages, outcomes, outcomes[0]
 

@@ -51,6 +51,7 @@ __all__ = [
     "texts_of",
     "text_of",
     "fresh_messages",
+    "kept_messages",
     "replayable_history",
 ]
 
@@ -166,7 +167,8 @@ def on_turn(
 
     Each call is {id, name, args, error}; a call with an `error` (bad arguments) is
     not executed: `invalid_result` is fed back instead. Without calls the run ends:
-    "done", or "incomplete" with limit "max_tokens" when the answer was cut short; a
+    "done", or "incomplete" when the answer was cut short (limit "max_tokens",
+    "content_filter", or None for another truncation a provider names); a
     paused turn (turn["end"] == "pause") is continued (not finished) while turns are
     left under `max_turns`, else it ends "incomplete" with limit "max_turns"; the text
     of a continued answer is joined across its turns. Calls past `max_calls` are not run
@@ -185,7 +187,7 @@ def on_turn(
         "usage": add_usage(state["usage"], turn["usage"]),
         "text": text,
         "paused": paused,
-        "said": state["said"].append(turn["text"]) if turn["text"] else state["said"],
+        "said": _said(state["said"], turn),
         "model": turn["model"] or state["model"],
         "stop_reason": turn.get("finish"),
         "refusal": turn.get("refusal"),
@@ -195,10 +197,21 @@ def on_turn(
     return {**state, **changes}, calls
 
 
+# A turn's `end` (see wire.common.turn) that cuts the answer short -> the run's limit.
+_TRUNCATED = {"max_tokens": "max_tokens", "content_filter": "content_filter", "incomplete": None}
+
+
+def _said(said: PVector, turn: Mapping) -> PVector:
+    """Return the run's assistant texts after a turn's (a refusal's text where it has no
+    other: the message log keeps what the model said)."""
+    spoken = turn["text"] or turn.get("refusal")
+    return said.append(spoken) if spoken else said
+
+
 def _ending(end: str | None, turns: int, max_turns: int | None) -> dict:
     """Return the status (and limit) of a turn without tool calls (none: continue)."""
-    if end == "max_tokens":
-        return {"status": "incomplete", "limit": "max_tokens"}
+    if end in _TRUNCATED:  # the answer was cut short: never "done"
+        return {"status": "incomplete", "limit": _TRUNCATED[end]}
     if end == "pause":
         if max_turns is not None and turns >= max_turns:
             return {"status": "incomplete", "limit": "max_turns"}
@@ -273,6 +286,16 @@ def replayable_history(state: State) -> tuple[PVector, PVector | None]:
     start = len(messages) - len(fresh)
     kept = messages[:start].extend(clean)
     return kept, None if texts is None else texts[:start].extend(map(text_of, clean))
+
+
+def kept_messages(state: State, keep_refused: bool = False) -> tuple[PVector, PVector]:
+    """Return (the transcript to save, the messages of this run it holds): the whole one,
+    or, when the run ended in a refusal, the one it started from (a refused exchange
+    would be the next turn's context, and refused again) unless `keep_refused`."""
+    messages = state["messages"]
+    if state.get("refusal") is None or keep_refused:
+        return messages, fresh_messages(state)
+    return messages[: len(messages) - state["fresh"]], pvector()
 
 
 def fresh_messages(state: State) -> PVector:

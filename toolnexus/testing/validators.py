@@ -448,6 +448,9 @@ def _responses_item(i: int, item: Any, open_ids: list, called: set, store: Any) 
                     " before it"]  # fmt: skip
         open_ids.remove(cid)
         return []
+    nulls = [k for k, v in item.items() if v is None]
+    if nulls:  # what a gateway adds (LiteLLM: "async": null, "namespace": null)
+        return [f"input[{i}].{nulls[0]}: null is not a valid value for an input item's field"]
     if kind == "reasoning" and store is False and not item.get("encrypted_content"):
         return [f"input[{i}]: a reasoning item without encrypted_content cannot be replayed"
                 " with store false (the server kept nothing)"]  # fmt: skip
@@ -471,12 +474,27 @@ def _led(items: list, i: int) -> bool:
     return False
 
 
+# OpenAI's models that do not reason refuse to be asked for encrypted reasoning.
+_NO_ENCRYPTED = re.compile(r"(chatgpt-4o|gpt-4o|gpt-4\.1)(-|$)")
+
+
+def _include_problems(body: Mapping) -> list[str]:
+    include = body.get("include")
+    model = body.get("model")
+    if not isinstance(model, str) or not isinstance(include, list):
+        return []
+    if "reasoning.encrypted_content" in include and _NO_ENCRYPTED.match(model):
+        return ["include: Encrypted content is not supported with this model."]
+    return []
+
+
 def validate_responses_request(body: Mapping) -> list[str]:
     """Return the problems of a Responses request body (empty when valid): every
     function_call_output answers a function_call before it (each once), every
     function_call is answered, a reasoning item is followed by the item it led to, and
     with `store: false` it carries its encrypted_content; no message without content;
-    no item id given twice.
+    no item id given twice; no null field on an item; no encrypted reasoning asked of a
+    model that does not reason (gpt-4o, gpt-4.1).
 
     >>> validate_responses_request({"input": [{"type": "function_call_output",
     ...                                        "call_id": "c", "output": "4"}]})
@@ -488,7 +506,7 @@ def validate_responses_request(body: Mapping) -> list[str]:
     items = _list(given)
     if not items and body.get("previous_response_id") is None:
         return ["input: must be a non-empty list (or text)"]
-    problems: list = []
+    problems: list = _include_problems(body)
     open_ids: list = []
     called: set = set()
     store = body.get("store", True)

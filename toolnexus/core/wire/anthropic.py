@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ..tool import sanitize
+from . import anthropic_replay as replay
 from .anthropic_request import (
     cache_body,
     cache_tools,
@@ -39,6 +40,7 @@ from .parts import from_anthropic, is_parts, to_anthropic, tool_result_blocks
 from .sse import load_json, stream_error
 
 __all__ = [
+    *("omissions", "omit", "refused_part"),  # see anthropic_replay
     "cache_body",  # prompt caching and the request shape of blocks: see anthropic_request
     "cache_tools",
     "request_citation",
@@ -174,18 +176,19 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
 def replayable(messages: Sequence) -> Sequence:
-    """Return the messages the API accepts: the same object when nothing is dropped."""
+    """Return the messages the API accepts: the same object when nothing is dropped (an
+    unsigned thinking block stays where it led to an answer: see anthropic_replay)."""
+    if any(map(replay.lone_thinking, messages)):  # rare: a transcript saved before that rule
+        messages = [replay.led_only(m) for m in messages]
     return replayable_with(messages, _needs_cleaning, fix_block=_request_block)
 
 
+# What a request leaves out where the server refuses it (see core.flow: omitted).
+omissions, omit, refused_part = replay.omissions, replay.omit, replay.refused_part
+
+
 def _request_block(b: Any) -> Any:
-    if _unsigned(b):  # imported reasoning (core.genai): the API takes thinking back signed only
-        return None
     return request_text(b) if isinstance(b, Mapping) and b.get("type") == "text" else b
-
-
-def _unsigned(b: Any) -> bool:
-    return isinstance(b, Mapping) and b.get("type") == "thinking" and not b.get("signature")
 
 
 def _needs_cleaning(m: Mapping) -> bool:
@@ -195,8 +198,7 @@ def _needs_cleaning(m: Mapping) -> bool:
     if content is None:
         return m.get("role") == "assistant"
     return isinstance(content, (list, tuple, PVector)) and (
-        any(is_empty_text_block(b) or _cut_citations(b) or _unsigned(b) for b in content)
-        or is_empty_answer(m)
+        any(is_empty_text_block(b) or _cut_citations(b) for b in content) or is_empty_answer(m)
     )
 
 
@@ -209,8 +211,7 @@ _ID_OK = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def _block(b: Any, i: int) -> Mapping | None:
-    """Return a response block as it may be replayed (None: dropped, an empty text block or
-    an unsigned thinking block)."""
+    """Return a response block as it may be replayed (None: dropped, an empty text block)."""
     if not isinstance(b, Mapping):
         raise MalformedResponse(f"content[{i}] is a JSON {type(b).__name__}, not an object")
     kind = b.get("type")
@@ -220,9 +221,7 @@ def _block(b: Any, i: int) -> Mapping | None:
         if not isinstance(b.get("text"), str):
             raise MalformedResponse(f"content[{i}].text is not a string")
         return request_text(b) if b["text"].strip() else None
-    if kind == "thinking" and not isinstance(b.get("signature"), str):
-        return None  # cut before its signature (max_tokens): the API takes it back signed only
-    if kind != "tool_use":
+    if kind != "tool_use":  # (an unsigned thinking block is judged with what follows it)
         return b
     # A tool_use block must replay: a string id the API accepts, a name, an object input.
     bid, name, given = b.get("id"), b.get("name"), b.get("input", {})
@@ -265,6 +264,7 @@ def _parse_response(data: Mapping) -> PMap:
         raise MalformedResponse(f"content is a JSON {type(content).__name__}, not an array")
     given = list(content or ())
     blocks = _unique_ids([b for b in (_block(b, i) for i, b in enumerate(given)) if b is not None])
+    blocks = replay.led(blocks)  # cut while thinking (max_tokens): what led nothing goes
     text = "".join(b["text"] for b in blocks if b.get("type") == "text")
     calls = [
         # The call keeps what the model sent (a non-object input is reported back to
@@ -300,7 +300,9 @@ def _unique_ids(blocks: list) -> list:
 
 
 # stop_reason -> how the loop ends a turn without tool calls (see common.turn)
-_ENDS = {"max_tokens": "max_tokens", "pause_turn": "pause"}
+# (every truncation the API defines ends the run incomplete: see steps._ending)
+_ENDS = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
+         "pause_turn": "pause"}  # fmt: skip
 
 
 def _usage(u: Mapping) -> PMap:

@@ -311,8 +311,10 @@ def turn(
     `tool_calls` is a sequence of {id, name, arguments} where `arguments` is raw: a
     JSON string (openai) or a mapping (anthropic); the loop parses it. `finish` is the
     provider's own stop reason, verbatim; `end` says what it means to the loop when the
-    turn has no tool calls: None (the answer), "max_tokens" (cut short: the run ends
-    incomplete) or "pause" (the provider paused a long turn: the loop continues it).
+    turn has no tool calls: None (the answer), "max_tokens" or "content_filter" (cut
+    short by the token limit or a content filter: the run ends incomplete), "incomplete"
+    (cut short for another reason) or "pause" (the provider paused a long turn: the loop
+    continues it).
     `refusal` is the text of a refusal (None: not one).
     """
     from pyrsistent import freeze

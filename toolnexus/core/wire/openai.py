@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
+from . import openai_fields as fields
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
@@ -156,6 +157,10 @@ def _refusal_request(m: Mapping) -> Mapping | None:
     return pmap(m).remove("refusal").set("content", pvector([part]))
 
 
+# What a request leaves out where the server refuses it (see core.flow, openai_fields).
+omissions, refused_part, omit = fields.omissions, fields.refused_part, fields.omit
+
+
 def _needs_cleaning(m: Mapping) -> bool:
     content = m.get("content")
     if type(content) is str:  # the hot path: text content, non-empty unless an empty answer
@@ -175,13 +180,22 @@ _READ_CALL = frozenset({"id", "type", "function", "index"})
 
 
 def _extra(given: Mapping, read: frozenset) -> dict:
-    """Return the fields of `given` the loop does not read (None values: nothing said)."""
+    """Return the fields of `given` the loop does not read (None values: nothing said;
+    a field the provider wants back even empty is kept as it came)."""
     if given.keys() <= read:  # the usual case: nothing else (one C-level set check)
         return {}
-    return {k: v for k, v in given.items() if k not in read and v not in _NOTHING}
+    return {
+        k: v
+        for k, v in given.items()
+        if k not in read and (v not in _NOTHING or (k in _KEPT_EMPTY and isinstance(v, str)))
+    }
 
 
 _NOTHING = (None, "", [], {})  # a field holding these says nothing (`annotations: []`)
+# Fields a provider requires back on replay even when empty: DeepSeek refuses an assistant
+# message of its thinking mode without `reasoning_content` ("Missing `reasoning_content`
+# field"), and its answer may carry it as "".
+_KEPT_EMPTY = frozenset({"reasoning_content"})
 
 
 def _assistant_message(text: str, calls: Sequence[Mapping], extra: Mapping | None = None) -> PMap:
@@ -237,7 +251,7 @@ def _usage(u: Mapping) -> PMap:
 _PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 
 # finish_reason -> how the loop ends a turn without tool calls (see common.turn)
-_ENDS = {"length": "max_tokens"}
+_ENDS = {"length": "max_tokens", "content_filter": "content_filter"}  # truncations
 
 
 def _turn(

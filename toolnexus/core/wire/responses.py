@@ -14,6 +14,7 @@ items replayed as they came (reasoning items with their `encrypted_content`, whi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -140,18 +141,34 @@ def _output_message(item: Mapping) -> Mapping | None:
     return {**item, "status": item.get("status") or "completed", "content": kept}
 
 
-def _request_item(item: Any) -> Mapping | None:
+def _request_item(item: Any, stored: bool) -> Mapping | None:
     if not isinstance(item, Mapping):
         return None
     if item.get("type") == "message" and item.get("role") == "assistant":
         return _output_message(item)
-    if item.get("type") == "reasoning" and not item.get("id") and not item.get("encrypted_content"):
-        return None  # imported reasoning (core.genai): no server or encryption vouches for it
-    return item
+    if item.get("type") == "reasoning" and not item.get("encrypted_content"):
+        # Replayable by id only where the server kept it (store true); imported reasoning
+        # (core.genai) has no id: no server or encryption vouches for it.
+        if not (stored and item.get("id")):
+            return None
+    return _without_nulls(item)
 
 
-def input_items(messages: Sequence) -> list:
+def _without_nulls(item: Mapping) -> Mapping:
+    """Return an item without its null fields (a gateway such as LiteLLM adds `"async":
+    null, "namespace": null` to a function_call, which the API refuses back): the same
+    object when it has none."""
+    if None not in item.values():
+        return item
+    return {k: v for k, v in item.items() if v is not None}
+
+
+def input_items(messages: Sequence, stored: bool = False) -> list:
     """Return a request's `input`: the transcript's items in order (see the module doc).
+
+    `stored`: the request keeps the conversation on the server (`store` true), where a
+    reasoning item may be named by its id; else one without `encrypted_content` is left
+    out. A reasoning item that leads to nothing in its turn is left out too.
 
     >>> input_items([{"role": "user", "content": "hi"}, {"role": "assistant", "items": [
     ...     {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]}])[1]["type"]
@@ -165,26 +182,79 @@ def input_items(messages: Sequence) -> list:
                 continue  # an empty answer: no API takes one
             out.append(m)
             continue
+        start = len(out)
         for item in items:
-            made = _request_item(item)
+            made = _request_item(item, stored)
             if made is not None:
                 out.append(made)
+        while len(out) > start and _is_reasoning(out[-1]) and m.get("role") == "assistant":
+            out.pop()  # reasoning without its following item (saved before this rule)
     return out
+
+
+def _is_reasoning(item: Any) -> bool:
+    return isinstance(item, Mapping) and item.get("type") == "reasoning"
 
 
 def body(model: str, messages: Sequence, tools: Sequence, system: str, params: Mapping) -> dict:
     """Return a request body: `instructions` only when a system prompt is given, `tools`
-    only when any; stateless (`store: false`, encrypted reasoning included) unless the
-    params say otherwise."""
-    out: dict = {"model": model, "input": input_items(messages)}
+    only when any; stateless (`store: false`, encrypted reasoning included where the model
+    gives it: see `omissions`) unless the params say otherwise."""
+    stored = bool(params.get("store", STATELESS["store"])) if params else STATELESS["store"]
+    out: dict = {"model": model, "input": input_items(messages, stored)}
     if system:
         out["instructions"] = system
     if tools:
         out["tools"] = tools
     out["store"] = STATELESS["store"]
-    out["include"] = list(STATELESS["include"])
+    if "encrypted_content" not in omissions(model):
+        out["include"] = list(STATELESS["include"])
     if params:
         out.update(params)
+    return out
+
+
+# ---- what a request leaves out where the server refuses it (see core.flow) --------------
+
+# OpenAI's models that do not reason: they refuse `include: ["reasoning.encrypted_content"]`
+# ("Encrypted content is not supported with this model"). The reasoning ones (o1, o3, o4,
+# gpt-5, codex) take it; a model of no known family is asked, and one refusal is enough
+# (the flow then remembers it per client and model).
+_NO_REASONING = re.compile(r"(chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-4|gpt-3\.5)(-|:|$)")
+
+
+def omissions(model: str) -> frozenset:
+    """Return what requests to `model` leave out from the start: the encrypted reasoning
+    of `include` for OpenAI's models that do not reason.
+
+    >>> sorted(omissions("gpt-4.1-mini")), sorted(omissions("o4-mini")), sorted(omissions("gpt-5"))
+    (['encrypted_content'], [], [])
+    """
+    name = model.rpartition("/")[2].lower().removeprefix("ft:")  # "openai/gpt-4o", "ft:gpt-4o:..."
+    return frozenset({"encrypted_content"}) if _NO_REASONING.match(name) else frozenset()
+
+
+def refused_part(error: Any) -> str | None:
+    """Return what a refusal says the request should leave out ("encrypted_content": the
+    400 "Encrypted content is not supported with this model"), or None."""
+    if getattr(error, "status", None) != 400:
+        return None
+    text = f"{getattr(error, 'body', '')} {error}".lower()
+    return "encrypted_content" if "encrypted content is not supported" in text else None
+
+
+def omit(body: Mapping, names: frozenset) -> Mapping:
+    """Return a request body without what `names` says the server refuses (the same
+    object when it holds none of it)."""
+    include = body.get("include")
+    if "encrypted_content" not in names or not include:
+        return body
+    kept = [x for x in include if x != STATELESS["include"][0]]
+    if len(kept) == len(include):
+        return body
+    out = {**body, "include": kept}
+    if not kept:
+        del out["include"]
     return out
 
 
@@ -208,7 +278,7 @@ def server_state_body(body: Mapping, messages: Sequence) -> dict:
     for k in range(len(messages) - 1, -1, -1):
         rid = messages[k].get("response_id")
         if isinstance(rid, str) and rid and messages[k].get("role") == "assistant":
-            tail = input_items(messages[k + 1 :])
+            tail = input_items(messages[k + 1 :], stored=True)
             return {**stored(body), "previous_response_id": rid, "input": tail}
     return stored(body)
 
@@ -256,7 +326,7 @@ def _empty(m: Mapping) -> bool:
     if items is None:
         content = m.get("content")
         return not content
-    return not input_items([m])
+    return not input_items([m], stored=True)  # gone only when no request could hold any
 
 
 # ---- the transcript algebra: calls, results, repair ------------------------------------
@@ -459,12 +529,15 @@ def _read_output(output: Sequence) -> tuple[list, str, str, list]:
             args = item.get("arguments")
             args = args if isinstance(args, str) else to_json(args or {}).decode("utf-8")
             calls.append({"id": cid, "name": name, "arguments": args})
-        items.append(item)
+        items.append(_without_nulls(item))
+    while items and _is_reasoning(items[-1]):
+        items.pop()  # cut while reasoning (max_output_tokens): the API refuses it alone
     return items, "".join(texts), "".join(refusals), calls
 
 
-# incomplete_details.reason -> how the loop ends a turn without tool calls
-_ENDS = {"max_output_tokens": "max_tokens"}
+# incomplete_details.reason -> how the loop ends a turn without tool calls (any other
+# reason of an incomplete response: "incomplete", no limit named)
+_ENDS = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
 def _parse_response(data: Mapping) -> PMap:
@@ -481,7 +554,7 @@ def _parse_response(data: Mapping) -> PMap:
             message["response_id"] = data["id"]
     frozen = pvector(pmap(c) for c in calls)
     model = data.get("model") if isinstance(data.get("model"), str) else None
-    end = _ENDS.get(reason) if status == "incomplete" else None
+    end = _ENDS.get(reason, "incomplete") if status == "incomplete" else None
     return turn(message, text, frozen, _usage(data.get("usage")), finish, model, end=end,
                 refusal=refusal or None)  # fmt: skip
 
