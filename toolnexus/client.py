@@ -368,47 +368,29 @@ def create_client(
 ) -> Client:
     """Return a client value for a chat completions, Anthropic messages or Responses endpoint.
 
-    base_url, model: where and what to ask. style: "openai" (POST /chat/completions),
+    base_url, model: where and what to ask; style: "openai" (POST /chat/completions),
     "anthropic" (POST /v1/messages) or "responses" (POST /responses). api_key: else
-    OPENAI_API_KEY / OPENROUTER_API_KEY (openai, responses) / ANTHROPIC_API_KEY; it
-    reaches request headers only. headers: extra request headers; those that carry a
-    credential (authorization, *-key, *token*, cookie, and the names in secret_headers)
-    never follow a redirect to another origin and are masked like the key.
-    system_prompt: leads every request. max_turns: model turns per run (10).
-    max_tool_calls: tool calls run per model turn (64); the model's calls past it are not
-    run, each answered with an error result it reads. store: a
-    {get, save} map (default: a fresh in-memory store); lock: fn(id) -> context manager
-    held over an exchange (default: the store's own "lock", else an in-process lock).
-    hooks: some of before_llm, after_llm, before_tool, after_tool (sync or async).
-    retries (2), retry_base_ms (500): retry 429/5xx/network failures with backoff;
-    on_error(info) -> "retry" | "fail" | None overrides; a Retry-After (seconds or an
-    HTTP-date) longer than max_retry_wait_ms (60 s) or the deadline fails at once, with
-    `retry_after` on the ProviderError. timeout_ms: the run's deadline;
-    read_timeout_ms: the longest wait between bytes of an answer (120 s). on_metric(event):
-    every metric. wait_for(request): answers a tool's pending request. request_params:
-    extra body fields (not those the loop sets: model, messages/input, tools, stream,
-    system/instructions, a ValueError); body_transform(body) -> body: the last rewrite,
-    of the body exactly as it is sent (whatever the loop added: stream, server_state).
-    HTTP goes through httpx (environment proxies and certificates, redirects, decoding;
-    a 5 s connect timeout): http_client: your httpx.Client and/or httpx.AsyncClient (a
-    pair), used as given by every verb (an async one alone serves only arun/aask/astream; a sync one
-    alone serves the async verbs from threads); transport: an httpx transport instead;
-    proxy: a proxy URL for the runtime's own clients; default_query: query parameters of
-    every request (e.g. {"api-version": "2024-10-21"}; a base URL's own query is kept,
-    and its user:password@ becomes Basic auth). message_log, strict_log,
-    lookup_tool: the message log (see toolnexus.history). tool_executor: "threads" (a
-    turn's calls overlap) or "inline" (one after another on the caller's thread).
-    on_unsupported_part: a content part the dialect cannot carry is an "error" or a
-    "text" placeholder; max_part_bytes: the largest part (decoded) a prompt may hold.
-    prompt_cache: mark Anthropic cache breakpoints (system, last tool, last message) and
-    send OpenAI's prompt_cache_key (the conversation id).
-    server_state: (responses) the server keeps the conversation: each request names the
-    previous response (`previous_response_id`, `store: true`) and sends only the new
-    items; the full transcript is still saved, and sent once if the server forgot it.
-    keep_refused: a run that ends in a refusal saves its exchange too (default: the
-    stored transcript stays as it was, so the refused exchange is not the next turn's
-    context; the RunResult and the message log keep it either way).
-    A stored conversation of the other dialect is translated when loaded.
+    OPENAI_API_KEY / OPENROUTER_API_KEY / ANTHROPIC_API_KEY; it reaches request headers
+    only, as do headers= that carry a credential (authorization, *-key, *token*, cookie,
+    secret_headers): never sent to another origin, masked like the key.
+    system_prompt leads every request. max_turns: model turns per run (10);
+    max_tool_calls: calls run per model turn (64), the rest answered with an error.
+    store: a {get, save} map (default: a fresh in-memory one); lock: fn(id) -> context
+    manager over an exchange (default: the store's own "lock", else in-process).
+    hooks: before_llm, after_llm, before_tool, after_tool (sync or async). retries (2),
+    retry_base_ms (500), max_retry_wait_ms (60 s), on_error: the retry policy
+    (docs/retries.md). timeout_ms: the run's deadline; read_timeout_ms: the longest wait
+    between bytes (120 s). on_metric(event): every metric; wait_for(request): answers a
+    tool's pending request. request_params: extra body fields (not those the loop sets:
+    a ValueError); body_transform(body) -> body: the last rewrite of the body as sent.
+    HTTP is httpx's (environment proxies and certificates; docs/networks.md):
+    http_client (yours, used as given by every verb), transport, proxy, default_query (a
+    base URL's user:password@ becomes Basic auth). message_log, strict_log, lookup_tool:
+    toolnexus.history. tool_executor: "threads" or "inline". on_unsupported_part
+    ("error" | "text"), max_part_bytes: content parts. prompt_cache: cache breakpoints /
+    prompt_cache_key. server_state: (responses) the server keeps the conversation.
+    keep_refused: save a refused exchange too (default: the stored transcript stays as
+    it was; the result and the log keep it). docs/guide.md tells each in full.
     Bad options raise ValueError (TypeError for a store that is not one, or a
     system_prompt that is not a string) at once.
     """
