@@ -104,8 +104,9 @@ def owned_async_client(proxy: str | None = None) -> httpx.AsyncClient:
 
 def is_network(e: BaseException) -> bool:
     """Return whether a transport error is a network failure worth retrying: the request
-    failed on the network, or never got a connection (a read timeout is not one)."""
-    retryable = httpx.NetworkError | httpx.RemoteProtocolError | httpx.ConnectTimeout
+    failed on the network, never got a connection, or timed out (the SDKs retry their
+    APITimeoutError; one the run's deadline caused is turned into its abort by the driver)."""
+    retryable = httpx.NetworkError | httpx.RemoteProtocolError | httpx.TimeoutException
     return isinstance(e, retryable | ConnectionError)
 
 

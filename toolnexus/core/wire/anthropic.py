@@ -476,6 +476,8 @@ def _stream_event(
 ) -> tuple[AnthropicStream, tuple[Mapping, ...]]:
     if event["event"] == "error":
         raise stream_error(event["data"])
+    if not event["data"].strip():  # an event with no data carries nothing: skipped
+        return acc, ()
     obj = load_json(event["data"])
     kind = obj.get("type") or event["event"]
     if kind == "content_block_delta":

@@ -26,6 +26,7 @@ from .common import (
     unique_id,
     usage,
 )
+from .inband import envelope
 from .parts import from_openai, is_parts, to_openai, tool_attachments, tool_text
 from .sse import load_json, stream_error
 
@@ -362,6 +363,7 @@ class StreamCall(NamedTuple):
     name: str
     args: PVector  # the argument text fragments, joined at the end
     extra: Mapping | None = None  # fields of the call the loop does not read (extra_content)
+    wire: int | None = None  # the index the server sent (may repeat: see _position)
 
 
 class OpenAIStream(NamedTuple):
@@ -396,10 +398,10 @@ def _delta(**fields: Any) -> Mapping:
 def _position(calls: PVector, fragment: Mapping) -> tuple[int, int]:
     """Return (index, position in `calls` or -1) of a tool call fragment."""
     index = fragment.get("index")
+    fid = fragment.get("id")
     if index is None:
         # Every OpenAI fragment has an index; some compatible servers omit it and send
         # each call whole, so a fragment with a new id opens the next index.
-        fid = fragment.get("id")
         known = [p for p, c in enumerate(calls) if fid and c.id == fid]
         if known:
             return calls[known[0]].index, known[0]
@@ -407,9 +409,17 @@ def _position(calls: PVector, fragment: Mapping) -> tuple[int, int]:
             return (max(c.index for c in calls) + 1 if calls else 0), -1
         return calls[-1].index, len(calls) - 1
     index = int(index)
-    if calls and calls[-1].index == index:  # the common case: fragments of the latest call
-        return index, len(calls) - 1
-    return index, next((p for p, c in enumerate(calls) if c.index == index), -1)
+    if calls and calls[-1].wire == index:  # the common case: fragments of the latest call
+        pos = len(calls) - 1
+    else:  # the latest call sent under that index
+        pos = next((p for p in range(len(calls) - 1, -1, -1) if calls[p].wire == index), -1)
+    if pos >= 0 and fid and calls[pos].id and calls[pos].id != fid:
+        # A repeated index with a new id is another call (Ollama streams parallel calls
+        # all with index 0): it gets the next index of ours.
+        return max(c.index for c in calls) + 1, -1
+    if pos < 0 and any(c.index == index for c in calls):
+        return max(c.index for c in calls) + 1, -1
+    return (calls[pos].index if pos >= 0 else index), pos
 
 
 def _add_fragment(calls: PVector, fragment: Mapping, deltas: list) -> PVector:
@@ -419,7 +429,9 @@ def _add_fragment(calls: PVector, fragment: Mapping, deltas: list) -> PVector:
     piece = (_args_text(args),) if args else ()
     extra = _extra(fragment, _READ_CALL) or None
     if pos < 0:
-        call = StreamCall(index, fragment.get("id"), fn.get("name") or "", pvector(piece), extra)
+        wire = fragment.get("index")
+        call = StreamCall(index, fragment.get("id"), fn.get("name") or "", pvector(piece), extra,
+                          None if wire is None else int(wire))  # fmt: skip
         deltas.append(_delta(type="tool_call_start", index=index, id=call.id, name=call.name))
         return calls.append(call)
     call = calls[pos]
@@ -452,10 +464,14 @@ def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tupl
     data = event["data"]
     if event["event"] == "error":
         raise stream_error(data)
-    if data[:1] != "{" and data.strip() == "[DONE]":  # a chunk is an object: "{..."
-        return acc._replace(done=True), ()
+    if data[:1] != "{":
+        if data.strip() == "[DONE]":  # a chunk is an object: "{..."
+            return acc._replace(done=True), ()
+        if not data.strip():  # an event with no data carries nothing: skipped
+            return acc, ()
     chunk = load_json(data)
-    if chunk.get("error") is not None:
+    # An error chunk ({"error": {...}}, vLLM's {"object": "error", ...}) ends the turn.
+    if chunk.get("error") is not None or envelope(chunk) is not None:
         raise stream_error(chunk)
     text, refusal, calls, usage, finish, model, done, extra = acc
     if model is None:
