@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -151,3 +152,15 @@ def test_calls_come_apart_whether_their_index_counts_or_repeats(calls, repeat):
     assert [(c["id"], json.loads(c["arguments"])) for c in turn["tool_calls"]] == [
         (f"call_{i}", args) for i, (args, _) in enumerate(calls)
     ]
+
+
+def test_an_error_status_keeps_the_providers_type_and_code_scrubbed():
+    from toolnexus.drivers.transport import Endpoint
+
+    ep = Endpoint("http://h/v1/messages", {}, None, "sk-secret-key-123")
+    body = b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+    e = ep.status_error(529, httpx.Headers({"x-should-retry": "true"}), body)
+    assert (e.status, e.error_type, e.code) == (529, "overloaded_error", None)
+    e = ep.status_error(429, httpx.Headers(), b'{"error": {"code": "sk-secret-key-123"}}')
+    assert e.code == "***"
+    assert ep.status_error(502, httpx.Headers(), b"<html>").error_type is None

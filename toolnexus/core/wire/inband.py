@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ProviderError, excerpt
+from .jsonload import load
 
 __all__ = ["ERROR_TYPE_STATUS", "InBandError", "envelope", "status_of", "inband_error",
-           "error_fields"]  # fmt: skip
+           "error_fields", "provider_words"]  # fmt: skip
 
 
 class InBandError(ProviderError, ValueError):
@@ -124,3 +125,21 @@ def inband_error(obj: Any, text: str | None = None) -> ProviderError | None:
     if not isinstance(message, str) or not message:
         message = f"error in the answer: {excerpt(text, limit=200)}"
     return InBandError(excerpt(message, limit=1000), body=excerpt(text), **error_fields(err))
+
+
+def provider_words(content: bytes) -> tuple[Any, Any] | None:
+    """Return (error_type, code) of an error body's envelope, else None (never raises).
+
+    >>> provider_words(b'{"type": "error", "error": {"type": "overloaded_error"}}')
+    ('overloaded_error', None)
+    >>> provider_words(b"<html>bad gateway</html>") is None
+    True
+    """
+    try:
+        err = envelope(load(content))
+    except (ValueError, RecursionError):
+        return None
+    if err is None:
+        return None
+    fields = error_fields(err)
+    return fields["error_type"], fields["code"]
