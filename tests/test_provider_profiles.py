@@ -12,6 +12,7 @@ import pytest
 from toolnexus import (
     ProviderError,
     arun,
+    astream,
     conversation_store,
     create_client,
     define_tool,
@@ -223,7 +224,32 @@ def test_an_anthropic_event_with_no_data_or_unknown_is_skipped():
     from toolnexus.testing.fake_provider import anthropic_stream
 
     events = anthropic_stream(text_reply("fine"))
-    extra = [b"event: ping\ndata:\n\n", b'event: future_event\ndata: {"type": "future_event"}\n\n']
+    extra = [b"event: ping\ndata:\n\n", b"event: future_event\ndata: not json at all\n\n"]
     raw = b"".join([events[0], *extra, *events[1:]])
     with fake_provider([{"sse": raw}]) as fp:
         assert streamed(client(fp, "anthropic", retries=0))["text"] == "fine"
+
+
+def test_a_stream_request_answered_by_a_json_error_envelope_is_an_error():
+    # A gateway that answers a stream request with one JSON body (LiteLLM, BerriAI/litellm#6629).
+    body = {"error": {"message": "context too long", "type": "None", "code": "400"}}
+    with fake_provider([{"response": body}, text_reply("never")]) as fp:
+        with pytest.raises(ProviderError) as e:
+            streamed(client(fp, "litellm"))
+    assert (str(e.value), e.value.status, e.value.code) == ("context too long", 400, "400")
+    assert len(fp.requests) == 1
+
+
+@pytest.mark.parametrize("name", ["anthropic", "vllm", "ollama"])
+def test_the_async_driver_retries_stream_errors_and_splits_calls_too(name):
+    calls = tool_calls_reply(("weather", {"city": "Oslo"}), ("weather", {"city": "Rome"}))
+    script = [text_reply("x", stream_fail="overloaded"), calls, text_reply("done")]
+
+    async def go(url):
+        c = create_client(base_url=url, style=PROFILES[name]["style"], model="m", retry_base_ms=1)
+        return [e async for e in astream(c, "hi", toolkit=TK)][-1]["result"]
+
+    with fake_provider(script, profile=name) as fp:
+        r = asyncio.run(go(fp.url))
+    assert r["text"] == "done" and len(fp.requests) == 3
+    assert [t["output"] for t in r["tool_calls"]] == ["sunny in Oslo", "sunny in Rome"]

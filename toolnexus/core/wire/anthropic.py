@@ -474,12 +474,13 @@ def _index(obj: Mapping) -> int:
 def _stream_event(
     acc: AnthropicStream, event: Mapping
 ) -> tuple[AnthropicStream, tuple[Mapping, ...]]:
-    if event["event"] == "error":
-        raise stream_error(event["data"])
-    if not event["data"].strip():  # an event with no data carries nothing: skipped
-        return acc, ()
-    obj = load_json(event["data"])
-    kind = obj.get("type") or event["event"]
+    name, data = event["event"], event["data"]
+    if name == "error":
+        raise stream_error(data)
+    if not data.strip() or not name.startswith(("message", "content_block_")):  # as the SDK
+        return acc, ()  # skips them: events it does not read (ping, new kinds), no data
+    obj = load_json(data)
+    kind = obj.get("type") or name
     if kind == "content_block_delta":
         return _on_delta(acc, obj)
     if kind == "content_block_start":
