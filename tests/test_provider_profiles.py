@@ -95,6 +95,16 @@ def test_x_should_retry_overrides_the_status_both_ways():
         assert run(client(fp, "openai"), "hi")["text"] == "retried"
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_read_timeout_is_retried_as_the_sdks_do(streaming):
+    # APITimeoutError is retried by both SDKs; the run's own deadline never is.
+    script = [text_reply("too late", stall=2.0), text_reply("in time")]
+    with fake_provider(script) as fp:
+        c = client(fp, "openai", read_timeout_ms=300)
+        r = streamed(c) if streaming else run(c, "hi")
+    assert r["text"] == "in time" and len(fp.requests) == 2
+
+
 def test_retry_after_ms_alone_is_honoured():
     ask_for = {"status": 429, "body": "{}", "headers": {"retry-after-ms": "400"}}
     with fake_provider([ask_for, text_reply("waited")]) as fp:

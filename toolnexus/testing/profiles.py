@@ -127,7 +127,7 @@ def _profile(style: str, source: str, **fields: Any) -> Mapping:
         "stream_error": _data_frame(_openai_error),
         "retry_headers": _retry_after,
         "tool_index": "count",  # "repeat": every streamed call says index 0 (Ollama)
-        "keepalive": b"",  # bytes sent before the first event (SSE comments)
+        "preamble": b"",  # bytes sent before the first event (comments, a first chunk)
         "whole_prefix": b"",  # bytes before a whole JSON answer
     }
     return MappingProxyType({**base, **fields})
@@ -147,8 +147,19 @@ PROFILES = MappingProxyType(
         ),
         "azure": _profile(
             "openai",
-            "learn.microsoft.com Azure OpenAI quotas (retry-after-ms, retry-after on 429)",
+            "learn.microsoft.com Azure OpenAI quotas (retry-after-ms, retry-after on 429); "
+            "content filtering (a first chunk with no choices, prompt_filter_results)",
             retry_headers=_retry_after_ms,
+            preamble=_sse(
+                {
+                    "choices": [],
+                    "created": 0,
+                    "id": "",
+                    "model": "",
+                    "object": "",
+                    "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
+                }
+            ),
         ),
         "ollama": _profile(
             "openai",
@@ -172,7 +183,7 @@ PROFILES = MappingProxyType(
             "openai",
             "api-docs.deepseek.com (keep-alive: empty lines before a whole answer, "
             "`: keep-alive` comments in a stream)",
-            keepalive=b": keep-alive\n\n",
+            preamble=b": keep-alive\n\n",
             whole_prefix=b"\n\n",
         ),
         "openrouter": _profile(
@@ -181,7 +192,7 @@ PROFILES = MappingProxyType(
             "error chunks with finish_reason 'error', `: OPENROUTER PROCESSING`)",
             error_body=_coded_error,
             stream_error=_openrouter_chunk,
-            keepalive=b": OPENROUTER PROCESSING\n\n",
+            preamble=b": OPENROUTER PROCESSING\n\n",
         ),
         "litellm": _profile(
             "openai",
@@ -248,8 +259,8 @@ def expand(reply: Mapping, profile: Mapping | str, dialect: str, events: Callabl
         status, kind, message = _failure(profile, reply["stream_fail"])
         cut = 1 + int(reply.get("fail_after", 0))
         stream = [*stream[:cut], profile["stream_error"](status, kind, message)]
-    if profile["keepalive"]:
-        stream = [profile["keepalive"], *stream]
+    if profile["preamble"]:
+        stream = [profile["preamble"], *stream]
     return {**reply, "sse_events": stream}
 
 
