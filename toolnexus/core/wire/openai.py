@@ -26,7 +26,6 @@ from .common import (
     unique_id,
     usage,
 )
-from .inband import envelope
 from .parts import from_openai, is_parts, to_openai, tool_attachments, tool_text
 from .sse import load_json, stream_error
 
@@ -470,8 +469,9 @@ def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tupl
         if not data.strip():  # an event with no data carries nothing: skipped
             return acc, ()
     chunk = load_json(data)
-    # An error chunk ({"error": {...}}, vLLM's {"object": "error", ...}) ends the turn.
-    if chunk.get("error") is not None or envelope(chunk) is not None:
+    # An error chunk ({"error": {...}}, vLLM's {"object": "error", ...}) ends the turn:
+    # inband.envelope's test, inline (plain dict lookups: this runs for every chunk).
+    if chunk.get("error") is not None or "error" in (chunk.get("object"), chunk.get("type")):
         raise stream_error(chunk)
     text, refusal, calls, usage, finish, model, done, extra = acc
     if model is None:
