@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from toolnexus.core import retry as r
 from toolnexus.core.errors import ProviderError, scrub_error
-from toolnexus.core.wire import openai, sse
+from toolnexus.core.wire import DIALECTS, openai, sse
 from toolnexus.core.wire.inband import ERROR_TYPE_STATUS, envelope, inband_error, status_of
+from toolnexus.testing.profiles import FAILURES, PROFILES, expand
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -164,3 +165,38 @@ def test_an_error_status_keeps_the_providers_type_and_code_scrubbed():
     e = ep.status_error(429, httpx.Headers(), b'{"error": {"code": "sk-secret-key-123"}}')
     assert e.code == "***"
     assert ep.status_error(502, httpx.Headers(), b"<html>").error_type is None
+
+
+@given(json_values, json_values)
+def test_status_of_never_raises_and_names_only_http_statuses(code, kind):
+    status = status_of(code, kind)
+    assert status is None or 100 <= status <= 599
+
+
+def test_a_text_error_keeps_its_type():
+    e = inband_error({"error": "Input validation error", "error_type": "validation"})
+    assert (str(e), e.error_type, e.status) == ("Input validation error", "validation", None)
+
+
+# ---- every profile's shapes read back (testing.profiles) ----------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(FAILURES))
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profiles_errors_read_back_as_their_status(name, kind):
+    profile = PROFILES[name]
+    codec = DIALECTS[profile["style"]]
+    failed = expand({"fail": kind}, name, profile["style"], lambda r: None)
+    status, message = failed["status"], FAILURES[kind][3]
+    inband = expand({"fail_inband": kind}, name, profile["style"], lambda r: None)
+    with pytest.raises(ProviderError) as e:
+        codec.parse_response(json.dumps(inband["response"]).encode())
+    expected = r.retryable_status(status)
+    assert str(e.value) == message and r.retryable_status(e.value.status) == expected
+    plain = [b"data: {}\n\n"] if profile["style"] == "openai" else [b"event: ping\ndata: {}\n\n"]
+    frames = expand({"stream_fail": kind}, name, profile["style"], lambda r: plain)["sse_events"]
+    acc = codec.stream_start()
+    with pytest.raises(ProviderError) as e:
+        for event in sse.decode(b"".join(frames)):
+            acc, _ = codec.stream_event(acc, event)
+    assert str(e.value) == message and r.retryable(error=e.value) == expected

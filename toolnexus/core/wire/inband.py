@@ -7,6 +7,7 @@ Servers say "this failed" inside a 200 and inside streams, in a few shapes:
   {"type": "error", "error": {"type", "message"}} Anthropic (`event: error`, a 529 body)
   {"object": "error", "message", "type", "code"}  vLLM's error chunk
   {"type": "error", "code", "message"}            Responses' `error` stream event
+  {"error": "text", "error_type"?}                Ollama's native errors, TGI's stream errors
 
 `envelope` finds the error map in any of them (the same rule for every dialect: none
 defines an answer that looks like one), `inband_error` turns it into a ProviderError
@@ -66,8 +67,8 @@ def envelope(obj: Any) -> Mapping | None:
     err = obj.get("error")
     if isinstance(err, Mapping):
         return err
-    if isinstance(err, str) and err:
-        return {"message": err}
+    if isinstance(err, str) and err:  # {"error": "text"} (Ollama; TGI adds "error_type")
+        return {"message": err, "type": obj.get("error_type")}
     if obj.get("object") == "error" or obj.get("type") == "error":
         return obj
     return None
