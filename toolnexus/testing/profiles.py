@@ -126,7 +126,9 @@ def _profile(style: str, source: str, **fields: Any) -> Mapping:
         "error_body": _openai_error,
         "stream_error": _data_frame(_openai_error),
         "retry_headers": _retry_after,
-        "tool_index": "count",  # "repeat": every streamed call says index 0 (Ollama)
+        # "repeat": every streamed call comes whole with index 0 (Ollama); "zero": in
+        # fragments, every one with index 0 (Dynamo); "count": 0, 1, 2 as OpenAI.
+        "tool_index": "count",
         "preamble": b"",  # bytes sent before the first event (comments, a first chunk)
         "whole_prefix": b"",  # bytes before a whole JSON answer
     }
@@ -160,6 +162,11 @@ PROFILES = MappingProxyType(
                     "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
                 }
             ),
+        ),
+        "dynamo": _profile(
+            "openai",
+            "ai-dynamo/dynamo#4723 (parallel calls streamed in fragments, all index 0)",
+            tool_index="zero",
         ),
         "ollama": _profile(
             "openai",
@@ -253,8 +260,8 @@ def expand(reply: Mapping, profile: Mapping | str, dialect: str, events: Callabl
     stream = events(reply)
     if stream is None or dialect == "responses":
         return {**reply, "prefix": profile["whole_prefix"]} if profile["whole_prefix"] else reply
-    if profile["tool_index"] == "repeat" and dialect == "openai":
-        stream = _whole_calls_at_zero(stream)
+    if profile["tool_index"] != "count" and dialect == "openai":
+        stream = _calls_at_zero(stream, whole=profile["tool_index"] == "repeat")
     if reply.get("stream_fail"):
         status, kind, message = _failure(profile, reply["stream_fail"])
         cut = 1 + int(reply.get("fail_after", 0))
@@ -264,9 +271,11 @@ def expand(reply: Mapping, profile: Mapping | str, dialect: str, events: Callabl
     return {**reply, "sse_events": stream}
 
 
-def _whole_calls_at_zero(events: list[bytes]) -> list[bytes]:
-    """Return an openai stream whose tool calls come whole, one chunk each, all with
-    index 0 and their own ids: what Ollama sends for parallel calls."""
+def _calls_at_zero(events: list[bytes], whole: bool) -> list[bytes]:
+    """Return an openai stream whose tool calls all say index 0, with their own ids: in
+    fragments as given, or (`whole`) each in one chunk, as Ollama sends parallel calls."""
+    if not whole:
+        return [_fragments_at_zero(e) for e in events]
     out: list[bytes] = []
     calls: list[dict] = []
     for raw in events:
@@ -288,6 +297,16 @@ def _whole_calls_at_zero(events: list[bytes]) -> list[bytes]:
                 fn = calls[-1]["function"]
                 fn["arguments"] = fn.get("arguments", "") + f["function"]["arguments"]
     return out
+
+
+def _fragments_at_zero(raw: bytes) -> bytes:
+    data = raw.decode().partition("data: ")[2].strip()
+    chunk = json.loads(data) if data.startswith("{") else {}
+    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+    if not delta.get("tool_calls"):
+        return raw
+    delta["tool_calls"] = [{**f, "index": 0} for f in delta["tool_calls"]]
+    return _sse(chunk)
 
 
 def _call_chunk(template: Mapping, call: Mapping) -> bytes:
