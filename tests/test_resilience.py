@@ -104,7 +104,7 @@ def test_retry_after_wins_over_backoff_and_zero_means_now():
 
 @given(st.integers(100, 599))
 def test_retryable_statuses(status):
-    assert r.retryable(status) == (status in {429, 500, 502, 503, 504})
+    assert r.retryable(status) == (status in {408, 409, 429} or status >= 500)
     assert r.retryable(error=ProviderError("x", status=status)) == r.retryable(status)
 
 
@@ -116,7 +116,7 @@ def test_retryable_errors():
     # The transport classifies its own errors; the pure policy reads the mark.
     assert r.retryable(error=ep.failed(httpx.ConnectError("refused", request=request)))
     assert r.retryable(error=ep.failed(httpx.RemoteProtocolError("closed", request=request)))
-    assert not r.retryable(error=ep.failed(httpx.ReadTimeout("slow", request=request)))
+    assert r.retryable(error=ep.failed(httpx.ReadTimeout("slow", request=request)))  # as the SDKs
     assert r.retryable(error=ProviderError("x", network=True))
     assert not r.retryable(error=TimeoutError("deadline"))
     assert r.decide({"attempt": 1, "retryable": True, "error": RunCancelledError()}, 2) == "fail"

@@ -20,6 +20,7 @@ from .client import (
 from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
 from .core.genai import from_genai, to_genai
 from .core.output import OutputError
+from .core.retry import failure_kind, provider_fault
 from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
 from .core.toolkit import (
     execute,
@@ -70,6 +71,8 @@ __all__ = [
     "close",
     "OutputError",
     "ProviderError",
+    "failure_kind",
+    "provider_fault",
     "RunCancelledError",
     "RunResult",
     "RunTimeoutError",

@@ -47,6 +47,8 @@ class ProviderError(Exception):
 
     `retry_after` is the wait in seconds the provider asked for when that wait was too
     long to sleep (longer than the run's limit or past its deadline), else None.
+    `error_type` and `code` are the provider's own (`overloaded_error`, 502, ...) when it
+    said them, e.g. in an error envelope inside a 200 or a stream (core.wire.inband).
     """
 
     def __init__(
@@ -59,8 +61,12 @@ class ProviderError(Exception):
         headers: dict | None = None,
         network: bool = False,
         retry_after: float | None = None,
+        error_type: str | None = None,
+        code: Any = None,
     ):
         super().__init__(message)
+        self.error_type = error_type
+        self.code = code
         self.status = status
         self.body = body
         self.url = url
@@ -89,6 +95,8 @@ def scrub_error(error: ProviderError, secrets: Iterable[str | None] | Scrub) -> 
         headers={k: _scrub_value(v, scrub) for k, v in headers.items()},
         retry_after=error.retry_after,
         network=error.network,
+        error_type=_scrub_value(getattr(error, "error_type", None), scrub),
+        code=_scrub_value(getattr(error, "code", None), scrub),
     )
     out.streamed = getattr(error, "streamed", False)
     out.__traceback__ = error.__traceback__

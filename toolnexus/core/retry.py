@@ -8,7 +8,14 @@ cancellation token. A wait longer than `max_wait_s`, or than the run's time left
 never planned: `plan` raises the ProviderError at once, with `retry_after` on it.
 
 A Retry-After is delay-seconds or an HTTP-date; a date needs the current wall-clock
-time passed in as `now` (epoch seconds), else it is ignored (backoff instead).
+time passed in as `now` (epoch seconds), else it is ignored (backoff instead). A
+`retry-after-ms` header (milliseconds, OpenAI's and Anthropic's) is read before it.
+
+Which failures are retried follows the official SDKs' `_base_client.py` (openai-python
+3.3.1, anthropic-sdk-python 0.121.0; docs/retries.md): `x-should-retry: true|false`
+decides first, then 408, 409, 429 and every status >= 500 (Anthropic's 529 included),
+connection errors and timeouts. `failure_kind` names the kind of a failure, for retries and
+for whoever decides to go to another provider.
 
 Attempts are numbered from 1: `attempt` is the number of the try that just failed, so
 with `retries=2` there are at most 3 tries and a retry is allowed while attempt <= 2.
@@ -27,7 +34,13 @@ from pyrsistent import PMap, pmap
 
 __all__ = [
     "RETRYABLE_STATUS",
+    "retryable_status",
+    "should_retry_header",
+    "failure_kind",
+    "provider_fault",
+    "PROVIDER_FAULTS",
     "parse_retry_after",
+    "parse_retry_after_ms",
     "retry_after",
     "backoff_ms",
     "is_network_error",
@@ -41,11 +54,14 @@ __all__ = [
     "too_long",
 ]
 
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# The statuses below 500 the SDKs retry (408 request timeout, 409 lock timeout, 429 rate
+# limit); every status >= 500 is retried too (see `retryable_status`).
+RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_RETRY_AFTER = 2147483647  # the largest delay-seconds honoured (2**31 - 1)
 MAX_BACKOFF_MS = 30_000.0
 MAX_WAIT_S = 60.0  # the longest wait a retry may sleep; a longer Retry-After fails at once
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts other scripts' digits
+_DECIMAL = re.compile(r"[0-9]{1,16}(?:\.[0-9]{1,16})?")  # retry-after-ms: "1500", "1500.5"
 Rng = Callable[[], float]
 
 
@@ -96,26 +112,73 @@ def _date_delay(value: str, now: float) -> float | None:
     return min(max(delay, 0.0), float(MAX_RETRY_AFTER))
 
 
-def retry_after(headers: Any, now: float | None = None) -> float | None:
-    """Return the Retry-After seconds of a headers mapping (name matched case-insensitively).
+def parse_retry_after_ms(value: Any) -> float | None:
+    """Return the seconds a `retry-after-ms` value asks to wait, else None (never raises).
 
-    `now` (epoch seconds) lets an HTTP-date count (see `parse_retry_after`).
+    Milliseconds as ASCII digits with an optional fraction (the SDKs read it as a float);
+    anything else gives None (the `retry-after` header is read instead).
 
-    >>> retry_after({"RETRY-AFTER": "3"}), retry_after({"retry-after": "soon"}), retry_after(None)
-    (3, None, None)
+    >>> parse_retry_after_ms("1500"), parse_retry_after_ms(" 20.5 "), parse_retry_after_ms("-1")
+    (1.5, 0.0205, None)
     """
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not isinstance(value, str):
+        return None
+    value = value.strip(" \t")
+    if not _DECIMAL.fullmatch(value):
+        return None
+    return min(float(value) / 1000.0, float(MAX_RETRY_AFTER))
+
+
+def _header(headers: Any, wanted: str) -> Any:
+    # The value of one header (name matched case-insensitively), else None; a headers
+    # object that cannot list itself has none.
     if not isinstance(headers, Mapping) and not hasattr(headers, "items"):
         return None
     try:
         items = list(headers.items())
-    except Exception:  # a headers object that cannot list itself has no usable delay
+    except Exception:
         return None
     for name, value in items:
         if isinstance(name, bytes):
             name = name.decode("latin-1")
-        if isinstance(name, str) and name.lower() == "retry-after":
-            return parse_retry_after(value, now)
+        if isinstance(name, str) and name.lower() == wanted:
+            return value
     return None
+
+
+def retry_after(headers: Any, now: float | None = None) -> float | None:
+    """Return the wait a headers mapping asks for: `retry-after-ms`, else `Retry-After`.
+
+    Names are matched case-insensitively; `now` (epoch seconds) lets an HTTP-date
+    count (see `parse_retry_after`). An unreadable `retry-after-ms` falls back to
+    `Retry-After`, as the SDKs do.
+
+    >>> retry_after({"RETRY-AFTER": "3"}), retry_after({"retry-after": "soon"}), retry_after(None)
+    (3, None, None)
+    >>> retry_after({"retry-after-ms": "2500", "retry-after": "3"})
+    2.5
+    """
+    ms = parse_retry_after_ms(_header(headers, "retry-after-ms"))
+    if ms is not None:
+        return ms
+    value = _header(headers, "retry-after")
+    return None if value is None else parse_retry_after(value, now)
+
+
+def should_retry_header(headers: Any) -> bool | None:
+    """Return what an `x-should-retry` header says (True, False), or None when absent.
+
+    Only the exact values "true" and "false" count, as in the SDKs.
+
+    >>> should_retry_header({"X-Should-Retry": "false"}), should_retry_header({})
+    (False, None)
+    """
+    value = _header(headers, "x-should-retry")
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    return {"true": True, "false": False}.get(value) if isinstance(value, str) else None
 
 
 def backoff_ms(attempt: int, base_ms: float, rng: Rng, max_ms: float = MAX_BACKOFF_MS) -> float:
@@ -206,22 +269,88 @@ def _status(error: BaseException | None) -> int | None:
     return None
 
 
-def retryable(status: int | None = None, error: BaseException | None = None) -> bool:
-    """Return whether a failure is worth retrying: 429/500/502/503/504 or a network error.
+def retryable_status(status: Any) -> bool:
+    """Return whether the SDKs retry an HTTP status: 408, 409, 429 and every one >= 500.
 
-    >>> retryable(429), retryable(400), retryable(error=ConnectionResetError())
-    (True, False, True)
+    >>> [retryable_status(s) for s in (400, 408, 409, 429, 500, 529, None)]
+    [False, True, True, True, True, True, False]
+    """
+    if not isinstance(status, int) or isinstance(status, bool):
+        return False
+    return status in RETRYABLE_STATUS or status >= 500
+
+
+def retryable(status: int | None = None, error: BaseException | None = None) -> bool:
+    """Return whether a failure is worth retrying, by the official SDKs' rules.
+
+    An abort never is; an `x-should-retry: true|false` header on the error's response
+    decides next; then the status (`retryable_status`), then a network failure
+    (connection errors and timeouts the transport marked).
+
+    >>> retryable(429), retryable(529), retryable(400), retryable(error=ConnectionResetError())
+    (True, True, False, True)
     """
     if is_abort(error):
         return False
+    said = should_retry_header(_headers(error)) if error is not None else None
+    if said is not None:
+        return said
     status = status if status is not None else _status(error)
-    return status in RETRYABLE_STATUS or is_network_error(error)
+    return retryable_status(status) or is_network_error(error)
+
+
+# The kinds of failure that are the provider's (or the way to it), not the request's:
+# another try, or another provider, may succeed.
+PROVIDER_FAULTS = frozenset({"network", "timeout", "conflict", "rate_limited", "overloaded",
+                             "server"})  # fmt: skip
+
+
+def failure_kind(error: BaseException | None, status: int | None = None) -> str:
+    """Return the kind of a failed model call, one word.
+
+    "abort" (deadline, cancellation), "network" (connection failures, transport
+    timeouts), "timeout" (408), "conflict" (409), "rate_limited" (429), "overloaded"
+    (529, Anthropic's overloaded_error), "server" (other 5xx), "auth" (401, 403),
+    "request" (other 4xx: the request itself), "unknown" (no status, no network mark).
+
+    >>> from toolnexus.core.errors import ProviderError
+    >>> failure_kind(ProviderError("x", status=529)), failure_kind(ProviderError("x", status=400))
+    ('overloaded', 'request')
+    >>> failure_kind(ConnectionResetError()), failure_kind(TimeoutError())
+    ('network', 'abort')
+    """
+    if is_abort(error):
+        return "abort"
+    status = status if status is not None else _status(error)
+    if isinstance(status, int) and not isinstance(status, bool):
+        if status >= 500:
+            return "overloaded" if status == 529 else "server"
+        named = {408: "timeout", 409: "conflict", 429: "rate_limited", 401: "auth", 403: "auth"}
+        if status in named:
+            return named[status]
+        if status >= 400:
+            return "request"
+    return "network" if is_network_error(error) else "unknown"
+
+
+def provider_fault(error: BaseException | None) -> bool:
+    """Return whether a failure is the provider's (or the network's), not the request's:
+    the kinds in PROVIDER_FAULTS, where another try or another provider may succeed.
+
+    >>> from toolnexus.core.errors import ProviderError
+    >>> provider_fault(ProviderError("x", status=503))
+    True
+    >>> provider_fault(ProviderError("x", status=401))
+    False
+    """
+    return failure_kind(error) in PROVIDER_FAULTS
 
 
 def error_info(error: BaseException, attempt: int) -> PMap:
-    """Return the info map of a failed try: {error, status?, attempt, retryable}."""
+    """Return the info map of a failed try: {error, status?, attempt, retryable, kind}."""
     status = _status(error)
-    info = {"error": error, "attempt": attempt, "retryable": retryable(status, error)}
+    info = {"error": error, "attempt": attempt, "retryable": retryable(status, error),
+            "kind": failure_kind(error, status)}  # fmt: skip
     if status is not None:
         info["status"] = status
     return pmap(info)
@@ -330,5 +459,7 @@ def too_long(error: BaseException, wait: float) -> BaseException:
         url=getattr(error, "url", "") if isinstance(error, ProviderError) else "",
         headers=getattr(error, "headers", None) if isinstance(error, ProviderError) else None,
         retry_after=wait,
+        error_type=getattr(error, "error_type", None),
+        code=getattr(error, "code", None),
     )
     return out

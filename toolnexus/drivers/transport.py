@@ -25,7 +25,7 @@ from pyrsistent import PMap, PVector, pmap
 
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
 from ..core.secrets import scrub_value, scrubber
-from ..core.wire import sse
+from ..core.wire import inband, sse
 from ..core.wire.jsonload import MAX_BYTES
 
 __all__ = [
@@ -106,8 +106,9 @@ def owned_async_client(proxy: str | None = None) -> httpx.AsyncClient:
 
 def is_network(e: BaseException) -> bool:
     """Return whether a transport error is a network failure worth retrying: the request
-    failed on the network, or never got a connection (a read timeout is not one)."""
-    retryable = httpx.NetworkError | httpx.RemoteProtocolError | httpx.ConnectTimeout
+    failed on the network, never got a connection, or timed out (the SDKs retry their
+    APITimeoutError; one the run's deadline caused is turned into its abort by the driver)."""
+    retryable = httpx.NetworkError | httpx.RemoteProtocolError | httpx.TimeoutException
     return isinstance(e, retryable | ConnectionError)
 
 
@@ -215,8 +216,13 @@ class Endpoint:
         return ProviderError(f"POST {url}: {what} is over {limit:,} bytes: not read", url=url)
 
     def status_error(self, status: int, headers: Any, content: bytes) -> ProviderError:
-        """Return the ProviderError of a non-2xx response (bounded, the key masked)."""
-        return status_error(self.url, status, dict(headers.items()), content, self.scrub)
+        """Return the ProviderError of a non-2xx response (bounded, the key masked), with
+        the provider's error type and code when its body is an error envelope."""
+        e = status_error(self.url, status, dict(headers.items()), content, self.scrub)
+        said = inband.provider_words(content)
+        if said is not None:
+            e.error_type, e.code = (self.scrub(x) if isinstance(x, str) else x for x in said)
+        return e
 
     def scrubbed(self, e: ProviderError) -> ProviderError:
         """Return a decoder's ProviderError (an SSE error event may echo the key) scrubbed."""

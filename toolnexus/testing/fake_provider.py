@@ -44,6 +44,9 @@ fragments, pings, message_delta, message_stop). Stream-only reply keys:
   "stream_stall": seconds               send the first event, then stall,
   "stream_drop": True                   cut the connection halfway through,
   "sse": bytes | str                    a recorded stream, sent as it is.
+`fake_provider(script, profile="ollama")` answers as a named server does (its errors,
+headers and stream quirks) and reads the keys `fail`, `fail_inband`, `stream_fail`
+(see `toolnexus.testing.profiles`; a plain provider reads them too, as the official API).
 `openai_stream` and `anthropic_stream` return the SSE bytes of a reply (pure).
 
 Every request is checked first against its provider's published request schema and
@@ -63,6 +66,7 @@ from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from . import profiles
 from .fake_responses import expand, keep, responses_response, responses_stream
 from .validators import SPECS, schema_problems, schema_validator, validate_request
 
@@ -313,6 +317,8 @@ def _stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq:
     if reply.get("sse") is not None:  # a real provider's stream, byte for byte
         raw = reply["sse"]
         return [raw.encode() if isinstance(raw, str) else bytes(raw)]
+    if reply.get("sse_events") is not None:  # a profile's stream (testing.profiles)
+        return list(reply["sse_events"])
     if dialect == "responses":  # its own error events (see fake_responses)
         return responses_stream(reply, model, seq)
     if dialect == "openai":
@@ -340,7 +346,11 @@ class FakeProvider:
         chunk_delay: float = 0.0,
         validate: bool = True,
         schema: bool = True,
+        profile: str | None = None,
     ):
+        if profile is not None and profile not in profiles.PROFILES:
+            raise ValueError(f"unknown profile {profile!r}: one of {list(profiles.PROFILES)}")
+        self.profile = profile  # the server it plays (testing.profiles), None: the plain one
         self.script = script
         self.validate = validate  # answer 400 to a request the real API would refuse
         self.schema = schema  # ... by the published request schema too
@@ -501,7 +511,7 @@ def _handler(fp: FakeProvider) -> type:
             problems = _problems(body, seen, dialect, fp.schema) if fp.validate else []
             if problems:
                 return self._send(400, invalid_request(dialect, problems))
-            reply = fp.reply_for(body, dialect)
+            reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq)
             if self._wait(reply.get("delay", fp.delay)) or self._wait(reply.get("stall", 0)):
                 self.close_connection = True
                 return
@@ -518,9 +528,23 @@ def _handler(fp: FakeProvider) -> type:
                 return self._send(200, json.dumps(reply["response"]).encode())
             if body.get("stream") is True:
                 return self._stream(reply, _stream_events(reply, body, dialect, fp.model, seq))
-            self._send(200, json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode())
+            answer = json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode()
+            self._send(200, reply.get("prefix", b"") + answer)
 
     return Handler
+
+
+def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, seq: int) -> Mapping:
+    """Return a reply as the provider's profile sends it (testing.profiles); a plain
+    provider uses its dialect's official profile for the profile-only keys."""
+    if fp.profile is None and not profiles.KEYS.intersection(reply):
+        return reply
+    name = fp.profile or ("anthropic" if dialect == "anthropic" else "openai")
+
+    def events(r: Mapping) -> list | None:
+        return _stream_events(r, body, dialect, fp.model, seq) if body.get("stream") else None
+
+    return profiles.expand(reply, name, dialect, events)
 
 
 def fake_provider(script: Sequence | Callable, **options: Any) -> FakeProvider:

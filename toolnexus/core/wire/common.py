@@ -13,6 +13,7 @@ from typing import Any
 from pyrsistent import PMap, PVector, freeze, pmap, pvector
 
 from ..errors import ProviderError
+from .inband import inband_error
 from .jsonload import load
 
 __all__ = [
@@ -63,7 +64,9 @@ def malformed(e: BaseException, what: str = "response") -> ProviderError:
 
 
 def response_object(data: Any) -> Mapping:
-    """Return a response body as a JSON object: decoded (bounded) when given as text/bytes."""
+    """Return a response body as a JSON object: decoded (bounded) when given as text/bytes.
+
+    An error envelope in place of an answer is the ProviderError it describes (inband)."""
     if isinstance(data, (bytes, bytearray, str)):
         try:
             data = load(data)
@@ -71,6 +74,9 @@ def response_object(data: Any) -> Mapping:
             raise MalformedResponse(f"response is not readable JSON ({e})") from None
     if not isinstance(data, Mapping):
         raise MalformedResponse(f"response is a JSON {type(data).__name__}, not an object")
+    failed = inband_error(data)  # a 200 whose body is an error envelope (OpenRouter, vLLM)
+    if failed is not None:
+        raise failed
     return data
 
 

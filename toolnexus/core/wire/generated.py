@@ -9,7 +9,8 @@ from typing import Any
 from pyrsistent import PMap
 
 from .common import unique_id
-from .openai import _args_text, _turn
+from .openai import _turn
+from .openai_read import args_text as _args_text
 
 __all__ = ["parse_generated"]
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
@@ -17,7 +16,6 @@ from .common import (
     is_empty_text_block,
     is_forced_choice,
     malformed,
-    merge_extra,
     name_text,
     replayable_with,
     response_object,
@@ -27,8 +25,16 @@ from .common import (
     unique_id,
     usage,
 )
+from .openai_read import READ_CALL, args_text, array, extra_fields, mapping, str_or_none
+from .openai_stream import (
+    OpenAIStream,
+    StreamCall,
+    stream_body,
+    stream_event,
+    stream_response,
+    stream_start,
+)
 from .parts import from_openai, is_parts, to_openai, tool_attachments, tool_text
-from .sse import load_json, stream_error
 
 __all__ = [
     "url",
@@ -176,26 +182,6 @@ def _needs_cleaning(m: Mapping) -> bool:
 # provider sends (reasoning_content, reasoning_details, extra_content, annotations, ...)
 # is kept as it came and replayed verbatim (DeepSeek and Gemini refuse a turn without it).
 _READ_MESSAGE = frozenset({"role", "content", "tool_calls", "function_call"})
-_READ_CALL = frozenset({"id", "type", "function", "index"})
-
-
-def _extra(given: Mapping, read: frozenset) -> dict:
-    """Return the fields of `given` the loop does not read (None values: nothing said;
-    a field the provider wants back even empty is kept as it came)."""
-    if given.keys() <= read:  # the usual case: nothing else (one C-level set check)
-        return {}
-    return {
-        k: v
-        for k, v in given.items()
-        if k not in read and (v not in _NOTHING or (k in _KEPT_EMPTY and isinstance(v, str)))
-    }
-
-
-_NOTHING = (None, "", [], {})  # a field holding these says nothing (`annotations: []`)
-# Fields a provider requires back on replay even when empty: DeepSeek refuses an assistant
-# message of its thinking mode without `reasoning_content` ("Missing `reasoning_content`
-# field"), and its answer may carry it as "".
-_KEPT_EMPTY = frozenset({"reasoning_content"})
 
 
 def _assistant_message(text: str, calls: Sequence[Mapping], extra: Mapping | None = None) -> PMap:
@@ -219,14 +205,6 @@ def _wire_call(c: Mapping) -> PMap:
     if not extra:
         return pmap({"id": c["id"], "type": "function", "function": fn})
     return pmap({**extra, "id": c["id"], "type": "function", "function": fn})
-
-
-def _args_text(raw: Any) -> str:
-    if isinstance(raw, str):
-        return raw
-    from .common import to_json
-
-    return to_json(raw).decode("utf-8")
 
 
 def _usage(u: Mapping) -> PMap:
@@ -283,48 +261,24 @@ def parse_response(data: Mapping | bytes | str) -> PMap:
         raise malformed(e) from None
 
 
-def _mapping(value: Any, where: str) -> Mapping:
-    if type(value) is dict:  # what json.loads makes: no ABC check
-        return value
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise MalformedResponse(f"{where} is a JSON {type(value).__name__}, not an object")
-    return value
-
-
-def _list(value: Any, where: str) -> Sequence:
-    if type(value) is list:  # what json.loads makes
-        return value
-    if value is None:
-        return ()
-    if not isinstance(value, (list, tuple, PVector)):
-        raise MalformedResponse(f"{where} is a JSON {type(value).__name__}, not an array")
-    return value
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _parse_response(data: Mapping) -> PMap:
-    choices = _list(data.get("choices"), "choices")
+    choices = array(data.get("choices"), "choices")
     if not choices:
         raise MalformedResponse("response has no choices")
-    choice = _mapping(choices[0], "choices[0]")
-    message = _mapping(choice.get("message"), "choices[0].message")
+    choice = mapping(choices[0], "choices[0]")
+    message = mapping(choice.get("message"), "choices[0].message")
     calls, taken = [], set()
-    for i, c in enumerate(_list(message.get("tool_calls"), "tool_calls")):
-        c = _mapping(c, f"tool_calls[{i}]")
-        fn = _mapping(c.get("function"), f"tool_calls[{i}].function")
+    for i, c in enumerate(array(message.get("tool_calls"), "tool_calls")):
+        c = mapping(c, f"tool_calls[{i}]")
+        fn = mapping(c.get("function"), f"tool_calls[{i}].function")
         cid = c.get("id")
         call = {
             # Distinct within the turn: two calls sharing an id get `id_2`, ...
             "id": unique_id(cid if isinstance(cid, str) and cid else f"call_{i}", taken),
             "name": name_text(fn.get("name")),
-            "arguments": _args_text(fn.get("arguments") or ""),
+            "arguments": args_text(fn.get("arguments") or ""),
         }
-        extra = _extra(c, _READ_CALL)
+        extra = extra_fields(c, READ_CALL)
         if extra:
             call["extra"] = pmap(extra)
         calls.append(call)
@@ -334,9 +288,9 @@ def _parse_response(data: Mapping) -> PMap:
         text,
         calls,
         usage_ if isinstance(usage_, Mapping) else None,
-        _str_or_none(choice.get("finish_reason")),
-        _str_or_none(data.get("model")),
-        _extra(message, _READ_MESSAGE),
+        str_or_none(choice.get("finish_reason")),
+        str_or_none(data.get("model")),
+        extra_fields(message, _READ_MESSAGE),
     )
 
 
@@ -354,197 +308,10 @@ def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -
 def _content(output: Any) -> str:
     if isinstance(output, str):
         return output
-    return tool_text(output) if is_parts(output) else _args_text(output)
+    return tool_text(output) if is_parts(output) else args_text(output)
 
 
-# ---- streaming: SSE events -> deltas -> the same normalized turn -----------------
-
-
-def stream_body(body: Mapping) -> dict:
-    """Return a copy of a request body that asks for a stream ending in a usage chunk.
-
-    >>> stream_body({"model": "m"})
-    {'model': 'm', 'stream': True, 'stream_options': {'include_usage': True}}
-    """
-    options = {**(body.get("stream_options") or {}), "include_usage": True}
-    return {**body, "stream": True, "stream_options": options}
-
-
-class StreamCall(NamedTuple):
-    """One tool call being assembled from a stream's fragments."""
-
-    index: int
-    id: str | None
-    name: str
-    args: PVector  # the argument text fragments, joined at the end
-    extra: Mapping | None = None  # fields of the call the loop does not read (extra_content)
-
-
-class OpenAIStream(NamedTuple):
-    """The accumulator of a chat completions stream: an immutable value (see stream_event).
-
-    `done` turns True once `data: [DONE]` arrived; a stream that ends without it and
-    without a `finish_reason` was cut short (`stream_turn` raises). Some compatible
-    servers send a finish_reason and no [DONE]: that stream is complete.
-    """
-
-    text: PVector = pvector()  # content fragments
-    refusal: PVector = pvector()
-    calls: PVector = pvector()  # StreamCall values, in first-seen order
-    usage: Mapping | None = None  # the chunk with a non-null usage (include_usage)
-    finish: str | None = None  # the last non-null finish_reason
-    model: str | None = None
-    done: bool = False
-    extra: Mapping | None = None  # other delta fields, accumulated (reasoning_content, ...)
-
-
-def stream_start() -> OpenAIStream:
-    """Return the accumulator of a stream that has delivered nothing yet."""
-    return OpenAIStream()
-
-
-def _delta(**fields: Any) -> Mapping:
-    # A read-only map: built once per event on the hot path, where a pmap costs as much
-    # as decoding the event's JSON.
-    return MappingProxyType(fields)
-
-
-def _position(calls: PVector, fragment: Mapping) -> tuple[int, int]:
-    """Return (index, position in `calls` or -1) of a tool call fragment."""
-    index = fragment.get("index")
-    if index is None:
-        # Every OpenAI fragment has an index; some compatible servers omit it and send
-        # each call whole, so a fragment with a new id opens the next index.
-        fid = fragment.get("id")
-        known = [p for p, c in enumerate(calls) if fid and c.id == fid]
-        if known:
-            return calls[known[0]].index, known[0]
-        if fid or not calls:
-            return (max(c.index for c in calls) + 1 if calls else 0), -1
-        return calls[-1].index, len(calls) - 1
-    index = int(index)
-    if calls and calls[-1].index == index:  # the common case: fragments of the latest call
-        return index, len(calls) - 1
-    return index, next((p for p, c in enumerate(calls) if c.index == index), -1)
-
-
-def _add_fragment(calls: PVector, fragment: Mapping, deltas: list) -> PVector:
-    index, pos = _position(calls, fragment)
-    fn = fragment.get("function") or {}
-    args = fn.get("arguments")
-    piece = (_args_text(args),) if args else ()
-    extra = _extra(fragment, _READ_CALL) or None
-    if pos < 0:
-        call = StreamCall(index, fragment.get("id"), fn.get("name") or "", pvector(piece), extra)
-        deltas.append(_delta(type="tool_call_start", index=index, id=call.id, name=call.name))
-        return calls.append(call)
-    call = calls[pos]
-    if extra:
-        call = call._replace(extra=merge_extra(call.extra, extra, concat=False))
-    if piece:
-        call = call._replace(args=call.args.extend(piece))
-    if not call.id and fragment.get("id"):
-        call = call._replace(id=fragment["id"])
-    if not call.name and fn.get("name"):
-        call = call._replace(name=fn["name"])
-    return calls.set(pos, call)
-
-
-def stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple[Mapping, ...]]:
-    """Return the accumulator after one SSE event and the deltas it carries (read-only maps).
-
-    Deltas: {"type": "text", "delta"}, {"type": "refusal", "delta"} and
-    {"type": "tool_call_start", "index", "id", "name"}. An `error` event, or a chunk
-    holding "error", raises ProviderError with the provider's message; anything
-    malformed is a ProviderError too.
-    """
-    try:
-        return _stream_event(acc, event)
-    except MALFORMED as e:
-        raise malformed(e, "stream event") from None
-
-
-def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple[Mapping, ...]]:
-    data = event["data"]
-    if event["event"] == "error":
-        raise stream_error(data)
-    if data[:1] != "{" and data.strip() == "[DONE]":  # a chunk is an object: "{..."
-        return acc._replace(done=True), ()
-    chunk = load_json(data)
-    if chunk.get("error") is not None:
-        raise stream_error(chunk)
-    text, refusal, calls, usage, finish, model, done, extra = acc
-    if model is None:
-        model = _str_or_none(chunk.get("model"))
-    given = chunk.get("usage")
-    if given is not None and isinstance(given, Mapping):  # the include_usage chunk
-        usage = given  # (its choices may be empty)
-    deltas: list = []
-    for choice in _list(chunk.get("choices"), "choices"):
-        choice = _mapping(choice, "choice")
-        if choice.get("index", 0) != 0:  # parse_response reads choices[0] only
-            continue
-        delta = _mapping(choice.get("delta"), "delta")
-        content = delta.get("content")
-        if content:
-            piece = text_of(content, "delta.content")  # a list of parts joins into text
-            if piece:
-                text = text.append(piece)
-                deltas.append(_delta(type="text", delta=piece))
-        if delta.get("refusal"):
-            piece = text_of(delta["refusal"], "delta.refusal")
-            refusal = refusal.append(piece)
-            deltas.append(_delta(type="refusal", delta=piece))
-        for fragment in _list(delta.get("tool_calls"), "delta.tool_calls"):
-            calls = _add_fragment(calls, _mapping(fragment, "tool call fragment"), deltas)
-        if not delta.keys() <= _READ_DELTA:  # inline: this runs for every chunk
-            more = _extra(delta, _READ_DELTA)
-            if more:
-                extra = _more(extra, more, deltas)
-        if isinstance(choice.get("finish_reason"), str):  # a later null never resets it
-            finish = choice["finish_reason"]
-    return OpenAIStream(text, refusal, calls, usage, finish, model, done, extra), tuple(deltas)
-
-
-_READ_DELTA = frozenset({"role", "content", "refusal", "tool_calls", "function_call"})
-# Delta fields that carry a model's reasoning as text: shown as "thinking" deltas.
-_REASONING = ("reasoning_content", "reasoning")
-
-
-def _more(extra: Mapping | None, more: Mapping, deltas: list) -> Mapping:
-    """Return the accumulated extra fields after a delta's (reasoning shown as thinking)."""
-    for key in _REASONING:
-        piece = more.get(key)
-        if isinstance(piece, str) and piece:
-            deltas.append(_delta(type="thinking", delta=piece))
-    out = dict(extra) if extra else {}
-    for key, value in more.items():  # a top-level string field arrives in pieces
-        out[key] = merge_extra(out.get(key), value)
-    return out
-
-
-def stream_response(acc: OpenAIStream) -> dict:
-    """Return the chat completions response a stream amounts to (what parse_response reads)."""
-    calls = [
-        {
-            **(c.extra or {}),
-            "id": c.id,
-            "type": "function",
-            "function": {"name": c.name, "arguments": "".join(c.args)},
-        }
-        for c in sorted(acc.calls, key=lambda c: c.index)
-    ]
-    message: dict = {**(acc.extra or {}), "role": "assistant",
-                     "content": "".join(acc.text) or None}  # fmt: skip
-    if calls:
-        message["tool_calls"] = calls
-    if acc.refusal:
-        message["refusal"] = "".join(acc.refusal)
-    return {
-        "model": acc.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": acc.finish}],
-        "usage": acc.usage,
-    }
+# ---- streaming: SSE events -> deltas (openai_stream) -> the same normalized turn
 
 
 def stream_turn(acc: OpenAIStream) -> PMap:

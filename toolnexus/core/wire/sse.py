@@ -12,7 +12,10 @@ the event (default "message"); `data:` lines are joined with "\\n"; `id:`, `retr
 unknown fields are ignored; one leading space after the colon is dropped; a blank line
 dispatches. Chunks may split anywhere, even inside a multi-byte UTF-8 character: bytes
 are decoded only once a whole line has arrived. Unlike a browser, `end` dispatches an
-event that has data but no final blank line (some recorded streams end that way).
+event that has data but no final blank line (some recorded streams end that way), and
+an `error:` line, a field the standard does not define, is read as an `error` event
+with that data (llama.cpp's server sent its stream errors so until late 2025, where a
+browser would drop them and see a complete, empty answer).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pyrsistent import PVector, pmap, pvector
 
 from ..errors import ProviderError, excerpt
 from ..walk import map_strings
+from .inband import envelope, error_fields
 from .jsonload import MAX_BYTES, load
 
 __all__ = [
@@ -90,6 +94,8 @@ def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, t
                 event = value[1:] if value[:1] == " " else value
             elif name == "data":  # "data" alone: an empty data line
                 data = (*data, "")
+            elif name == "error":  # not an SSE field: llama.cpp's errors until late 2025
+                event, data = "error", (*data, value[1:] if value[:1] == " " else value)
             # `id`, `retry` and unknown fields carry nothing a model turn needs.
     return event, data
 
@@ -166,12 +172,14 @@ def stream_error(payload: Any) -> ProviderError:
     """Return the ProviderError for an in-stream error event (its message, the data as body).
 
     `payload` is the event's data: JSON text or an already decoded object, shaped
-    {"error": {"message", "type"?}} (openai-compatible, anthropic) or {"message"}.
+    {"error": {"message", "type"?}} (openai-compatible, anthropic) or {"message"} (see
+    core.wire.inband); the provider's type and code are kept, and a status read from them.
     The codec knows no secrets: the driver passes the error through
     `errors.scrub_error` before it leaves (an error event may echo the key).
 
-    >>> str(stream_error('{"type":"error","error":{"message":"Overloaded"}}'))
-    'Overloaded'
+    >>> e = stream_error('{"type":"error","error":{"type":"overloaded_error","message":"Busy"}}')
+    >>> str(e), e.status
+    ('Busy', 529)
     """
     if isinstance(payload, str):
         text = payload
@@ -185,11 +193,13 @@ def stream_error(payload: Any) -> ProviderError:
             text = json.dumps(payload, default=str)
         except (ValueError, RecursionError):  # a cyclic or absurd object: say so, briefly
             text = repr(type(payload))
-    err = obj.get("error", obj) if isinstance(obj, Mapping) else obj
-    message = err.get("message") if isinstance(err, Mapping) else err
+    err = envelope(obj) if isinstance(obj, Mapping) else None
+    if err is None:  # an `event: error` whose data is no envelope: {"message"} or text
+        err = obj if isinstance(obj, Mapping) else {"message": obj}
+    message = err.get("message")
     if not isinstance(message, str) or not message:
         message = f"error event in stream: {excerpt(text, limit=200)}"
-    return ProviderError(excerpt(message, limit=1000), body=excerpt(text))
+    return ProviderError(excerpt(message, limit=1000), body=excerpt(text), **error_fields(err))
 
 
 def load_json(data: str) -> dict:
