@@ -119,7 +119,8 @@ def check_entry(e: Any) -> PMap:
 
 def entry_fields(e: Any) -> tuple[str, str | None, str, datetime, str]:
     """Return `(id, conversation_id, text, timestamp in UTC, direction)` of a valid entry
-    mapping, checked as `entry` checks them (an id of None gets a fresh one); else
+    mapping, checked as `entry` checks them (an id of None gets a fresh one, a timestamp of
+    None now); else
     TypeError or ValueError.
 
     One lookup per field: a log writes rows from these without building a copy.
@@ -137,7 +138,9 @@ def entry_fields(e: Any) -> tuple[str, str | None, str, datetime, str]:
         _check_text(conversation_id, "conversation_id", allow_empty=False)
     id = uuid.uuid4().hex if id is None else _check_text(id, "id", allow_empty=False)
     _check_text(text, "text")
-    if not (isinstance(timestamp, datetime) and timestamp.tzinfo is UTC):
+    if timestamp is None:  # as `entry`: now
+        timestamp = datetime.now(UTC)
+    elif not (isinstance(timestamp, datetime) and timestamp.tzinfo is UTC):
         timestamp = utc(timestamp)
     return id, conversation_id, text, timestamp, direction
 
