@@ -371,13 +371,15 @@ def test_an_anthropic_block_without_a_string_type_is_a_malformed_answer_not_a_la
 
 
 def test_without_jsonschema_the_fake_provider_says_what_to_install():
+    """schema=True insists on the published-schema check (the default warns: see
+    tests/test_without_testing_extra.py)."""
     code = (
         "import sys; sys.modules['jsonschema'] = None\n"
         "from toolnexus.testing import fake_provider\n"
         "with fake_provider([], schema=False):  # our rules alone need nothing\n"
         "    pass\n"
         "try:\n"
-        "    fake_provider([])\n"
+        "    fake_provider([], schema=True)\n"
         "except ImportError as e:\n"
         "    print(e)\n"
     )

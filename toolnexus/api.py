@@ -25,6 +25,9 @@ from .drivers import sync
 from .drivers.guard import Guard
 from .exchange import performed
 
+# What `toolkit=` takes: toolkit(...), a list of tools (made one), or None.
+ToolkitArg = PMap | Sequence[Mapping[str, Any]] | None
+
 if TYPE_CHECKING:  # the result types are for type checkers: cast() takes their names
     from .types import RunResult, StreamEvent
 
@@ -52,7 +55,7 @@ def as_toolkit(tk: Any) -> Any:
     """Return `tk` as a toolkit: a toolkit, None, or a list of tool maps (made one)."""
     if tk is None or (isinstance(tk, Mapping) and "index" in tk and "tools" in tk):
         return tk
-    if isinstance(tk, list | tuple):
+    if isinstance(tk, Sequence) and not isinstance(tk, str | bytes):  # as ToolkitArg says
         return make_toolkit(*tk)
     raise TypeError(f"toolkit must be toolkit(...) or a list of tools, got {type(tk).__name__}")
 
@@ -112,7 +115,7 @@ def run(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -149,7 +152,7 @@ def stream(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -190,7 +193,7 @@ def ask(
     client: Client,
     prompt: str,
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,
@@ -209,7 +212,7 @@ def ask(
     raise RuntimeError("stream ended without a done event")  # pragma: no cover
 
 
-def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
+def conversation(client: Client, *, toolkit: ToolkitArg = None) -> dict:
     """Return {"send", "messages", "reset"} closures keeping history in process (no store)."""
     messages = [freeze_transcript(None)]
 
@@ -253,7 +256,7 @@ async def arun(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -276,7 +279,7 @@ async def astream(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -301,7 +304,7 @@ async def aask(
     client: Client,
     prompt: str,
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,

@@ -1,8 +1,10 @@
 """The public test kit: a loopback fake provider that refuses what the real APIs refuse
-(the providers' published request schemas, with jsonschema), and the store contract kit."""
+(the providers' published request schemas when jsonschema is installed, and their
+documented rules), and the store contract kit."""
 
 from .fake_provider import (
     FakeProvider,
+    SchemaChecksSkipped,
     anthropic_response,
     fake_provider,
     openai_response,
@@ -20,6 +22,7 @@ from .validators import (
 
 __all__ = [
     "FakeProvider",
+    "SchemaChecksSkipped",
     "anthropic_response",
     "fake_provider",
     "openai_response",

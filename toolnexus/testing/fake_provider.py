@@ -52,6 +52,9 @@ in the provider's own error shape (`invalid_request_error`, naming the failing f
 path) and consumes no script entry, as the real API would refuse it.
 `fake_provider(script, schema=False)` keeps only our rules (for a test that sends a
 compatible provider's extra fields on purpose); `validate=False` turns all checks off.
+The schema check needs jsonschema (the `testing` extra): without it, the default
+(`schema=None`) keeps only our rules and says so once, in a `SchemaChecksSkipped`
+warning; `schema=True` insists (an ImportError naming the extra).
 """
 
 from __future__ import annotations
@@ -59,12 +62,48 @@ from __future__ import annotations
 import json
 import re
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .fake_responses import expand, keep, responses_response, responses_stream
-from .validators import SPECS, schema_problems, schema_validator, validate_request
+from .validators import (
+    SPECS,
+    schema_checks_available,
+    schema_problems,
+    schema_validator,
+    validate_request,
+)
+
+
+class SchemaChecksSkipped(UserWarning):
+    """The fake provider runs without the published-schema checks (jsonschema is missing)."""
+
+
+NO_SCHEMA = (
+    "the fake provider checks requests by its own rules only: checking them against the "
+    "providers' published schemas needs jsonschema (pip install 'toolnexus[testing]')"
+)
+_warned: list[bool] = []  # said once per process: a tour starts many fake providers
+
+
+def _schema_on(validate: bool, schema: bool | None) -> bool:
+    """Return whether requests are checked against the published schemas.
+
+    None (the default) means: when jsonschema is here, else warn once and go on without.
+    """
+    if not validate or schema is False:
+        return False
+    if schema is None and not schema_checks_available():
+        if not _warned:
+            _warned.append(True)
+            warnings.warn(NO_SCHEMA, SchemaChecksSkipped, stacklevel=4)
+        return False
+    for dialect in SPECS:
+        schema_validator(dialect)  # fail here, not in a request, without jsonschema
+    return True
+
 
 __all__ = [
     "fake_provider",
@@ -339,13 +378,11 @@ class FakeProvider:
         chunk: int | None = None,
         chunk_delay: float = 0.0,
         validate: bool = True,
-        schema: bool = True,
+        schema: bool | None = None,
     ):
         self.script = script
         self.validate = validate  # answer 400 to a request the real API would refuse
-        self.schema = schema  # ... by the published request schema too
-        for dialect in SPECS if validate and schema else ():
-            schema_validator(dialect)  # fail here, not in a request, without jsonschema
+        self.schema = _schema_on(validate, schema)  # ... by the published schema too
         self.delay = delay
         self.model = model
         self.chunk = chunk  # bytes per write of a streamed answer (None: one per event)

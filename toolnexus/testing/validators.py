@@ -280,6 +280,16 @@ def _as_json_schema(node: Any) -> Any:
     return out
 
 
+def schema_checks_available() -> bool:
+    """Return whether jsonschema and referencing (the `testing` extra) can be imported."""
+    try:
+        import jsonschema  # noqa: F401
+        import referencing  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 @functools.cache
 def schema_validator(dialect: str) -> Any:
     """Return the (cached) jsonschema validator of `dialect`'s published request schema."""
