@@ -25,10 +25,23 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 REQUIRE = os.environ.get("TOOLNEXUS_REQUIRE_SERVICES") == "1"
 
 
+# Which variable names each server, with the address the docs use (docs/guide.md).
+SERVICES = {
+    "Redis": ("TOOLNEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    "PostgreSQL": ("TOOLNEXUS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"),
+}
+
+
+def skip_reason(what: str, why: str) -> str:
+    """Return the skip reason for a missing server: why, and which variable to set."""
+    var, example = SERVICES[what]
+    return f"{what} not available: {why} (set {var}, e.g. {var}={example})"
+
+
 def _unavailable(what: str, why: str):
     if REQUIRE:
         pytest.fail(f"{what} is required (TOOLNEXUS_REQUIRE_SERVICES=1) but {why}")
-    pytest.skip(f"{what} not available: {why}")
+    pytest.skip(skip_reason(what, why))
 
 
 @pytest.fixture(scope="session")
