@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ...store.errors import StoreUnavailableError
 from ...store.locks import _per_id, _poll, local_lock
+from ..paths import make_dir
 from .names import file_name_for
 
 try:  # POSIX only: elsewhere a store's paired lock is the in-process one
@@ -31,8 +32,7 @@ def file_lock(directory: str | os.PathLike, timeout: float = 60.0) -> Callable:
     """
     import fcntl
 
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    root = make_dir(Path(directory), f"file_lock({str(directory)!r})")
 
     def take(id: str, seconds: float) -> Callable[[], None]:
         fd = os.open(root / _lock_file_name(id), os.O_RDWR | os.O_CREAT, 0o644)
