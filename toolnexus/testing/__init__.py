@@ -4,7 +4,6 @@ documented rules), and the store contract kit."""
 
 from .fake_provider import (
     FakeProvider,
-    SchemaChecksSkipped,
     anthropic_response,
     fake_provider,
     openai_response,
@@ -13,6 +12,7 @@ from .fake_provider import (
 )
 from .fake_responses import responses_response, responses_stream
 from .validators import (
+    SchemaChecksSkipped,
     schema_problems,
     validate_anthropic_request,
     validate_openai_request,

@@ -62,48 +62,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .fake_responses import expand, keep, responses_response, responses_stream
-from .validators import (
-    SPECS,
-    schema_checks_available,
-    schema_problems,
-    schema_validator,
-    validate_request,
-)
-
-
-class SchemaChecksSkipped(UserWarning):
-    """The fake provider runs without the published-schema checks (jsonschema is missing)."""
-
-
-NO_SCHEMA = (
-    "the fake provider checks requests by its own rules only: checking them against the "
-    "providers' published schemas needs jsonschema (pip install 'toolnexus[testing]')"
-)
-_warned: list[bool] = []  # said once per process: a tour starts many fake providers
-
-
-def _schema_on(validate: bool, schema: bool | None) -> bool:
-    """Return whether requests are checked against the published schemas.
-
-    None (the default) means: when jsonschema is here, else warn once and go on without.
-    """
-    if not validate or schema is False:
-        return False
-    if schema is None and not schema_checks_available():
-        if not _warned:
-            _warned.append(True)
-            warnings.warn(NO_SCHEMA, SchemaChecksSkipped, stacklevel=4)
-        return False
-    for dialect in SPECS:
-        schema_validator(dialect)  # fail here, not in a request, without jsonschema
-    return True
-
+from .validators import SPECS, schema_checks_on, schema_problems, validate_request
 
 __all__ = [
     "fake_provider",
@@ -382,7 +346,7 @@ class FakeProvider:
     ):
         self.script = script
         self.validate = validate  # answer 400 to a request the real API would refuse
-        self.schema = _schema_on(validate, schema)  # ... by the published schema too
+        self.schema = schema_checks_on(validate, schema)  # ... by the published schema too
         self.delay = delay
         self.model = model
         self.chunk = chunk  # bytes per write of a streamed answer (None: one per event)
@@ -471,93 +435,150 @@ def _dialect_of_path(path: str) -> str | None:
     return next((d for end, d in PATHS.items() if path.endswith(end)), None)
 
 
+# ---- the request handler: one small function per step of serving a request -----------
+
+
+def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, headers: Mapping = ()) -> None:
+    """Send a whole JSON answer."""
+    h.send_response(status)
+    h.send_header("content-type", "application/json")
+    h.send_header("content-length", str(len(payload)))
+    for k, v in dict(headers).items():
+        h.send_header(k, v)
+    h.end_headers()
+    h.wfile.write(payload)
+
+
+def _wait(fp: FakeProvider, seconds: float) -> bool:
+    """Sleep `seconds`; return True if the provider stopped meanwhile."""
+    # Interruptible: a stopping provider must not leave threads asleep.
+    return bool(seconds) and fp._stopping.wait(seconds)
+
+
+def _write_chunk(h: BaseHTTPRequestHandler, data: bytes) -> None:
+    h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+    h.wfile.flush()
+
+
+def _stream_head(h: BaseHTTPRequestHandler) -> None:
+    h.send_response(200)
+    h.send_header("content-type", "text/event-stream")
+    h.send_header("cache-control", "no-cache")
+    h.send_header("transfer-encoding", "chunked")
+    h.end_headers()
+
+
+def _write_event(h: BaseHTTPRequestHandler, fp: FakeProvider, event: bytes, reply: Mapping) -> bool:
+    """Write one SSE event in the reply's chunk size; return True if the provider stopped."""
+    size = reply.get("chunk", fp.chunk) or len(event)
+    pause = reply.get("chunk_delay", fp.chunk_delay)
+    for i in range(0, len(event), size):
+        _write_chunk(h, event[i : i + size])
+        if pause and _wait(fp, pause):
+            return True
+    return False
+
+
+def _stream(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, events: list) -> None:
+    """Send `events` as a chunked SSE answer (cut, stalled or paced as the reply says)."""
+    _stream_head(h)
+    half = max(1, len(events) // 2)
+    for n, event in enumerate(events):
+        if n == half and reply.get("stream_drop"):
+            h.close_connection = True  # no final chunk: the body is cut short
+            return
+        if n == 1 and _wait(fp, reply.get("stream_stall", 0)):
+            return
+        if _write_event(h, fp, event, reply):
+            return
+    h.wfile.write(b"0\r\n\r\n")
+    h.wfile.flush()
+
+
+def _read_request(h: BaseHTTPRequestHandler) -> tuple[str, Any] | None:
+    """Return the request's (dialect, JSON body), or answer 404/400 and return None."""
+    raw = h.rfile.read(int(h.headers.get("content-length") or 0))
+    dialect = _dialect_of_path(h.path)
+    if dialect is None:
+        _send(h, 404, b'{"error": "unknown path"}')
+        return None
+    try:
+        return dialect, json.loads(raw)
+    except ValueError:
+        _send(h, 400, b'{"error": "body is not JSON"}')
+        return None
+
+
+def _record(h: BaseHTTPRequestHandler, fp: FakeProvider, body: Any) -> int:
+    """Keep the request in `fp.requests`; return its sequence number (from 1)."""
+    with fp._lock:
+        fp.requests.append({"path": h.path, "headers": dict(h.headers), "body": body})
+        return len(fp.requests)
+
+
+def _refusal(fp: FakeProvider, body: Any, dialect: str) -> tuple[Any, bytes | None]:
+    """Return the conversation the server reads and the 400 body refusing it (None: valid)."""
+    seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
+    if forgot is not None:
+        return seen, forgot
+    problems = _problems(body, seen, dialect, fp.schema) if fp.validate else []
+    return seen, invalid_request(dialect, problems) if problems else None
+
+
+def _answer(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, request: tuple) -> None:
+    """Answer with the scripted reply: delayed, dropped, a failure, verbatim or made."""
+    body, seen, dialect, seq = request
+    if _wait(fp, reply.get("delay", fp.delay)) or _wait(fp, reply.get("stall", 0)):
+        h.close_connection = True
+        return
+    if reply.get("drop"):
+        h.close_connection = True  # the client sees the connection end, no reply
+        return
+    if "status" in reply:
+        payload = reply.get("body", "")
+        payload = payload if isinstance(payload, str) else json.dumps(payload)
+        return _send(h, reply["status"], payload.encode(), reply.get("headers", {}))
+    if dialect == "responses":
+        keep(fp.kept, seen, reply, fp.model, seq)
+    if "response" in reply:  # the provider's own shape, verbatim
+        return _send(h, 200, json.dumps(reply["response"]).encode())
+    if body.get("stream") is True:
+        return _stream(h, fp, reply, _stream_events(reply, body, dialect, fp.model, seq))
+    _send(h, 200, json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode())
+
+
+def _serve(h: BaseHTTPRequestHandler, fp: FakeProvider) -> None:
+    """Serve one POST: read, record, check, then answer from the script."""
+    request = _read_request(h)
+    if request is None:
+        return
+    dialect, body = request
+    seq = _record(h, fp, body)
+    seen, refused = _refusal(fp, body, dialect)
+    if refused is not None:
+        return _send(h, 400, refused)
+    _answer(h, fp, fp.reply_for(body, dialect), (body, seen, dialect, seq))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """The fake provider's HTTP handler; `fp` is set per provider by `_handler`."""
+
+    fp: FakeProvider
+    protocol_version = "HTTP/1.1"  # keep-alive, so clients reuse connections
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
+    # algorithm and delayed ACKs stall each response by ~40 ms.
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args: Any) -> None:  # quiet: tests read fp.requests instead
+        pass
+
+    def do_POST(self) -> None:
+        _serve(self, self.fp)
+
+
 def _handler(fp: FakeProvider) -> type:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, so clients reuse connections
-        # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
-        # algorithm and delayed ACKs stall each response by ~40 ms.
-        disable_nagle_algorithm = True
-
-        def log_message(self, *args: Any) -> None:  # quiet: tests read fp.requests instead
-            pass
-
-        def _send(self, status: int, payload: bytes, headers: Mapping = ()) -> None:
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(payload)))
-            for k, v in dict(headers).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _wait(self, seconds: float) -> bool:
-            # Interruptible sleep: a stopping provider must not leave threads asleep.
-            return bool(seconds) and fp._stopping.wait(seconds)
-
-        def _write_chunk(self, data: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-        def _stream(self, reply: Mapping, events: list[bytes]) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            size = reply.get("chunk", fp.chunk)
-            pause = reply.get("chunk_delay", fp.chunk_delay)
-            half = max(1, len(events) // 2)
-            for n, event in enumerate(events):
-                if n == half and reply.get("stream_drop"):
-                    self.close_connection = True  # no final chunk: the body is cut short
-                    return
-                if n == 1 and self._wait(reply.get("stream_stall", 0)):
-                    return
-                for i in range(0, len(event), size or len(event)):
-                    self._write_chunk(event[i : i + (size or len(event))])
-                    if pause and self._wait(pause):
-                        return
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-            dialect = _dialect_of_path(self.path)
-            if dialect is None:
-                return self._send(404, b'{"error": "unknown path"}')
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                return self._send(400, b'{"error": "body is not JSON"}')
-            with fp._lock:
-                fp.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                seq = len(fp.requests)
-            seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
-            if forgot is not None:
-                return self._send(400, forgot)
-            problems = _problems(body, seen, dialect, fp.schema) if fp.validate else []
-            if problems:
-                return self._send(400, invalid_request(dialect, problems))
-            reply = fp.reply_for(body, dialect)
-            if self._wait(reply.get("delay", fp.delay)) or self._wait(reply.get("stall", 0)):
-                self.close_connection = True
-                return
-            if reply.get("drop"):
-                self.close_connection = True  # the client sees the connection end, no reply
-                return
-            if "status" in reply:
-                payload = reply.get("body", "")
-                payload = payload if isinstance(payload, str) else json.dumps(payload)
-                return self._send(reply["status"], payload.encode(), reply.get("headers", {}))
-            if dialect == "responses":
-                keep(fp.kept, seen, reply, fp.model, seq)
-            if "response" in reply:  # the provider's own shape, verbatim
-                return self._send(200, json.dumps(reply["response"]).encode())
-            if body.get("stream") is True:
-                return self._stream(reply, _stream_events(reply, body, dialect, fp.model, seq))
-            self._send(200, json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode())
-
-    return Handler
+    """Return the handler class serving `fp`."""
+    return type("Handler", (_Handler,), {"fp": fp})
 
 
 def fake_provider(script: Sequence | Callable, **options: Any) -> FakeProvider:
