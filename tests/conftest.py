@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 
 import pytest
@@ -73,6 +74,25 @@ def postgres_dsn() -> str:
     except Exception as e:
         _unavailable("PostgreSQL", f"{type(e).__name__}: {e}")
     return dsn
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_under_basetemp(tmp_path_factory: pytest.TempPathFactory):
+    """Every temporary file of the run, its children's too, lands under pytest's basetemp.
+
+    The README and docs blocks, the notebooks and their kernels call `tempfile` as a
+    reader would; without this each run left about 22 entries in the system's
+    temporary directory. pytest prunes its basetemp (the last three runs are kept).
+    """
+    where = str(tmp_path_factory.mktemp("tmp"))
+    before = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = where, where
+    yield
+    tempfile.tempdir = before[1]
+    if before[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[0]
 
 
 @pytest.fixture
