@@ -56,6 +56,15 @@ def _run_block(python: Path, code: str, where: Path) -> subprocess.CompletedProc
     return _sh(python, "-c", code, cwd=where, timeout=120)
 
 
+def _the_demo_runs_and_continues(python: Path, top: Path) -> None:
+    """The rest of the README's first command: `python -m toolnexus demo`, twice."""
+    env = {**_clean_env(), "XDG_DATA_HOME": str(top / "data")}
+    runs = [subprocess.run([str(python), "-m", "toolnexus", "demo"], capture_output=True,
+                           text=True, cwd=top, env=env, timeout=120) for _ in range(2)]  # fmt: skip
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    assert "remembered 5 messages" in runs[1].stdout
+
+
 @pytest.mark.fresh_install
 def test_the_tour_runs_and_types_check_after_the_first_command_alone(tmp_path):
     pytest.importorskip("mypy")
@@ -70,6 +79,7 @@ def test_the_tour_runs_and_types_check_after_the_first_command_alone(tmp_path):
         pytest.fail(f"pip install -e failed:\n{done.stderr[-2000:]}")
     found = _sh(python, "-c", "import toolnexus, sys; print(toolnexus.__file__)", cwd=tmp_path)
     assert found.stdout.strip() == str(src / "toolnexus" / "__init__.py")
+    _the_demo_runs_and_continues(python, tmp_path)
 
     needing, failed = [], []
     for page, n, code in blocks():
