@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 
 import pytest
@@ -25,10 +26,23 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 REQUIRE = os.environ.get("TOOLNEXUS_REQUIRE_SERVICES") == "1"
 
 
+# Which variable names each server, with the address the docs use (docs/guide.md).
+SERVICES = {
+    "Redis": ("TOOLNEXUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    "PostgreSQL": ("TOOLNEXUS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"),
+}
+
+
+def skip_reason(what: str, why: str) -> str:
+    """Return the skip reason for a missing server: why, and which variable to set."""
+    var, example = SERVICES[what]
+    return f"{what} not available: {why} (set {var}, e.g. {var}={example})"
+
+
 def _unavailable(what: str, why: str):
     if REQUIRE:
         pytest.fail(f"{what} is required (TOOLNEXUS_REQUIRE_SERVICES=1) but {why}")
-    pytest.skip(f"{what} not available: {why}")
+    pytest.skip(skip_reason(what, why))
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +74,25 @@ def postgres_dsn() -> str:
     except Exception as e:
         _unavailable("PostgreSQL", f"{type(e).__name__}: {e}")
     return dsn
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_under_basetemp(tmp_path_factory: pytest.TempPathFactory):
+    """Every temporary file of the run, its children's too, lands under pytest's basetemp.
+
+    The README and docs blocks, the notebooks and their kernels call `tempfile` as a
+    reader would; without this each run left about 22 entries in the system's
+    temporary directory. pytest prunes its basetemp (the last three runs are kept).
+    """
+    where = str(tmp_path_factory.mktemp("tmp"))
+    before = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = where, where
+    yield
+    tempfile.tempdir = before[1]
+    if before[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[0]
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 `spec_problems(body, dialect)` returns the published request schema's problems with a
 request body (none: the schema accepts it), read by `toolnexus.testing.validators`
 (`schema_problems`) from the cuts shipped in `toolnexus/testing/specs/`, which
-tests/test_fake_provider_schema.py checks are derive.py's cuts of `../shared/specs`. One
-reading of the schemas for the fake provider and the tests: `nullable` as the specs'
+tests/test_fake_provider_schema.py checks are derive.py's cuts of `tests/data/specs`.
+One reading of the schemas for the fake provider and the tests: `nullable` as the specs'
 README says, a `oneOf` with a `discriminator` as an `anyOf`.
 """
 

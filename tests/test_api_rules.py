@@ -2,7 +2,7 @@
 optional parameters, tool values, replayed Anthropic blocks, tool ids unique in a turn.
 
 Each request the runs send is also checked against the provider's published request
-schema (../shared/specs), besides the fake provider's own rules.
+schema (tests/data/specs), besides the fake provider's own rules.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from toolnexus.skills import skill_tool
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 
 DIALECTS = ("openai", "anthropic")
-needs_specs = pytest.mark.skipif(not available(), reason="../shared/specs or jsonschema missing")
+needs_specs = pytest.mark.skipif(
+    not available(), reason="jsonschema is not installed (pip install -e '.[test]')"
+)
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 

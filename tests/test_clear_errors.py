@@ -221,7 +221,7 @@ def _closed_pipe_run(*argv):
         os.close(w)
 
 
-@pytest.mark.parametrize("argv", [["demo", "--store", "{tmp}"], ["--version"], ["--help"]])
+@pytest.mark.parametrize("argv", [["demo", "--store", "file:{tmp}"], ["--version"], ["--help"]])
 def test_commands_exit_quietly_on_a_closed_pipe(tmp_path, argv):
     """Failed before: `python -m toolnexus demo | head -1` printed a BrokenPipeError traceback."""
     p = _closed_pipe_run(*(a.format(tmp=tmp_path / "demo") for a in argv))
@@ -247,7 +247,7 @@ def test_version():
         ["chat", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--id", "a",
          "--store", "memory", "--log", "{tmp}/no/such.db"],
         ["show", "a", "--store", "sqlite:{tmp}/no/such/x.db"],
-        ["demo", "--store", "{tmp}/no/such"],
+        ["demo", "--store", "file:{tmp}/no/such"],
     ],
     ids=["chat-sqlite", "chat-file", "chat-log", "show", "demo"],
 )  # fmt: skip

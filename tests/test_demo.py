@@ -6,7 +6,7 @@ import sys
 
 def demo(store):
     return subprocess.run(
-        [sys.executable, "-m", "toolnexus", "demo", "--store", str(store)],
+        [sys.executable, "-m", "toolnexus", "demo", "--store", f"file:{store}"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -34,4 +34,5 @@ def test_demo_default_store_is_under_the_data_dir(tmp_path):
         env=env,
         check=True,
     ).stdout
-    assert str(tmp_path / "toolnexus" / "demo") in out
+    # the default store of every command (ids and show find it there)
+    assert str(tmp_path / "toolnexus" / "chat") in out

@@ -20,8 +20,8 @@ from toolnexus.testing import fake_provider, text_reply, transcripts
 from toolnexus.testing.specs import derive
 from toolnexus.testing.validators import schema_problems, validate_request
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-SPECS, FIXTURES = SHARED / "specs", SHARED / "fixtures" / "sse"
+DATA = Path(__file__).resolve().parent / "data"  # copied from shared/: see data/README.md
+SPECS, FIXTURES = DATA / "specs", DATA / "fixtures" / "sse"
 SHIPPED = Path(derive.__file__).resolve().parent
 PATHS = {"openai": "/chat/completions", "anthropic": "/messages", "responses": "/responses"}
 U = {"role": "user", "content": "q"}
@@ -175,13 +175,12 @@ def test_importing_toolnexus_or_the_fake_provider_loads_no_jsonschema():
 # ---- the shipped documents are the published ones, cut reproducibly -----------------
 
 
-@pytest.mark.skipif(not SPECS.is_dir(), reason=f"the full documents are not at {SPECS}")
 def test_the_shipped_specs_are_what_derive_cuts_from_the_published_documents():
     made = derive.derive(SPECS)
     assert sorted(made) == sorted(p.name for p in SHIPPED.glob("*.json"))
     for name, text in made.items():
         assert (SHIPPED / name).read_text(encoding="utf-8") == text, name
-        if (SPECS / name).exists():  # shared/ has the chat and messages cuts, not this one
+        if (SPECS / name).exists():  # data/ has the chat and messages cuts, not this one
             assert (SPECS / name).read_text(encoding="utf-8") == text, name
 
 
@@ -279,10 +278,13 @@ def test_a_streamed_citation_replays_without_the_response_only_file_id():
 
 # ---- the recorded streams of real providers, replayed through the fake --------------
 
-RECORDED = sorted(p.stem for p in FIXTURES.glob("*.sse")) if FIXTURES.is_dir() else []
+RECORDED = sorted(p.stem for p in FIXTURES.glob("*.sse"))
 
 
-@pytest.mark.skipif(not RECORDED, reason=f"recorded SSE fixtures not found at {FIXTURES}")
+def test_the_recorded_streams_are_here():
+    assert len(RECORDED) >= 16, FIXTURES
+
+
 @pytest.mark.parametrize("name", RECORDED)
 def test_a_recorded_stream_is_read_and_what_it_said_is_accepted_on_the_next_request(name):
     meta = json.loads((FIXTURES / f"{name}.json").read_text())
@@ -371,13 +373,15 @@ def test_an_anthropic_block_without_a_string_type_is_a_malformed_answer_not_a_la
 
 
 def test_without_jsonschema_the_fake_provider_says_what_to_install():
+    """schema=True insists on the published-schema check (the default warns: see
+    tests/test_without_testing_extra.py)."""
     code = (
         "import sys; sys.modules['jsonschema'] = None\n"
         "from toolnexus.testing import fake_provider\n"
         "with fake_provider([], schema=False):  # our rules alone need nothing\n"
         "    pass\n"
         "try:\n"
-        "    fake_provider([])\n"
+        "    fake_provider([], schema=True)\n"
         "except ImportError as e:\n"
         "    print(e)\n"
     )

@@ -14,6 +14,7 @@ from toolnexus.store import StoreCorruptError, StoreUnavailableError
 
 @pytest.fixture
 def db(tmp_path):
+    (tmp_path / "sub").mkdir()  # a store makes its file, never missing directories
     return tmp_path / "sub" / "chat.db"
 
 

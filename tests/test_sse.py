@@ -14,11 +14,9 @@ from toolnexus.core.errors import ProviderError
 from toolnexus.core.steps import parse_arguments
 from toolnexus.core.wire import anthropic, openai, sse
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sse"
-NAMES = sorted(p.stem for p in FIXTURES.glob("*.json")) if FIXTURES.is_dir() else []
-needs_fixtures = pytest.mark.skipif(
-    not NAMES, reason=f"recorded SSE fixtures not found at {FIXTURES} (shared/ beside the repo)"
-)
+# The recorded streams, copied into the repository (see tests/data/README.md).
+FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures" / "sse"
+NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 CODECS = {"openai": openai, "anthropic": anthropic}
 
 
@@ -54,9 +52,7 @@ def joined(deltas, kind: str) -> str:
 
 
 def test_fixture_directory_resolves():
-    # CI runs in a fresh clone with shared/ beside it, like /work/main + /work/shared.
-    if not FIXTURES.is_dir():
-        pytest.skip(f"no fixture directory at {FIXTURES}")
+    """The recorded streams are in the repository: every clone runs the same tests."""
     assert len(NAMES) == 16
 
 
@@ -132,7 +128,6 @@ def test_any_stream_any_split_matches_the_model(stream, cuts):
 # ---- recorded streams --------------------------------------------------------------
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("size", [None, 1, 7, 64])
 def test_recorded_stream(name, size):
@@ -172,7 +167,6 @@ def test_recorded_stream(name, size):
         assert expect["thinking"] not in turn["text"]
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("eol", [b"\r\n", b"\r"])
 def test_recorded_stream_with_other_line_ends(name, eol):
@@ -181,7 +175,6 @@ def test_recorded_stream_with_other_line_ends(name, eol):
     assert decode_chunks([other[i : i + 5] for i in range(0, len(other), 5)]) == sse.decode(raw)
 
 
-@needs_fixtures
 @settings(max_examples=40)
 @given(st.sampled_from(NAMES or ["-"]), st.lists(st.integers(0, 40_000), max_size=40))
 def test_any_split_of_a_recorded_stream_yields_the_same_events(name, cuts):
@@ -189,7 +182,6 @@ def test_any_split_of_a_recorded_stream_yields_the_same_events(name, cuts):
     assert decode_chunks(split(raw, cuts)) == sse.decode(raw)
 
 
-@needs_fixtures
 def test_every_byte_split_inside_a_four_byte_character():
     raw, meta = load("anthropic_text_emoji")
     at = raw.index("😄".encode())
@@ -199,7 +191,6 @@ def test_every_byte_split_inside_a_four_byte_character():
     assert anthropic.stream_turn(acc)["text"].endswith("😄")
 
 
-@needs_fixtures
 def test_unterminated_last_event_is_flushed_by_end():
     raw, _ = load("anthropic_text_then_tool_use")
     assert not raw.endswith(b"\n")
@@ -210,7 +201,6 @@ def test_unterminated_last_event_is_flushed_by_end():
     assert acc.done
 
 
-@needs_fixtures
 def test_anthropic_tool_json_cut_at_max_tokens_stays_raw():
     raw, meta = load("anthropic_max_tokens_partial_tool_json")
     acc, _ = accumulate(anthropic, sse.decode(raw))
@@ -224,7 +214,6 @@ def test_anthropic_tool_json_cut_at_max_tokens_stays_raw():
     assert block["type"] == "tool_use" and thaw(block["input"]) == {}
 
 
-@needs_fixtures
 def test_openai_tool_json_cut_short_stays_raw():
     raw, _ = load("openai_tool_call_fragmented")
     events = sse.decode(raw)
@@ -238,7 +227,6 @@ def test_openai_tool_json_cut_short_stays_raw():
     assert parse_arguments(call["arguments"])[0] is None  # reported to the model, no crash
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", [n for n in NAMES if "error" not in n])
 def test_stream_turn_equals_parse_response_of_the_equivalent_response(name):
     raw, meta = load(name)
@@ -307,7 +295,6 @@ def _final(codec, acc) -> bool:
     return acc.done if codec is anthropic else (acc.done or acc.finish is not None)
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", [n for n in NAMES if "error" not in n])
 def test_every_recorded_stream_has_its_final_event_and_each_cut_before_it_raises(name):
     raw, meta = load(name)

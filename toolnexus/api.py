@@ -26,6 +26,9 @@ from .drivers import sync
 from .drivers.guard import Guard
 from .exchange import performed
 
+# What `toolkit=` takes: toolkit(...), a list of tools (made one), or None.
+ToolkitArg = PMap | Sequence[Mapping[str, Any]] | None
+
 if TYPE_CHECKING:  # the result types are for type checkers: cast() takes their names
     from .types import RunResult, StreamEvent
 
@@ -54,7 +57,7 @@ def as_toolkit(tk: Any) -> Any:
     """Return `tk` as a toolkit: a toolkit, None, or a list of tool maps (made one)."""
     if tk is None or (isinstance(tk, Mapping) and "index" in tk and "tools" in tk):
         return tk
-    if isinstance(tk, list | tuple):
+    if isinstance(tk, Sequence) and not isinstance(tk, str | bytes):  # as ToolkitArg says
         return make_toolkit(*tk)
     raise TypeError(f"toolkit must be toolkit(...) or a list of tools, got {type(tk).__name__}")
 
@@ -119,7 +122,7 @@ def run(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -156,7 +159,7 @@ def stream(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -197,7 +200,7 @@ def ask(
     client: Client,
     prompt: str,
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,
@@ -216,7 +219,7 @@ def ask(
     raise RuntimeError("stream ended without a done event")  # pragma: no cover
 
 
-def conversation(client: Client, *, toolkit: PMap | None = None) -> dict:
+def conversation(client: Client, *, toolkit: ToolkitArg = None) -> dict:
     """Return {"send", "messages", "reset"} closures keeping history in process (no store)."""
     messages = [freeze_transcript(None)]
 
@@ -261,7 +264,7 @@ async def arun(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -284,7 +287,7 @@ async def astream(
     client: Client,
     prompt: str | Sequence[Mapping],
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     history: Sequence | None = None,
     conversation_id: str | None = None,
     id: str | None = None,
@@ -309,7 +312,7 @@ async def aask(
     client: Client,
     prompt: str,
     *,
-    toolkit: PMap | None = None,
+    toolkit: ToolkitArg = None,
     id: str | None = None,
     on_text: Callable[[str], Any] | None = None,
     output_schema: Any = None,

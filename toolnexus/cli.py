@@ -24,18 +24,30 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-SIGPIPE_STATUS = 141  # 128 + SIGPIPE: what a shell reports for a reader that went away
-
-
 def _quiet_closed_pipe() -> int:
-    """Stop writing to a stdout whose reader has gone (`... | head -1`), without a traceback."""
+    """Stop writing to a stdout whose reader has gone (`... | head -1`): status 0, quietly.
+
+    The reader took what it wanted, as `head` does; Unix tools end there without a word.
+    """
     # Python flushes stdout again at exit, which would fail once more: point it at devnull.
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # stdout is not a real file (tests, embedding)
         pass
-    return SIGPIPE_STATUS
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run a parsed command with stdout and stderr escaping control characters."""
+    from .commands.terminal import EscapedStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapedStream(out), EscapedStream(err)  # type: ignore[assignment]
+    try:
+        return int(args.func(args) or 0)
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit:  # --help / --version printed: flush while we can still be quiet
             sys.stdout.flush()
             raise
-        status = int(args.func(args) or 0)
+        status = _run(args)
         sys.stdout.flush()  # a closed pipe shows up here for short outputs
         return status
     except KeyboardInterrupt:

@@ -318,8 +318,8 @@ def chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | No
 
 
 def ids(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Print the ids of the conversations in a store, one per line."""
-    store = open_store(args.store)
+    """Print the ids of the conversations in a store, one per line (creating nothing)."""
+    store = open_store(args.store, read_only=True)
     if not callable(store.get("ids")):
         raise CommandError(f"{_desc(store)} cannot list its conversations")
     for i in store["ids"]():
@@ -345,13 +345,17 @@ def one_line_error(e: BaseException) -> str:
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Wrap a command so expected failures print one line on stderr and exit 1."""
     from toolnexus import ProviderError
+    from toolnexus.core.extras import MissingExtraError
     from toolnexus.store import StoreCorruptError, StoreUnavailableError
 
-    expected = (ProviderError, CommandError, StoreCorruptError, StoreUnavailableError, ValueError)
+    expected = (ProviderError, CommandError, StoreCorruptError, StoreUnavailableError, ValueError,
+                MissingExtraError)  # fmt: skip
 
     def run(args: argparse.Namespace) -> int:
         try:
             return fn(args)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head -1`): main ends quietly
         except (*expected, OSError) as e:  # OSError: a directory we cannot create or read
             print(one_line_error(e), file=sys.stderr)
             return 1

@@ -1,19 +1,16 @@
-"""`python -m toolnexus demo`: the offline demo (a scripted model, two tools, a file store)."""
+"""`python -m toolnexus demo`: the offline demo (a scripted model, two tools, a store).
+
+It keeps its conversation where `ids` and `show` look (the default --store, or the one
+given, in the same forms every command takes), and prints the `show` command for it.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
+from collections.abc import Mapping
 
 CONVERSATION = "demo"
-
-
-def default_store_dir() -> Path:
-    """Return the demo's store directory under the user's data directory."""
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "toolnexus" / "demo"
 
 
 def scripted_model(request: dict) -> dict:
@@ -44,10 +41,13 @@ def scripted_model(request: dict) -> dict:
     }
 
 
-def run_demo(store_dir: Path, out=sys.stdout) -> dict:
-    """Run one exchange of the demo against a file store; return the RunResult."""
+def run_demo(store: Mapping, show: str, out=sys.stdout) -> dict:
+    """Run one exchange of the demo against `store`; return the RunResult.
+
+    `show` is the command that shows the stored conversation (printed at the end).
+    """
     from toolnexus import ask, conversation_store, create_in_process_client, define_tool, toolkit
-    from toolnexus.store import file_store
+    from toolnexus.commands.places import describe
 
     @define_tool
     def get_weather(city: str) -> str:
@@ -60,10 +60,9 @@ def run_demo(store_dir: Path, out=sys.stdout) -> dict:
         total = a + b
         return str(int(total) if total == int(total) else total)
 
-    store = file_store(store_dir)
     client = create_in_process_client(model="scripted-demo", generate=scripted_model, store=store)
     before = store["get"](CONVERSATION)
-    print(f"store: {store_dir} (conversation {CONVERSATION!r})", file=out)
+    print(f"store: {describe(store)} (conversation {CONVERSATION!r})", file=out)
     if before:
         print(f"remembered {len(before)} messages from an earlier run", file=out)
     prompt = "What's the weather in Paris and what is 2+2?"
@@ -82,6 +81,7 @@ def run_demo(store_dir: Path, out=sys.stdout) -> dict:
         f"{u['completion_tokens']} completion = {u['total_tokens']} tokens",
         file=out,
     )
+    print(f"see it: {show}", file=out)
     if not before:
         print("run the demo again: it will continue this conversation.", file=out)
     return r
@@ -89,19 +89,17 @@ def run_demo(store_dir: Path, out=sys.stdout) -> dict:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `demo` command."""
+    from .chat import _guarded
+    from .places import STORE_HELP
+
     p = sub.add_parser("demo", help="run the offline demo (no key, no network)")
-    p.add_argument("--store", type=Path, default=None, help="directory of the file store")
-    p.set_defaults(func=_demo)
+    p.add_argument("--store", default=None, help=STORE_HELP)
+    p.set_defaults(func=_guarded(_demo))
 
 
 def _demo(args: argparse.Namespace) -> int:
-    """Run the demo in --store DIR (whose parent must exist) or the default directory."""
-    from .places import CommandError, require_parent
+    """Run the demo in --store (any form the other commands take) or the default store."""
+    from .places import open_store, show_command
 
-    try:
-        store_dir = require_parent(args.store, "--store") if args.store else default_store_dir()
-    except CommandError as e:
-        print(f"toolnexus: error: {e}", file=sys.stderr)
-        return 1
-    run_demo(store_dir)
+    run_demo(open_store(args.store), show_command(CONVERSATION, args.store))
     return 0

@@ -43,7 +43,7 @@ def render_turns(messages: Sequence[Mapping]) -> str:
 
 def show(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print a stored conversation readably, its turns numbered (with the `fork --at` of each)."""
-    store = open_store(args.store)
+    store = open_store(args.store, read_only=True)
     transcript = store["get"](args.id)
     if not transcript:
         raise CommandError(f"no conversation {args.id!r} in {_desc(store)}")

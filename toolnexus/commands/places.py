@@ -25,6 +25,7 @@ __all__ = [
     "parse_store_spec",
     "place_log",
     "require_parent",
+    "show_command",
 ]
 
 STORE_HELP = f"{shapes()} (default: a file store under the user data dir)"
@@ -87,12 +88,48 @@ def require_parent(path: Path, flag: str) -> Path:
     return path
 
 
-def open_store(spec: str | None) -> dict:
-    """Return the store a --store spec names (see `backends.urls`)."""
-    place = parse_store_spec(spec)
-    if place.path is not None and not place.is_default:
+def nothing_stored(place: Place) -> dict:
+    """Return the empty store a reader sees where nothing was ever stored (nothing made)."""
+    where = f"{redact_dsn(place.url)} (it does not exist)"
+    return {"get": lambda id: None, "ids": lambda: iter(()), "desc": where}
+
+
+def _ready(place: Place) -> None:
+    """Make a writer's place ready: the default's directories, else check the parent."""
+    if place.path is None:
+        return
+    if place.is_default:  # the documented default is made on first use
+        place.path.parent.mkdir(parents=True, exist_ok=True)
+    else:
         require_parent(place.path, "--store")
+
+
+def open_store(spec: str | None, *, read_only: bool = False) -> dict:
+    """Return the store a --store spec names (see `backends.urls`).
+
+    A read-only command (`read_only=True`) creates nothing: a file or SQLite place that
+    does not exist reads as an empty store.
+    """
+    place = parse_store_spec(spec)
+    if read_only and place.path is not None and not place.path.exists():
+        return nothing_stored(place)
+    if not read_only:
+        _ready(place)
     return _bundle(place)["store"]
+
+
+def show_command(conversation: str, spec: str | None) -> str:
+    """Return the shell command that shows a stored conversation.
+
+    >>> show_command("demo", None)
+    'python -m toolnexus show demo'
+    >>> show_command("my id", "file:/tmp/x y")
+    "python -m toolnexus show 'my id' --store 'file:/tmp/x y'"
+    """
+    import shlex
+
+    where = "" if spec is None else f" --store {shlex.quote(redact_dsn(spec))}"
+    return f"python -m toolnexus show {shlex.quote(conversation)}{where}"
 
 
 def log_path_for(place: Place) -> Path | None:

@@ -29,7 +29,7 @@ def export_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Write conversation ID as GenAI messages: a JSON array, or JSON lines."""
     from toolnexus import to_genai
 
-    store = open_store(args.store)
+    store = open_store(args.store, read_only=True)
     transcript = store["get"](args.id)
     if transcript is None:
         raise CommandError(f"no conversation {args.id!r} in {describe(store)}")

@@ -1,5 +1,6 @@
 """The public test kit: a loopback fake provider that refuses what the real APIs refuse
-(the providers' published request schemas, with jsonschema), and the store contract kit."""
+(the providers' published request schemas when jsonschema is installed, and their
+documented rules), and the store contract kit."""
 
 from .fake_provider import (
     FakeProvider,
@@ -11,6 +12,7 @@ from .fake_provider import (
 )
 from .fake_responses import responses_response, responses_stream
 from .validators import (
+    SchemaChecksSkipped,
     schema_problems,
     validate_anthropic_request,
     validate_openai_request,
@@ -20,6 +22,7 @@ from .validators import (
 
 __all__ = [
     "FakeProvider",
+    "SchemaChecksSkipped",
     "anthropic_response",
     "fake_provider",
     "openai_response",

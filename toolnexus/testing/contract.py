@@ -127,6 +127,231 @@ def _vandalize(value: Any) -> None:
     value.append({"role": "user", "content": "VANDALIZED"})
 
 
+# ---- the machine's state and its rules: top-level functions over one small record ----
+
+
+class _Contract(RuleBasedStateMachine):
+    """The state the rules share: the store, the dict model of it, the ids in play.
+
+    `make_store` and `expect` are set per machine by `store_contract_machine`.
+    """
+
+    make_store: Callable[[], Mapping]
+    expect: Callable[[PVector], Any]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = self.make_store()
+        self.saved: dict[str, PVector] = {}
+        self.touched: set[str] = set()
+        # Without "delete" the kit cannot clean up between examples, so it salts ids.
+        self.salt = "" if callable(self.store.get("delete")) else "#" + uuid.uuid4().hex[:8]
+        self.pool: list[str] = []
+
+    @property
+    def desc(self) -> str:
+        return self.store.get("desc") or "store"
+
+    def teardown(self) -> None:
+        delete = self.store.get("delete")
+        if callable(delete):
+            for id in self.touched:
+                delete(id)
+
+
+def _id(m: _Contract, i: int) -> str:
+    id = m.pool[i % len(m.pool)]
+    m.touched.add(id)
+    note(f"id = {id!r}")
+    return id
+
+
+def _expected(m: _Contract, id: str) -> Any:
+    return m.expect(m.saved[id]) if id in m.saved else None
+
+
+def _check_get(m: _Contract, id: str) -> Any:
+    got = m.store["get"](id)
+    want = _expected(m, id)
+    if want is None:
+        assert got is None, f"{m.desc}: get({id!r}) should be None, got {_show(got)}"
+    else:
+        assert got is not None, f"{m.desc}: get({id!r}) lost the saved transcript"
+        assert _plain(got) == _plain(want), (
+            f"{m.desc}: get({id!r}) returned another transcript: " + _difference(got, want)
+        )
+    return got
+
+
+def _check_others(m: _Contract, id: str) -> None:
+    # Distinct ids are isolated: a write to one never shows through another
+    # (catches ids that sanitize or encode to the same key whenever a pool has both).
+    for other in m.pool:
+        if other != id:
+            _check_get(m, other)
+
+
+def _check_get_twice(m: _Contract, id: str) -> None:
+    got = _check_get(m, id)
+    _vandalize(got)  # nor what it does with the list it was given
+    _check_get(m, id)
+
+
+def _choose_ids(m: _Contract, pool: list[str]) -> None:
+    m.pool = [i + m.salt for i in pool]
+    assert isinstance(m.store.get("desc", ""), str), "a store's 'desc' is a string"
+
+
+def _save(m: _Contract, i: int, transcript: list, frozen: bool) -> None:
+    id = _id(m, i)
+    before = _plain(transcript)  # a private copy: the drawn value stays printable
+    given = freeze(before, strict=False) if frozen else _plain(before)
+    m.store["save"](id, given)
+    assert _plain(given) == before, f"{m.desc}: save({id!r}) modified its input: " + _difference(
+        given, before
+    )
+    m.saved[id] = freeze(before, strict=False)
+    _vandalize(given)  # what the caller does with its list later is not the store's
+    _check_get_twice(m, id)
+    _check_others(m, id)
+
+
+def _get(m: _Contract, i: int) -> None:
+    _check_get_twice(m, _id(m, i))
+
+
+def _get_unknown(m: _Contract, id: str) -> None:
+    id = id + m.salt
+    if id not in m.saved:
+        got = m.store["get"](id)
+        assert got is None, f"{m.desc}: get({id!r}) of a never-saved id returned {_show(got)}"
+
+
+def _delete(m: _Contract, i: int) -> None:
+    id = _id(m, i)
+    m.store["delete"](id)
+    m.saved.pop(id, None)
+    _check_get(m, id)
+    _check_others(m, id)
+
+
+def _fork_absent(m: _Contract, src: str, dst: str) -> None:
+    """A fork of an absent conversation is a KeyError and writes nothing."""
+    from ..store.forks import fork
+
+    try:
+        fork(m.store, src, dst)
+    except KeyError:
+        _check_get(m, dst)
+        return
+    raise AssertionError(f"{m.desc}: fork of absent {src!r} did not raise KeyError")
+
+
+def _fork_inside_a_turn(m: _Contract, src: str, dst: str, cut: int) -> None:
+    """A fork cut inside a turn is a ValueError and changes neither id."""
+    from ..store.forks import fork
+
+    try:
+        fork(m.store, src, dst, at=cut)
+    except ValueError:
+        _check_get(m, dst)  # unchanged
+        _check_get(m, src)
+        return
+    raise AssertionError(f"{m.desc}: fork at={cut} inside a turn did not raise")
+
+
+def _fork_cut(want: Any, pick: int) -> tuple[int | None, bool]:
+    """Return where a fork cuts and whether that is inside a turn: half the draws cut at
+    a boundary (or copy whole), half anywhere else."""
+    from ..store.forks import turn_boundaries
+
+    good = [None, *turn_boundaries(want)]
+    bad = [n for n in range(1, len(want) + 2) if n not in good]
+    cut = (good + bad)[pick % len(good + bad)] if pick % 2 or not good else good[
+        (pick // 2) % len(good)]  # fmt: skip
+    return cut, cut in bad
+
+
+def _fork(m: _Contract, i: int, j: int, pick: int) -> None:
+    # Fork rules: a fork copies src (or a prefix at a turn boundary) to dst, never
+    # changes src, refuses a cut inside a turn, and is KeyError for an absent src.
+    from ..store.forks import fork
+
+    stored = [n for n, id in enumerate(m.pool) if _expected(m, id) is not None]
+    if stored and i % 4:  # mostly a conversation that exists
+        i = stored[i % len(stored)]
+    src = _id(m, i)
+    dst = _id(m, i + j)  # another id of the pool (the same one in a pool of one)
+    if src == dst:
+        return
+    want = _expected(m, src)
+    if want is None:
+        return _fork_absent(m, src, dst)
+    cut, inside = _fork_cut(want, pick)
+    if inside:
+        return _fork_inside_a_turn(m, src, dst, cut)  # type: ignore[arg-type]
+    n = len(want) if cut is None else cut
+    copied = fork(m.store, src, dst, at=cut)
+    assert copied in (n, None), f"{m.desc}: fork copied {copied}, expected {n}"
+    m.saved[dst] = freeze(_plain(want)[:n], strict=False)
+    _check_get_twice(m, dst)
+    _check_get(m, src)
+    _check_others(m, dst)
+
+
+def _rewind(m: _Contract, i: int, turns: int) -> None:
+    from ..core.transcript import safe_cuts
+    from ..store.forks import rewind
+
+    id = _id(m, i)
+    want = _expected(m, id)
+    if want is None or turns > len(safe_cuts(want)):
+        try:
+            rewind(m.store, id, turns)
+        except (KeyError, ValueError):
+            _check_get(m, id)
+            return
+        raise AssertionError(f"{m.desc}: rewind({id!r}, {turns}) did not raise")
+    kept = rewind(m.store, id, turns)
+    cut = _plain(want)[: safe_cuts(want)[-turns]]
+    assert _plain(kept) == cut, (
+        f"{m.desc}: rewind({id!r}, {turns}) returned another transcript: " + _difference(kept, cut)
+    )
+    m.saved[id] = freeze(_plain(kept), strict=False)
+    _check_get(m, id)
+    _check_others(m, id)
+
+
+def _restart(m: _Contract) -> None:
+    m.store = m.make_store()
+    for id in m.pool:
+        _check_get(m, id)
+
+
+def _list_ids(m: _Contract) -> None:
+    listed = list(m.store["ids"]())
+    assert all(isinstance(i, str) for i in listed), f"{m.desc}: ids() are strings"
+    assert len(listed) == len(set(listed)), f"{m.desc}: ids() repeats an id"
+    want = {i for i in m.saved if _expected(m, i) is not None}
+    # Salted runs share the backing with earlier examples: look at ours only.
+    seen = set(listed) & set(m.pool) if m.salt else set(listed)
+    assert seen == want, f"{m.desc}: ids() listed {sorted(seen)!r}, saved {sorted(want)!r}"
+
+
+def _as(name: str, fn: Callable[..., None]) -> Callable[..., None]:
+    """Return `fn` as a method called `name` (hypothesis prints steps by that name)."""
+
+    def method(self: _Contract, **drawn: Any) -> None:
+        fn(self, **drawn)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+def _has(key: str) -> Callable[[_Contract], bool]:
+    return lambda m: callable(m.store.get(key))
+
+
 def store_contract_machine(
     make_store: Callable[[], Mapping],
     *,
@@ -141,193 +366,24 @@ def store_contract_machine(
     `transcripts` are hypothesis strategies replacing the defaults. Use `.TestCase`
     of the result to run it under unittest or pytest.
     """
-    expect = model if model is not None else (lambda t: t)
-    pools = id_pools(ids)
     values = transcripts if transcripts is not None else transcript_strategy(max_turns=3)
-    fresh_ids = ids if ids is not None else conversation_ids()
-
-    class StoreContract(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            self.store = make_store()
-            self.saved: dict[str, PVector] = {}
-            self.touched: set[str] = set()
-            # Without "delete" the kit cannot clean up between examples, so it salts ids.
-            self.salt = "" if callable(self.store.get("delete")) else "#" + uuid.uuid4().hex[:8]
-            self.pool: list[str] = []
-
-        @property
-        def desc(self) -> str:
-            return self.store.get("desc") or "store"
-
-        @initialize(pool=pools)
-        def choose_ids(self, pool: list[str]) -> None:
-            self.pool = [i + self.salt for i in pool]
-            assert isinstance(self.store.get("desc", ""), str), "a store's 'desc' is a string"
-
-        def _id(self, i: int) -> str:
-            id = self.pool[i % len(self.pool)]
-            self.touched.add(id)
-            note(f"id = {id!r}")
-            return id
-
-        def _expected(self, id: str):
-            return expect(self.saved[id]) if id in self.saved else None
-
-        def _check_get(self, id: str) -> Any:
-            got = self.store["get"](id)
-            want = self._expected(id)
-            if want is None:
-                assert got is None, f"{self.desc}: get({id!r}) should be None, got {_show(got)}"
-            else:
-                assert got is not None, f"{self.desc}: get({id!r}) lost the saved transcript"
-                assert _plain(got) == _plain(want), (
-                    f"{self.desc}: get({id!r}) returned another transcript: "
-                    + _difference(got, want)
-                )
-            return got
-
-        @rule(i=st.integers(0, 7), transcript=values, frozen=st.booleans())
-        def save(self, i: int, transcript: list, frozen: bool) -> None:
-            id = self._id(i)
-            before = _plain(transcript)  # a private copy: the drawn value stays printable
-            given = freeze(before, strict=False) if frozen else _plain(before)
-            self.store["save"](id, given)
-            assert _plain(given) == before, (
-                f"{self.desc}: save({id!r}) modified its input: " + _difference(given, before)
-            )
-            self.saved[id] = freeze(before, strict=False)
-            _vandalize(given)  # what the caller does with its list later is not the store's
-            self._check_get_twice(id)
-            self._check_others(id)
-
-        def _check_others(self, id: str) -> None:
-            # Distinct ids are isolated: a write to one never shows through another
-            # (catches ids that sanitize or encode to the same key whenever a pool has both).
-            for other in self.pool:
-                if other != id:
-                    self._check_get(other)
-
-        def _check_get_twice(self, id: str) -> None:
-            got = self._check_get(id)
-            _vandalize(got)  # nor what it does with the list it was given
-            self._check_get(id)
-
-        @rule(i=st.integers(0, 7))
-        def get(self, i: int) -> None:
-            self._check_get_twice(self._id(i))
-
-        @rule(id=fresh_ids)
-        def get_unknown(self, id: str) -> None:
-            id = id + self.salt
-            if id not in self.saved:
-                got = self.store["get"](id)
-                assert got is None, (
-                    f"{self.desc}: get({id!r}) of a never-saved id returned {_show(got)}"
-                )
-
-        @precondition(lambda self: callable(self.store.get("delete")))
-        @rule(i=st.integers(0, 7))
-        def delete(self, i: int) -> None:
-            id = self._id(i)
-            self.store["delete"](id)
-            self.saved.pop(id, None)
-            self._check_get(id)
-            self._check_others(id)
-
-        @rule(i=st.integers(0, 7), j=st.integers(1, 7), pick=st.integers(0, 63))
-        def fork(self, i: int, j: int, pick: int) -> None:
-            # Fork rules: a fork copies src (or a prefix at a turn boundary) to dst, never
-            # changes src, refuses a cut inside a turn, and is KeyError for an absent src.
-            from ..store.forks import fork, turn_boundaries
-
-            stored = [n for n, id in enumerate(self.pool) if self._expected(id) is not None]
-            if stored and i % 4:  # mostly a conversation that exists
-                i = stored[i % len(stored)]
-            src = self._id(i)
-            dst = self._id(i + j)  # another id of the pool (the same one in a pool of one)
-            if src == dst:
-                return
-            want = self._expected(src)
-            if want is None:
-                try:
-                    fork(self.store, src, dst)
-                except KeyError:
-                    self._check_get(dst)
-                    return
-                raise AssertionError(f"{self.desc}: fork of absent {src!r} did not raise KeyError")
-            # Half the draws cut at a boundary (or copy whole), half anywhere else.
-            good = [None, *turn_boundaries(want)]
-            bad = [n for n in range(1, len(want) + 2) if n not in good]
-            cut = (good + bad)[pick % len(good + bad)] if pick % 2 or not good else good[
-                (pick // 2) % len(good)]  # fmt: skip
-            if cut in bad:
-                try:
-                    fork(self.store, src, dst, at=cut)
-                except ValueError:
-                    self._check_get(dst)  # unchanged
-                    self._check_get(src)
-                    return
-                raise AssertionError(f"{self.desc}: fork at={cut} inside a turn did not raise")
-            n = len(want) if cut is None else cut
-            copied = fork(self.store, src, dst, at=cut)
-            assert copied in (n, None), f"{self.desc}: fork copied {copied}, expected {n}"
-            self.saved[dst] = freeze(_plain(want)[:n], strict=False)
-            self._check_get_twice(dst)
-            self._check_get(src)
-            self._check_others(dst)
-
-        @rule(i=st.integers(0, 7), turns=st.integers(1, 2))
-        def rewind(self, i: int, turns: int) -> None:
-            from ..core.transcript import safe_cuts
-            from ..store.forks import rewind
-
-            id = self._id(i)
-            want = self._expected(id)
-            if want is None or turns > len(safe_cuts(want)):
-                try:
-                    rewind(self.store, id, turns)
-                except (KeyError, ValueError):
-                    self._check_get(id)
-                    return
-                raise AssertionError(f"{self.desc}: rewind({id!r}, {turns}) did not raise")
-            kept = rewind(self.store, id, turns)
-            cut = _plain(want)[: safe_cuts(want)[-turns]]
-            assert _plain(kept) == cut, (
-                f"{self.desc}: rewind({id!r}, {turns}) returned another transcript: "
-                + _difference(kept, cut)
-            )
-            self.saved[id] = freeze(_plain(kept), strict=False)
-            self._check_get(id)
-            self._check_others(id)
-
-        @rule()
-        def restart(self) -> None:
-            self.store = make_store()
-            for id in self.pool:
-                self._check_get(id)
-
-        @precondition(lambda self: callable(self.store.get("ids")))
-        @rule()
-        def list_ids(self) -> None:
-            listed = list(self.store["ids"]())
-            assert all(isinstance(i, str) for i in listed), f"{self.desc}: ids() are strings"
-            assert len(listed) == len(set(listed)), f"{self.desc}: ids() repeats an id"
-            want = {i for i in self.saved if self._expected(i) is not None}
-            # Salted runs share the backing with earlier examples: look at ours only.
-            seen = set(listed) & set(self.pool) if self.salt else set(listed)
-            assert seen == want, (
-                f"{self.desc}: ids() listed {sorted(seen)!r}, saved {sorted(want)!r}"
-            )
-
-        def teardown(self) -> None:
-            delete = self.store.get("delete")
-            if callable(delete):
-                for id in self.touched:
-                    delete(id)
-
-    StoreContract.__name__ = StoreContract.__qualname__ = "StoreContract"
-    return StoreContract
+    index = st.integers(0, 7)
+    members = {
+        "make_store": staticmethod(make_store),
+        "expect": staticmethod(model if model is not None else (lambda t: t)),
+        "choose_ids": initialize(pool=id_pools(ids))(_as("choose_ids", _choose_ids)),
+        "save": rule(i=index, transcript=values, frozen=st.booleans())(_as("save", _save)),
+        "get": rule(i=index)(_as("get", _get)),
+        "get_unknown": rule(id=ids if ids is not None else conversation_ids())(
+            _as("get_unknown", _get_unknown)
+        ),
+        "delete": precondition(_has("delete"))(rule(i=index)(_as("delete", _delete))),
+        "fork": rule(i=index, j=st.integers(1, 7), pick=st.integers(0, 63))(_as("fork", _fork)),
+        "rewind": rule(i=index, turns=st.integers(1, 2))(_as("rewind", _rewind)),
+        "restart": rule()(_as("restart", _restart)),
+        "list_ids": precondition(_has("ids"))(rule()(_as("list_ids", _list_ids))),
+    }
+    return type("StoreContract", (_Contract,), members)
 
 
 def check_store_contract(

@@ -55,6 +55,9 @@ in the provider's own error shape (`invalid_request_error`, naming the failing f
 path) and consumes no script entry, as the real API would refuse it.
 `fake_provider(script, schema=False)` keeps only our rules (for a test that sends a
 compatible provider's extra fields on purpose); `validate=False` turns all checks off.
+The schema check needs jsonschema (the `testing` extra): without it, the default
+(`schema=None`) keeps only our rules and says so once, in a `SchemaChecksSkipped`
+warning; `schema=True` insists (an ImportError naming the extra).
 """
 
 from __future__ import annotations
@@ -67,8 +70,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from . import profiles
-from .fake_responses import expand, keep, responses_response, responses_stream
-from .validators import SPECS, schema_problems, schema_validator, validate_request
+from .fake_replies import (
+    RESPONSES,
+    anthropic_response,
+    anthropic_stream,
+    openai_response,
+    openai_stream,
+    stream_events,
+    text_reply,
+    tool_calls_reply,
+)
+from .fake_responses import expand, keep
+from .validators import SPECS, schema_checks_on, schema_problems, validate_request
 
 __all__ = [
     "fake_provider",
@@ -80,257 +93,6 @@ __all__ = [
     "openai_stream",
     "anthropic_stream",
 ]
-
-DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
-
-
-def text_reply(content: str, **extra: Any) -> dict:
-    """Return a script entry that answers with text."""
-    return {"content": content, **extra}
-
-
-def tool_calls_reply(*calls: tuple[str, Mapping] | Mapping, **extra: Any) -> dict:
-    """Return a script entry calling tools: (name, args) pairs or {"id"?, "name", "arguments"}."""
-    norm = [c if isinstance(c, Mapping) else {"name": c[0], "arguments": c[1]} for c in calls]
-    return {"tool_calls": norm, **extra}
-
-
-def _finish(reply: Mapping, dialect: str) -> str:
-    if reply.get("finish"):
-        return reply["finish"]
-    calls = bool(reply.get("tool_calls"))
-    if dialect == "openai":
-        return "tool_calls" if calls else "stop"
-    return "tool_use" if calls else "end_turn"
-
-
-def _args_json(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
-
-
-def _calls(reply: Mapping, seq: int) -> list[dict]:
-    # Ids unique across a conversation: request number and position in the turn.
-    return [
-        {**c, "id": c.get("id") or f"call_{seq}_{i}"}
-        for i, c in enumerate(reply.get("tool_calls") or [])
-    ]
-
-
-def openai_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> dict:
-    """Return the chat completions response body of a reply."""
-    calls = _calls(reply, seq)
-    u = reply.get("usage") or DEFAULT_USAGE
-    message: dict = {"role": "assistant", "content": reply.get("content")}
-    if reply.get("reasoning_content"):
-        message["reasoning_content"] = reply["reasoning_content"]
-    if reply.get("refusal"):
-        message.update(content=None, refusal=reply["refusal"])
-    message.update(reply.get("message_extra") or {})
-    if calls:
-        message["tool_calls"] = [
-            {
-                "id": c["id"],
-                "type": "function",
-                "function": {"name": c["name"], "arguments": _args_json(c["arguments"])},
-                **(c.get("extra") or {}),
-            }
-            for c in calls
-        ]
-    return {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply, "openai")}],
-        "usage": reply.get("raw_usage") or _openai_usage(u),
-    }
-
-
-def _openai_usage(u: Mapping) -> dict:
-    return {
-        "prompt_tokens": u["prompt_tokens"],
-        "completion_tokens": u["completion_tokens"],
-        "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
-    }
-
-
-def _thinking_blocks(reply: Mapping) -> list[dict]:
-    out = []
-    for t in reply.get("thinking") or ():
-        if "redacted" in t:
-            out.append({"type": "redacted_thinking", "data": t["redacted"]})
-        else:
-            out.append({"type": "thinking", "thinking": t["thinking"],
-                        "signature": t.get("signature", "sig")})  # fmt: skip
-    return out
-
-
-def anthropic_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> dict:
-    """Return the messages response body of a reply."""
-    calls = _calls(reply, seq)
-    u = reply.get("usage") or DEFAULT_USAGE
-    content: list[dict] = _thinking_blocks(reply)
-    content += [{"type": "text", "text": reply["content"]}] if reply.get("content") else []
-    content += [
-        {
-            "type": "tool_use",
-            "id": c["id"],
-            "name": c["name"],
-            "input": json.loads(c["arguments"])
-            if isinstance(c["arguments"], str)
-            else c["arguments"],
-        }
-        for c in calls
-    ]
-    return {
-        "id": "msg_fake",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": _finish(reply, "anthropic"),
-        "usage": reply.get("raw_usage")
-        or {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]},
-    }
-
-
-RESPONSES = {"openai": openai_response, "anthropic": anthropic_response,
-             "responses": responses_response}  # fmt: skip
-
-# ---- SSE bodies (pure) ---------------------------------------------------------
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    # Fixed-size fragments: split mid-word, mid-key and mid-number like real streams.
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _sse(data: Any, event: str | None = None) -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {payload}\n\n".encode()
-
-
-def openai_stream(
-    reply: Mapping,
-    model: str = "fake-model",
-    seq: int = 0,
-    *,
-    include_usage: bool = True,
-    piece: int = 5,
-) -> list[bytes]:
-    """Return the SSE events (bytes each) of a chat completions stream of a reply."""
-
-    def chunk(delta: Mapping, finish: str | None = None, **extra: Any) -> bytes:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return _sse(
-            {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-             "model": model, "choices": [choice], **extra}
-        )  # fmt: skip
-
-    events = [chunk({"role": "assistant", "content": ""})]
-    events += [
-        chunk({"content": None, "reasoning_content": p})
-        for p in _pieces(reply.get("reasoning_content") or "", piece)
-    ]
-    if reply.get("message_extra"):
-        events.append(chunk({"content": None, **reply["message_extra"]}))
-    events += [chunk({"content": p}) for p in _pieces(reply.get("content") or "", piece)]
-    events += [chunk({"refusal": p}) for p in _pieces(reply.get("refusal") or "", piece)]
-    for i, c in enumerate(_calls(reply, seq)):
-        start = {"index": i, "id": c["id"], "type": "function", **(c.get("extra") or {})}
-        events.append(
-            chunk({"tool_calls": [{**start, "function": {"name": c["name"], "arguments": ""}}]})
-        )
-        events += [
-            chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
-            for p in _pieces(_args_json(c["arguments"]), piece)
-        ]
-    events.append(chunk({}, _finish(reply, "openai")))
-    if include_usage:
-        u = reply.get("usage") or DEFAULT_USAGE
-        usage = reply.get("raw_usage") or _openai_usage(u)
-        events.append(
-            _sse({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                  "model": model, "choices": [], "usage": usage})
-        )  # fmt: skip
-    return [*events, _sse("[DONE]")]
-
-
-def anthropic_stream(
-    reply: Mapping, model: str = "fake-model", seq: int = 0, *, piece: int = 5
-) -> list[bytes]:
-    """Return the SSE events (bytes each) of a messages stream of a reply."""
-    u = reply.get("usage") or DEFAULT_USAGE
-    given = reply.get("raw_usage") or {}
-    start_usage = {"input_tokens": u["prompt_tokens"], **given, "output_tokens": 1}
-    message = {
-        "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage,
-    }  # fmt: skip
-    events = [_sse({"type": "message_start", "message": message}, "message_start")]
-
-    def block(index: int, start: Mapping, deltas: list[Mapping]) -> list[bytes]:
-        return [
-            _sse({"type": "content_block_start", "index": index, "content_block": start},
-                 "content_block_start"),
-            *(_sse({"type": "content_block_delta", "index": index, "delta": d},
-                   "content_block_delta") for d in deltas),
-            _sse({"type": "content_block_stop", "index": index}, "content_block_stop"),
-        ]  # fmt: skip
-
-    index = 0
-    for t in _thinking_blocks(reply):
-        if t["type"] == "redacted_thinking":
-            events += block(index, t, [])
-        else:
-            deltas = [{"type": "thinking_delta", "thinking": p}
-                      for p in _pieces(t["thinking"], piece)]  # fmt: skip
-            deltas.append({"type": "signature_delta", "signature": t["signature"]})
-            events += block(index, {"type": "thinking", "thinking": "", "signature": ""}, deltas)
-        index += 1
-    if reply.get("content"):
-        texts = _pieces(reply["content"], piece)
-        events += block(
-            index, {"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in texts]
-        )
-        index += 1
-    events.append(_sse({"type": "ping"}, "ping"))
-    for c in _calls(reply, seq):
-        raw = _args_json(c["arguments"])
-        # The API sends one empty fragment for an empty input, as recorded streams show.
-        parts = ["" if raw.strip() == "{}" else p for p in _pieces(raw, piece)] or [""]
-        start = {"type": "tool_use", "id": c["id"], "name": c["name"], "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": p} for p in parts]
-        events += block(index, start, deltas)
-        index += 1
-    stop = {"stop_reason": _finish(reply, "anthropic"), "stop_sequence": None}
-    done = {
-        "type": "message_delta",
-        "delta": stop,
-        "usage": {"output_tokens": given.get("output_tokens", u["completion_tokens"])},
-    }
-    events.append(_sse(done, "message_delta"))
-    return [*events, _sse({"type": "message_stop"}, "message_stop")]
-
-
-def _stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq: int) -> list:
-    if reply.get("sse") is not None:  # a real provider's stream, byte for byte
-        raw = reply["sse"]
-        return [raw.encode() if isinstance(raw, str) else bytes(raw)]
-    if reply.get("sse_events") is not None:  # a profile's stream (testing.profiles)
-        return list(reply["sse_events"])
-    if dialect == "responses":  # its own error events (see fake_responses)
-        return responses_stream(reply, model, seq)
-    if dialect == "openai":
-        usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        events = openai_stream(reply, model, seq, include_usage=usage)
-    else:
-        events = anthropic_stream(reply, model, seq)
-    if reply.get("stream_error") is not None:
-        err = reply["stream_error"]
-        data = {"error": err} if dialect == "openai" else {"type": "error", "error": err}
-        events = [*events[: max(1, len(events) // 2)], _sse(data, "error")]
-    return events
 
 
 class FakeProvider:
@@ -345,7 +107,7 @@ class FakeProvider:
         chunk: int | None = None,
         chunk_delay: float = 0.0,
         validate: bool = True,
-        schema: bool = True,
+        schema: bool | None = None,
         profile: str | None = None,
     ):
         if profile is not None and profile not in profiles.PROFILES:
@@ -353,9 +115,7 @@ class FakeProvider:
         self.profile = profile  # the server it plays (testing.profiles), None: the plain one
         self.script = script
         self.validate = validate  # answer 400 to a request the real API would refuse
-        self.schema = schema  # ... by the published request schema too
-        for dialect in SPECS if validate and schema else ():
-            schema_validator(dialect)  # fail here, not in a request, without jsonschema
+        self.schema = schema_checks_on(validate, schema)  # ... by the published schema too
         self.delay = delay
         self.model = model
         self.chunk = chunk  # bytes per write of a streamed answer (None: one per event)
@@ -444,94 +204,152 @@ def _dialect_of_path(path: str) -> str | None:
     return next((d for end, d in PATHS.items() if path.endswith(end)), None)
 
 
+# ---- the request handler: one small function per step of serving a request -----------
+
+
+def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, headers: Mapping = ()) -> None:
+    """Send a whole JSON answer."""
+    h.send_response(status)
+    h.send_header("content-type", "application/json")
+    h.send_header("content-length", str(len(payload)))
+    for k, v in dict(headers).items():
+        h.send_header(k, v)
+    h.end_headers()
+    h.wfile.write(payload)
+
+
+def _wait(fp: FakeProvider, seconds: float) -> bool:
+    """Sleep `seconds`; return True if the provider stopped meanwhile."""
+    # Interruptible: a stopping provider must not leave threads asleep.
+    return bool(seconds) and fp._stopping.wait(seconds)
+
+
+def _write_chunk(h: BaseHTTPRequestHandler, data: bytes) -> None:
+    h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+    h.wfile.flush()
+
+
+def _stream_head(h: BaseHTTPRequestHandler) -> None:
+    h.send_response(200)
+    h.send_header("content-type", "text/event-stream")
+    h.send_header("cache-control", "no-cache")
+    h.send_header("transfer-encoding", "chunked")
+    h.end_headers()
+
+
+def _write_event(h: BaseHTTPRequestHandler, fp: FakeProvider, event: bytes, reply: Mapping) -> bool:
+    """Write one SSE event in the reply's chunk size; return True if the provider stopped."""
+    size = reply.get("chunk", fp.chunk) or len(event)
+    pause = reply.get("chunk_delay", fp.chunk_delay)
+    for i in range(0, len(event), size):
+        _write_chunk(h, event[i : i + size])
+        if pause and _wait(fp, pause):
+            return True
+    return False
+
+
+def _stream(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, events: list) -> None:
+    """Send `events` as a chunked SSE answer (cut, stalled or paced as the reply says)."""
+    _stream_head(h)
+    half = max(1, len(events) // 2)
+    for n, event in enumerate(events):
+        if n == half and reply.get("stream_drop"):
+            h.close_connection = True  # no final chunk: the body is cut short
+            return
+        if n == 1 and _wait(fp, reply.get("stream_stall", 0)):
+            return
+        if _write_event(h, fp, event, reply):
+            return
+    h.wfile.write(b"0\r\n\r\n")
+    h.wfile.flush()
+
+
+def _read_request(h: BaseHTTPRequestHandler) -> tuple[str, Any] | None:
+    """Return the request's (dialect, JSON body), or answer 404/400 and return None."""
+    raw = h.rfile.read(int(h.headers.get("content-length") or 0))
+    dialect = _dialect_of_path(h.path)
+    if dialect is None:
+        _send(h, 404, b'{"error": "unknown path"}')
+        return None
+    try:
+        return dialect, json.loads(raw)
+    except ValueError:
+        _send(h, 400, b'{"error": "body is not JSON"}')
+        return None
+
+
+def _record(h: BaseHTTPRequestHandler, fp: FakeProvider, body: Any) -> int:
+    """Keep the request in `fp.requests`; return its sequence number (from 1)."""
+    with fp._lock:
+        fp.requests.append({"path": h.path, "headers": dict(h.headers), "body": body})
+        return len(fp.requests)
+
+
+def _refusal(fp: FakeProvider, body: Any, dialect: str) -> tuple[Any, bytes | None]:
+    """Return the conversation the server reads and the 400 body refusing it (None: valid)."""
+    seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
+    if forgot is not None:
+        return seen, forgot
+    problems = _problems(body, seen, dialect, fp.schema) if fp.validate else []
+    return seen, invalid_request(dialect, problems) if problems else None
+
+
+def _answer(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, request: tuple) -> None:
+    """Answer with the scripted reply: delayed, dropped, a failure, verbatim or made."""
+    body, seen, dialect, seq = request
+    if _wait(fp, reply.get("delay", fp.delay)) or _wait(fp, reply.get("stall", 0)):
+        h.close_connection = True
+        return
+    if reply.get("drop"):
+        h.close_connection = True  # the client sees the connection end, no reply
+        return
+    if "status" in reply:
+        payload = reply.get("body", "")
+        payload = payload if isinstance(payload, str) else json.dumps(payload)
+        return _send(h, reply["status"], payload.encode(), reply.get("headers", {}))
+    if dialect == "responses":
+        keep(fp.kept, seen, reply, fp.model, seq)
+    if "response" in reply:  # the provider's own shape, verbatim
+        return _send(h, 200, json.dumps(reply["response"]).encode())
+    if body.get("stream") is True:
+        return _stream(h, fp, reply, stream_events(reply, body, dialect, fp.model, seq))
+    answer = json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode()
+    _send(h, 200, reply.get("prefix", b"") + answer)  # a profile's bytes before the JSON
+
+
+def _serve(h: BaseHTTPRequestHandler, fp: FakeProvider) -> None:
+    """Serve one POST: read, record, check, then answer from the script."""
+    request = _read_request(h)
+    if request is None:
+        return
+    dialect, body = request
+    seq = _record(h, fp, body)
+    seen, refused = _refusal(fp, body, dialect)
+    if refused is not None:
+        return _send(h, 400, refused)
+    reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq)
+    _answer(h, fp, reply, (body, seen, dialect, seq))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """The fake provider's HTTP handler; `fp` is set per provider by `_handler`."""
+
+    fp: FakeProvider
+    protocol_version = "HTTP/1.1"  # keep-alive, so clients reuse connections
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
+    # algorithm and delayed ACKs stall each response by ~40 ms.
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args: Any) -> None:  # quiet: tests read fp.requests instead
+        pass
+
+    def do_POST(self) -> None:
+        _serve(self, self.fp)
+
+
 def _handler(fp: FakeProvider) -> type:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, so clients reuse connections
-        # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
-        # algorithm and delayed ACKs stall each response by ~40 ms.
-        disable_nagle_algorithm = True
-
-        def log_message(self, *args: Any) -> None:  # quiet: tests read fp.requests instead
-            pass
-
-        def _send(self, status: int, payload: bytes, headers: Mapping = ()) -> None:
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(payload)))
-            for k, v in dict(headers).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _wait(self, seconds: float) -> bool:
-            # Interruptible sleep: a stopping provider must not leave threads asleep.
-            return bool(seconds) and fp._stopping.wait(seconds)
-
-        def _write_chunk(self, data: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-        def _stream(self, reply: Mapping, events: list[bytes]) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            size = reply.get("chunk", fp.chunk)
-            pause = reply.get("chunk_delay", fp.chunk_delay)
-            half = max(1, len(events) // 2)
-            for n, event in enumerate(events):
-                if n == half and reply.get("stream_drop"):
-                    self.close_connection = True  # no final chunk: the body is cut short
-                    return
-                if n == 1 and self._wait(reply.get("stream_stall", 0)):
-                    return
-                for i in range(0, len(event), size or len(event)):
-                    self._write_chunk(event[i : i + (size or len(event))])
-                    if pause and self._wait(pause):
-                        return
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-            dialect = _dialect_of_path(self.path)
-            if dialect is None:
-                return self._send(404, b'{"error": "unknown path"}')
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                return self._send(400, b'{"error": "body is not JSON"}')
-            with fp._lock:
-                fp.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                seq = len(fp.requests)
-            seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
-            if forgot is not None:
-                return self._send(400, forgot)
-            problems = _problems(body, seen, dialect, fp.schema) if fp.validate else []
-            if problems:
-                return self._send(400, invalid_request(dialect, problems))
-            reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq)
-            if self._wait(reply.get("delay", fp.delay)) or self._wait(reply.get("stall", 0)):
-                self.close_connection = True
-                return
-            if reply.get("drop"):
-                self.close_connection = True  # the client sees the connection end, no reply
-                return
-            if "status" in reply:
-                payload = reply.get("body", "")
-                payload = payload if isinstance(payload, str) else json.dumps(payload)
-                return self._send(reply["status"], payload.encode(), reply.get("headers", {}))
-            if dialect == "responses":
-                keep(fp.kept, seen, reply, fp.model, seq)
-            if "response" in reply:  # the provider's own shape, verbatim
-                return self._send(200, json.dumps(reply["response"]).encode())
-            if body.get("stream") is True:
-                return self._stream(reply, _stream_events(reply, body, dialect, fp.model, seq))
-            answer = json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode()
-            self._send(200, reply.get("prefix", b"") + answer)
-
-    return Handler
+    """Return the handler class serving `fp`."""
+    return type("Handler", (_Handler,), {"fp": fp})
 
 
 def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, seq: int) -> Mapping:
@@ -542,7 +360,7 @@ def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, s
     name = fp.profile or ("anthropic" if dialect == "anthropic" else "openai")
 
     def events(r: Mapping) -> list | None:
-        return _stream_events(r, body, dialect, fp.model, seq) if body.get("stream") else None
+        return stream_events(r, body, dialect, fp.model, seq) if body.get("stream") else None
 
     return profiles.expand(reply, name, dialect, events)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
@@ -40,6 +41,9 @@ __all__ = [
     "validate_request",
     "schema_problems",
     "schema_validator",
+    "schema_checks_available",
+    "schema_checks_on",
+    "SchemaChecksSkipped",
 ]
 
 ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
@@ -278,6 +282,44 @@ def _as_json_schema(node: Any) -> Any:
     if isinstance(node.get("$ref"), str) and node["$ref"].startswith("#"):
         out["$ref"] = SPEC_URI + node["$ref"]
     return out
+
+
+def schema_checks_available() -> bool:
+    """Return whether jsonschema and referencing (the `testing` extra) can be imported."""
+    try:
+        import jsonschema  # noqa: F401
+        import referencing  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class SchemaChecksSkipped(UserWarning):
+    """The fake provider runs without the published-schema checks (jsonschema is missing)."""
+
+
+NO_SCHEMA = (
+    "the fake provider checks requests by its own rules only: checking them against the "
+    "providers' published schemas needs jsonschema (pip install 'toolnexus[testing]')"
+)
+_warned: list[bool] = []  # said once per process: a tour starts many fake providers
+
+
+def schema_checks_on(validate: bool, schema: bool | None) -> bool:
+    """Return whether the fake provider checks requests against the published schemas.
+
+    None (the default) means: when jsonschema is here, else warn once and go on without.
+    """
+    if not validate or schema is False:
+        return False
+    if schema is None and not schema_checks_available():
+        if not _warned:
+            _warned.append(True)
+            warnings.warn(NO_SCHEMA, SchemaChecksSkipped, stacklevel=4)
+        return False
+    for dialect in SPECS:
+        schema_validator(dialect)  # fail here, not in a request, without jsonschema
+    return True
 
 
 @functools.cache

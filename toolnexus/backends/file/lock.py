@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ...store.errors import StoreUnavailableError
 from ...store.locks import _per_id, _poll, local_lock
+from ..paths import make_dir
 from .names import file_name_for
 
 try:  # POSIX only: elsewhere a store's paired lock is the in-process one
@@ -33,8 +34,7 @@ def file_lock(directory: str | os.PathLike, timeout: float = 60.0) -> Callable:
     """
     import fcntl  # noqa: F401 - fail here, not at the first take, where there is none
 
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    root = make_dir(Path(directory), f"file_lock({str(directory)!r})")
 
     def take(id: str, seconds: float) -> Callable[[], None]:
         path = root / _lock_file_name(id)

@@ -15,6 +15,7 @@ from ...store.document import document_text, parse_document
 from ...store.errors import StoreCorruptError
 from ...store.fused import derive, view
 from ...store.locks import paired_lock
+from ..paths import make_dir
 from .lock import file_lock_beside
 from .names import SUFFIX, file_name_for, id_for_file_name, is_digest
 
@@ -128,8 +129,7 @@ def file_store(directory: str | os.PathLike, *, lock_timeout: float = 60.0) -> d
     over a network file system: use `lock=`). A lock not taken within `lock_timeout`
     seconds raises LockTimeoutError.
     """
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    root = make_dir(Path(directory), f"file_store({str(directory)!r})")
     sweep_temp_files(root)
 
     def get(id: str):

@@ -15,6 +15,7 @@ from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavaila
 from ...store.fused import derive, fuse, view
 from ...store.locks import paired_lock
 from ..file.lock import file_lock_beside
+from ..paths import require_parent_dir
 from .connect import read_only, sqlite_wal
 
 __all__ = ["sqlite_store"]
@@ -121,8 +122,7 @@ def sqlite_store(
     name = str(path)
     if name == ":memory:" or name.startswith("file::memory:"):
         raise ValueError("sqlite_store needs a file path; use in_memory_store() for memory")
-    if Path(name).parent != Path(""):
-        Path(name).parent.mkdir(parents=True, exist_ok=True)
+    require_parent_dir(Path(name), f"sqlite_store({name!r})")
     st = _Sqlite(name, timeout, durable)
 
     def get(id: str):
