@@ -36,7 +36,7 @@ TESTS = {
         "tests/test_retry_wait.py",
         "tests/test_resilience.py",
     ],
-    "toolnexus/core/transcript.py": ["tests/test_transcript.py", "tests/test_transcript_rules.py"],
+    "toolnexus/core/transcript.py": ["tests/test_transcript_rules.py", "tests/test_transcript.py"],
 }
 
 _CMP: dict[type, type] = {
@@ -59,11 +59,12 @@ _SYMBOL = {
 
 
 class Mutant(NamedTuple):
-    """One mutation site: its index in the module's list, where it is, what it changes."""
+    """One mutation site: its index in the module's list, its lines, what it changes."""
 
     index: int
     line: int
     what: str
+    end: int
 
 
 # A site is (node, how to change it in place, what it changes).
@@ -192,7 +193,7 @@ def sites(source: str) -> list[Site]:
 
 def mutants(source: str) -> list[Mutant]:
     """Return the mutants of `source`: one per site, numbered in order."""
-    return [Mutant(i, getattr(node, "lineno", 0), what)
+    return [Mutant(i, node.lineno, what, node.end_lineno or node.lineno)
             for i, (node, _, what) in enumerate(sites(source))]  # fmt: skip
 
 
@@ -277,7 +278,13 @@ class Outcome(NamedTuple):
 class Runner:
     """A pytest plugin: the tests are collected once, in this process; then each run (the
     baseline, then every mutant) is a fork that patches the module and runs the items,
-    stopping at the first failure. The fastest tests run first (baseline's timings)."""
+    stopping at the first failure.
+
+    The baseline records, for each test, its time and the lines of the module it runs; a
+    mutant then runs only the tests that reach its lines (fastest first), since a test
+    that never runs a line behaves the same with it changed. A mutant no test reaches
+    survives without a run; one outside any function (run at import) runs every test.
+    """
 
     def __init__(self, module: types.ModuleType, source: str, todo: list[Mutant], jobs: int,
                  timeout: float | None, progress: Callable[[Outcome], None]):  # fmt: skip
@@ -291,71 +298,128 @@ class Runner:
         import tempfile
 
         items = list(session.items)
-        with tempfile.NamedTemporaryFile("r", suffix=".json") as times:
+        with tempfile.NamedTemporaryFile("r", suffix=".json") as record:
             start = time.monotonic()
-            pid = self._fork(session, items, None, times.name)
+            pid = self._fork(session, items, None, record.name)
             if os.waitpid(pid, 0)[1] != 0:
                 raise SystemExit("the tests fail without a mutant: fix them first")
             self.baseline = time.monotonic() - start
-            took = json.loads(Path(times.name).read_text() or "{}")
-        items.sort(key=lambda item: took.get(item.nodeid, 0.0))
+            seen = json.loads(Path(record.name).read_text() or "{}")
+        items.sort(key=lambda item: seen.get(item.nodeid, [0.0])[0])
+        reach = {item.nodeid: set(seen.get(item.nodeid, [0.0, []])[1]) for item in items}
+        spans = _spans(self.source)
         limit = self.timeout or max(10.0, 4 * self.baseline)
-        self._run_all(session, items, limit)
+        self._run_all(session, _Plan(items, reach, spans), limit)
         return True
 
-    def _fork(self, session: Any, items: list, index: int | None, times: str | None) -> int:
+    def _fork(self, session: Any, items: list, index: int | None, record: str | None) -> int:
         pid = os.fork()
         if pid == 0:
             code = 3
             try:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1), os.dup2(devnull, 2)
-                code = _run_items(self, session, items, index, times)
+                code = _run_items(self, session, items, index, record)
             finally:
                 os._exit(code)
         return pid
 
-    def _run_all(self, session: Any, items: list, limit: float) -> None:
+    def _run_all(self, session: Any, plan: _Plan, limit: float) -> None:
         running: dict[int, tuple[Mutant, float]] = {}
         queue = list(reversed(self.todo))
-        while queue or running:
-            while queue and len(running) < self.jobs:
-                m = queue.pop()
-                running[self._fork(session, items, m.index, None)] = (m, time.monotonic())
-            time.sleep(0.005)
-            for pid, (m, began) in list(running.items()):
-                done, status = os.waitpid(pid, os.WNOHANG)
-                took = time.monotonic() - began
-                if done == 0 and took <= limit:
-                    continue
-                if done == 0:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                result = "timeout" if done == 0 else "survived" if status == 0 else "killed"
-                del running[pid]
-                self.outcomes.append(Outcome(m, result, took))
-                self.progress(self.outcomes[-1])
+        try:
+            while queue or running:
+                while queue and len(running) < self.jobs:
+                    m = queue.pop()
+                    items = plan.items_for(m)
+                    if not items:  # no test runs this line: nothing can kill it
+                        self._done(Outcome(m, "survived", 0.0))
+                        continue
+                    running[self._fork(session, items, m.index, None)] = (m, time.monotonic())
+                time.sleep(0.005)
+                for pid, (m, began) in list(running.items()):
+                    if self._reap(pid, m, began, limit):
+                        del running[pid]
+        finally:  # interrupted: leave no fork behind
+            for pid in running:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+    def _reap(self, pid: int, m: Mutant, began: float, limit: float) -> bool:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        took = time.monotonic() - began
+        if done == 0 and took <= limit:
+            return False
+        if done == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        result = "timeout" if done == 0 else "survived" if status == 0 else "killed"
+        self._done(Outcome(m, result, took))
+        return True
+
+    def _done(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        self.progress(outcome)
 
 
-def _run_items(runner: Runner, session: Any, items: list, index: int | None, times) -> int:
+class _Plan(NamedTuple):
+    items: list  # fastest first
+    reach: dict  # nodeid -> the module's lines it runs
+    spans: list  # (first, last) line of each function body
+
+    def items_for(self, m: Mutant) -> list:
+        """The tests to run against mutant `m` (all of them for code run at import)."""
+        if not any(first <= m.line <= last for first, last in self.spans):
+            return self.items
+        lines = set(range(m.line, m.end + 1))
+        return [item for item in self.items if self.reach[item.nodeid] & lines]
+
+
+def _spans(source: str) -> list[tuple[int, int]]:
+    """The line spans of every function body in `source` (where code runs when called)."""
+    return [(node.body[0].lineno, node.end_lineno or node.body[-1].lineno)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]  # fmt: skip
+
+
+def _tracer(filename: str, lines: set) -> Callable:
+    def local(frame: Any, event: str, arg: Any) -> Callable:
+        if event == "line":
+            lines.add(frame.f_lineno)
+        return local
+
+    def calls(frame: Any, event: str, arg: Any) -> Callable | None:
+        return local if frame.f_code.co_filename == filename else None
+
+    return calls
+
+
+def _run_items(runner: Runner, session: Any, items: list, index: int | None, record) -> int:
     """In a fork: apply mutant `index` (None: none), run the items until one fails; return
-    the exit status (0: all passed). `times`: a file for each item's seconds."""
+    the exit status (0: all passed). `record`: a file for each item's seconds and the
+    module's lines it ran (the baseline's, traced)."""
+    import threading
+
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:  # it writes to a copy of stdout made before the fork
         session.config.pluginmanager.unregister(reporter)
+    module = runner.module
     if index is not None:
-        source, module = runner.source, runner.module
-        patch(module, compile(mutate(source, index), module.__file__, "exec"))
-    took = {}
+        patch(module, compile(mutate(runner.source, index), module.__file__, "exec"))
+    seen = {}
     for i, item in enumerate(items):
-        start = time.monotonic()
+        start, lines = time.monotonic(), set()
+        if record is not None:
+            tracer = _tracer(module.__file__, lines)
+            sys.settrace(tracer), threading.settrace(tracer)
         nextitem = items[i + 1] if i + 1 < len(items) else None
         item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-        took[item.nodeid] = time.monotonic() - start
+        sys.settrace(None), threading.settrace(None)  # type: ignore[arg-type]
+        seen[item.nodeid] = [time.monotonic() - start, sorted(lines)]
         if session.testsfailed:
             return 1
-    if times is not None:
-        Path(times).write_text(json.dumps(took))
+    if record is not None:
+        Path(record).write_text(json.dumps(seen))
     return 0
 
 
@@ -390,6 +454,10 @@ def run(
             "survived": [m._asdict() for m in survived]}  # fmt: skip
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _show(o: Outcome) -> None:
     if o.result == "survived":
         print(f"  survived #{o.mutant.index} line {o.mutant.line}: {o.mutant.what}", flush=True)
@@ -414,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     if not tests:
         p.error(f"name the tests of {a.module} (it is not in the TESTS table)")
     sys.path.insert(0, os.getcwd())
+    signal.signal(signal.SIGTERM, _interrupted)  # stop the forks too (see Runner._run_all)
     report = run(a.module, tests, a.jobs, a.only, a.timeout, _show)
     print(f"{report['module']}: {report['killed']} of {report['mutants']} mutants killed "
           f"({report['score']}%), tests {report['baseline_s']}s without a mutant")  # fmt: skip
