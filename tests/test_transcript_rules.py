@@ -161,6 +161,7 @@ def test_trim_budgets_are_integers_from_zero(bad):
 def test_trim_past_keeps_at_most_its_budget():
     t = [user(str(i)) for i in range(4)]
     assert trim_past(t, 4, 4) == t and trim_past(t, 3, 1) == t[3:] and trim_past(t, 3, 2) == t[2:]
+    assert trim_past(t, 3, 0) == t[3:]  # keep=0: the most recent turn, as trim(t, 0)
     for bad in (5, -1, True, 1.0):
         with pytest.raises(ValueError, match="^keep must be an integer from 0 to 4"):
             trim_past(t, 4, bad)
@@ -191,6 +192,7 @@ def test_turn_groups_keep_a_leading_system_message_apart():
     t = [SYS, user("1"), calls("c"), result("c"), said(), user("2")]
     assert [len(g) for g in turn_groups(t)] == [1, 4, 1]
     assert [len(g) for g in turn_groups([said(), user()])] == [1, 1]
+    assert turn_groups([SYS, said(), user()]) == ([SYS], [said()], [user()])
     assert turn_groups([]) == ()
 
 
@@ -224,9 +226,28 @@ def test_repair_merges_synthesized_results_before_the_users_text():
             {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
         ],
     }
-    fixed = repair([user(), anthropic, answer])
-    assert len(fixed) == 3
-    assert [b.get("tool_use_id", b["type"]) for b in fixed[-1]["content"]] == ["t1", "t2", "text"]
+    for after in ([], [said()]):  # closed at the end, or when the next message comes
+        fixed = repair([user(), anthropic, answer, *after])
+        assert len(fixed) == 3 + len(after) and fixed[2]["role"] == "user"
+        assert [b.get("tool_use_id", b["type"]) for b in fixed[2]["content"]] == [
+            "t1", "t2", "text"]  # fmt: skip
+        assert fixed[3:] == after
+
+
+def test_repair_merges_into_a_responses_turns_results_message():
+    def call(i):
+        return {"type": "function_call", "call_id": i, "name": "w", "arguments": "{}"}
+
+    def output(i, text):
+        return {"type": "function_call_output", "call_id": i, "output": text}
+
+    turn = {"role": "assistant", "items": [call("c1"), call("c2")]}
+    answered = {"role": "tool", "items": [output("c1", "sunny")]}
+    for after in ([], [said()]):
+        fixed = repair([user(), turn, answered, *after])
+        merged = [output("c1", "sunny"), output("c2", INTERRUPTED)]
+        assert fixed[2] == {"role": "tool", "items": merged}
+        assert fixed[3:] == after and len(fixed) == 3 + len(after)
 
 
 def test_repair_drops_results_of_calls_not_just_made():
@@ -243,6 +264,7 @@ def test_open_calls_reads_the_last_turn():
     assert open_calls([]) == ()
     assert open_calls([user(), calls("a", "b"), result("a")]) == ("b",)
     assert open_calls([calls("x"), result("x"), user(), calls("y")]) == ("y",)
+    assert open_calls([calls("a", "b"), result("a"), result("z")]) == ("b",)
 
 
 def test_dangling_names_both_kinds():
