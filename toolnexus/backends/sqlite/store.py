@@ -139,7 +139,8 @@ def sqlite_store(
 
     def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
         """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
-        _rows.check_text_id(src, st.desc), _rows.check_text_id(dst, st.desc)
+        for id in (src, dst):
+            _rows.check_text_id(id, st.desc)
         st.memo.forget(dst)
         with _errors(st, src), _transaction(st) as c:
             return _fork(c, st.desc, src, dst, at, check)
