@@ -19,7 +19,7 @@ import httpx
 import pytest
 from edge_servers import EdgeServer, ForwardProxy, chunks, four_verbs, model_answer
 
-from toolnexus import ProviderError, arun, create_client, run, stream
+from toolnexus import ProviderError, arun, astream, create_client, run, stream
 from toolnexus.drivers.transport import MAX_ANSWER_BYTES, USER_AGENT
 
 trustme = pytest.importorskip("trustme")
@@ -398,27 +398,89 @@ def test_bytes_after_a_complete_answer_are_never_read_into_it():
             assert [run(c, "hi")["text"] for _ in range(3)] == ["exact"] * 3
 
 
+def _refusing_unread(server: EdgeServer) -> EdgeServer:
+    """Make `server` answer 413 before it reads the body, then hang up (as a gateway that
+    checks Content-Length does)."""
+
+    def refuse_unread(self):
+        server.requests.append({"path": self.path})
+        self.send_response(413)
+        self.send_header("content-type", "application/json")
+        body = b'{"error": {"message": "too large"}}'
+        self.send_header("content-length", str(len(body)))
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    server._server.RequestHandlerClass.do_POST = refuse_unread
+    return server
+
+
+def _verbs_on_one_loop(c, prompt: str) -> list:
+    """The four verbs' outcomes for `prompt`: each one's exception (or its text)."""
+
+    def outcome(call):
+        try:
+            return call()
+        except Exception as e:
+            return e
+
+    def streamed():
+        return [e for e in stream(c, prompt) if e["type"] == "done"][0]["result"]["text"]
+
+    async def both():
+        async def astreamed():
+            return [e async for e in astream(c, prompt) if e["type"] == "done"][0]
+
+        out = []
+        for call in (lambda: arun(c, prompt), astreamed):
+            try:
+                out.append(await call())
+            except Exception as e:
+                out.append(e)
+        return out
+
+    return [outcome(lambda: run(c, prompt)), outcome(streamed), *asyncio.run(both())]
+
+
 def test_an_early_refusal_of_a_large_body_is_its_status_not_a_network_failure():
-    with EdgeServer(model_answer("unused")) as server:
-        handler = server._server.RequestHandlerClass
-
-        def refuse_unread(self):  # answers before reading the body, then hangs up
-            server.requests.append({"path": self.path})
-            self.send_response(413)
-            self.send_header("content-type", "application/json")
-            body = b'{"error": {"message": "too large"}}'
-            self.send_header("content-length", str(len(body)))
-            self.send_header("connection", "close")
-            self.end_headers()
-            self.wfile.write(body)
-            self.close_connection = True
-
-        handler.do_POST = refuse_unread
+    """Every verb, the async ones too: a 413 sent before the body was read is reported
+    once, not retried, and the body is not sent again."""
+    with _refusing_unread(EdgeServer(model_answer("unused"))) as server:
         with _client(server.url, retries=2) as c:
-            with pytest.raises(ProviderError) as info:
-                run(c, "x" * (8 << 20))
-    assert info.value.status == 413 and "too large" in str(info.value)
-    assert len(server.requests) == 1  # a 413 is not retried, and nothing was re-sent
+            outcomes = _verbs_on_one_loop(c, "x" * (8 << 20))
+    for verb, e in zip(("run", "stream", "arun", "astream"), outcomes, strict=True):
+        assert isinstance(e, ProviderError), (verb, e)
+        assert e.status == 413 and "too large" in str(e), (verb, e)
+    assert len(server.requests) == 4  # one each: a 413 is not retried, nothing re-sent
+
+
+def test_a_large_body_is_answered_on_every_verb():
+    from toolnexus.drivers.transport import LARGE_ASYNC_BODY
+
+    with EdgeServer(model_answer("big ok")) as server:
+        with _client(server.url) as c:
+            assert four_verbs(c, "x" * LARGE_ASYNC_BODY) == ["big ok"] * 4
+    assert all(len(r["raw"]) > LARGE_ASYNC_BODY for r in server.requests)
+
+
+def test_httpx_async_client_loses_an_answer_sent_before_the_body_was_read():
+    """Why the async verbs send a large body through the runtime's sync client (from an
+    io thread): httpx.Client reports the early 413, httpx.AsyncClient (anyio on asyncio)
+    raises ReadError, as asyncio closes a socket whose write failed with the answer unread
+    in it. If this test fails, httpx reports it now: LARGE_ASYNC_BODY can go."""
+    body = b"x" * (8 << 20)
+    with _refusing_unread(EdgeServer(model_answer("unused"))) as server:
+        with httpx.Client() as sync:
+            assert sync.post(server.url, content=body).status_code == 413
+
+        async def post() -> None:
+            async with httpx.AsyncClient() as client:
+                await client.post(server.url, content=body)
+
+        with pytest.raises(httpx.ReadError):
+            asyncio.run(post())
 
 
 def test_httpx_default_agent_is_what_we_replace():

@@ -4,6 +4,7 @@ max_part_bytes, and a round trip through real stores."""
 from __future__ import annotations
 
 import base64
+import os
 
 import pytest
 from pyrsistent import thaw
@@ -200,3 +201,82 @@ def test_the_helpers_the_flow_calls_for_a_prompt(files):
     with pytest.raises(ValueError, match="max_part_bytes"):
         prompt_message("anthropic", parts, max_part_bytes=3)
     assert prompt_text(parts) == "what is it? [image cat.PNG (image/png)]"
+
+
+# Reading a user's file: bounded, and only a regular file (a device or a FIFO named by
+# a path, or a symlink to one, would otherwise read forever or block forever).
+
+
+def _in_thread(call, seconds: float = 5.0):
+    """Run `call` on a daemon thread; return ("done", value), ("raised", error) or
+    ("hung", None) when it has not returned within `seconds`."""
+    import threading
+
+    out: list = []
+
+    def work():
+        try:
+            out.append(("done", call()))
+        except BaseException as e:
+            out.append(("raised", e))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(seconds)
+    return out[0] if out else ("hung", None)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_symlink_to_an_endless_device_is_refused_not_read(tmp_path):
+    link = tmp_path / "cat.png"
+    link.symlink_to("/dev/zero")
+    for make in (image, file, audio):
+        with pytest.raises(ValueError, match="not a regular file"):
+            make(link, mime_type="audio/wav" if make is audio else None)
+    with pytest.raises(ValueError, match="not a regular file"):
+        image("/dev/zero", mime_type="image/png")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_refused_at_once_not_waited_on(tmp_path):
+    fifo = tmp_path / "cat.png"
+    os.mkfifo(fifo)
+    outcome, value = _in_thread(lambda: image(fifo))
+    if outcome == "hung":  # the old behaviour: free the reader (a writer that closes)
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert outcome == "raised" and isinstance(value, ValueError), (outcome, value)
+    assert "not a regular file" in str(value) and "FIFO" in str(value)
+
+
+def test_a_directory_is_refused_as_not_a_regular_file(tmp_path):
+    (tmp_path / "album.png").mkdir()
+    with pytest.raises(ValueError, match="not a regular file"):
+        image(tmp_path / "album.png")
+
+
+def test_a_file_over_max_bytes_is_refused_before_it_is_read(tmp_path):
+    from toolnexus.parts import MAX_FILE_BYTES
+
+    big = tmp_path / "big.pdf"
+    with open(big, "wb") as f:  # sparse: no disk is used
+        f.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(ValueError, match=f"over max_bytes={MAX_FILE_BYTES}"):
+        file(big)
+    small = tmp_path / "small.pdf"
+    small.write_bytes(b"x" * 10)
+    assert base64.b64decode(file(small, max_bytes=10)["data"]) == b"x" * 10  # at the bound
+    with pytest.raises(ValueError, match="11 bytes, over max_bytes=10"):
+        (small.write_bytes(b"x" * 11), file(small, max_bytes=10))
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_bytes"):
+            file(small, max_bytes=bad)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
+def test_a_file_longer_than_its_stated_size_is_bounded_as_it_is_read():
+    # /proc files are regular with a size of 0: only the read itself can bound them.
+    assert os.stat("/proc/self/status").st_size == 0
+    with pytest.raises(ValueError, match="over max_bytes=16"):
+        file("/proc/self/status", mime_type="application/pdf", max_bytes=16)
+    whole = file("/proc/self/status", mime_type="application/pdf")
+    assert base64.b64decode(whole["data"]).startswith(b"Name:")

@@ -55,6 +55,44 @@ def test_every_store_refuses_the_empty_id_the_same_way(store):
             call()
 
 
+LONE = "a\ud800b"  # half of a UTF-16 pair: no UTF-8 text can hold it
+
+
+def _calls(store):
+    """Every way an id reaches a store: each call of its own, and an ask through a client."""
+    from toolnexus import ask, create_in_process_client
+    from toolnexus.store import fork
+
+    client = create_in_process_client(model="m", generate=lambda r: {"content": "ok"},
+                                      store=store)  # fmt: skip
+    store["save"]("src", MSG)
+    return {
+        "get": lambda: store["get"](LONE),
+        "save": lambda: store["save"](LONE, MSG),
+        "delete": lambda: store["delete"](LONE),
+        "fork into": lambda: fork(store, "src", LONE),
+        "fork from": lambda: fork(store, LONE, "dst"),
+        "ask": lambda: ask(client, "hi", id=LONE),
+    }
+
+
+def test_an_id_with_a_lone_surrogate_is_kept_or_refused_clearly(store):
+    """Memory and files keep any str as an id; SQLite, Redis and PostgreSQL keep UTF-8
+    text, so they refuse it as a ValueError that says why, never a raw UnicodeEncodeError
+    from a driver (and the store goes on)."""
+    keeps = store["desc"].startswith(("in_memory(", "file("))
+    for name, call in _calls(store).items():
+        if keeps:
+            call()
+            continue
+        with pytest.raises(ValueError, match="lone surrogate") as e:
+            call()
+        assert not isinstance(e.value, UnicodeError), (name, e.value)
+        assert "sanitize_ids" in str(e.value), name  # the way to keep such ids
+    store["save"]("after", MSG)
+    assert list(store["get"]("after")) == MSG
+
+
 def test_an_id_too_long_for_postgres_index_is_a_value_error(postgres_dsn, unique):
     import psycopg
 

@@ -5,12 +5,15 @@
 A media part reads and base64-encodes its bytes once, here, at construction; the part
 itself holds bytes (base64) or a URL, never a path. Mime types come from a fixed
 extension table (png, jpg, jpeg, gif, webp, pdf, mp3, wav), never sniffed from the bytes.
+A path is read only when it names a regular file (after symlinks) of at most
+`max_bytes` (MAX_FILE_BYTES, 20 MiB, unless given): never a device, a FIFO or a socket.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import stat
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -31,9 +34,18 @@ __all__ = [
     "check_part_size",
     "part_size",
     "MIME_TYPES",
+    "MAX_FILE_BYTES",
 ]
 
 Source = str | os.PathLike | bytes | bytearray | memoryview
+
+# The most a part constructor reads from a path unless told otherwise: OpenAI's limit for
+# one image, and base64 of it (about 27 MiB) stays under the stores' 32 MiB per message.
+MAX_FILE_BYTES = 20 * 1024 * 1024
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"))  # fmt: skip
 
 
 def mime_type_for(name: str) -> str | None:
@@ -64,7 +76,44 @@ def _expect(kind: str, mime: str, where: str) -> None:
         raise ValueError(f"{where} is {mime!r}, not an {kind} type")
 
 
-def _media(kind: str, source: Source, mime_type: str | None, name: str | None) -> PMap:
+def _not_regular(mode: int) -> str | None:
+    """Return what a file of this mode is when it is not a regular file, else None."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "of another kind")
+
+
+def _read_file(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """Return the bytes of the regular file at `path` (symlinks followed), at most `max_bytes`;
+    anything else (a device, a FIFO, a directory, a larger file) is a ValueError."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be an integer >= 1, got {max_bytes!r}")
+    # O_NONBLOCK: opening a FIFO for reading would wait for a writer; it changes nothing
+    # for a regular file, and the kind of file is checked before any read.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        info = os.fstat(fd)
+        what = _not_regular(info.st_mode)
+        if what is not None:
+            raise ValueError(f"{str(path)!r} is not a regular file ({what})")
+        if info.st_size > max_bytes:
+            raise ValueError(_too_big(path, info.st_size, max_bytes))
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)  # a file longer than it said (/proc) is bounded too
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise ValueError(_too_big(path, len(data), max_bytes))
+    return data
+
+
+def _too_big(path: str | os.PathLike, size: int, max_bytes: int) -> str:
+    return f"{str(path)!r} holds {size} bytes, over max_bytes={max_bytes} (pass a larger one)"
+
+
+def _media(
+    kind: str, source: Source, mime_type: str | None, name: str | None, max_bytes: int
+) -> PMap:
     if isinstance(source, (bytes, bytearray, memoryview)):
         if not mime_type:
             raise ValueError(f"{kind}(bytes) needs mime_type=: bytes are never sniffed")
@@ -76,7 +125,7 @@ def _media(kind: str, source: Source, mime_type: str | None, name: str | None) -
             known = ", ".join(sorted(MIME_TYPES))
             raise ValueError(f"{kind}({str(path)!r}): unknown extension (known: {known});"
                              " pass mime_type=")  # fmt: skip
-        data = path.read_bytes()
+        data = _read_file(path, max_bytes)
         name = name if name is not None else path.name
     else:
         raise TypeError(f"{kind}() takes a path or bytes, got {type(source).__name__}")
@@ -96,19 +145,37 @@ def _by_url(kind: str, url: str, mime_type: str | None, name: str | None) -> PMa
     return check_part(part)
 
 
-def image(path_or_bytes: Source, mime_type: str | None = None, name: str | None = None) -> PMap:
+def image(
+    path_or_bytes: Source,
+    mime_type: str | None = None,
+    name: str | None = None,
+    *,
+    max_bytes: int = MAX_FILE_BYTES,
+) -> PMap:
     """Return an image part from a file (its mime type from the extension) or bytes."""
-    return _media("image", path_or_bytes, mime_type, name)
+    return _media("image", path_or_bytes, mime_type, name, max_bytes)
 
 
-def file(path_or_bytes: Source, mime_type: str | None = None, name: str | None = None) -> PMap:
+def file(
+    path_or_bytes: Source,
+    mime_type: str | None = None,
+    name: str | None = None,
+    *,
+    max_bytes: int = MAX_FILE_BYTES,
+) -> PMap:
     """Return a file part (e.g. a PDF) from a file or bytes; its name defaults to the file's."""
-    return _media("file", path_or_bytes, mime_type, name)
+    return _media("file", path_or_bytes, mime_type, name, max_bytes)
 
 
-def audio(path_or_bytes: Source, mime_type: str | None = None, name: str | None = None) -> PMap:
+def audio(
+    path_or_bytes: Source,
+    mime_type: str | None = None,
+    name: str | None = None,
+    *,
+    max_bytes: int = MAX_FILE_BYTES,
+) -> PMap:
     """Return an audio part (wav or mp3) from a file or bytes."""
-    return _media("audio", path_or_bytes, mime_type, name)
+    return _media("audio", path_or_bytes, mime_type, name, max_bytes)
 
 
 def image_url(url: str, mime_type: str | None = None, name: str | None = None) -> PMap:

@@ -31,7 +31,7 @@ from .sync import (
     run_ops,
     whole_delta,
 )
-from .transport import TURN, asend, asend_stream, send, send_stream
+from .transport import LARGE_ASYNC_BODY, TURN, asend, asend_stream, send, send_stream
 
 __all__ = ["adrive", "ahandlers"]
 
@@ -161,8 +161,8 @@ class _Async:
             yield pmap({"type": TURN, "turn": turn})
             return
         timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
-        http = await self._http()
         content = request["content"]
+        http = await self._http(len(content))
         if not self.streaming:
             if http.asynchronous:
                 work = asend(http, ctx.endpoint, content, timeout)
@@ -200,9 +200,11 @@ class _Async:
         finally:
             await items.aclose()
 
-    async def _http(self) -> Any:
+    async def _http(self, size: int) -> Any:
         given = self.ctx.given
         if given is None:
+            if size >= LARGE_ASYNC_BODY:  # sent from an io thread (see LARGE_ASYNC_BODY)
+                return self.ctx.runtime.http(self.ctx.proxy)
             return await self.ctx.runtime.ahttp(self.ctx.proxy)
         return given.asynchronous or given.sync
 

@@ -47,6 +47,7 @@ __all__ = [
     "MAX_REDIRECTS",
     "MAX_ANSWER_BYTES",
     "is_secret_header",
+    "LARGE_ASYNC_BODY",
 ]
 
 TURN = "__turn__"  # the last item of a stream: {"type": TURN, "turn": ...}
@@ -54,6 +55,12 @@ CONNECT_TIMEOUT = 5.0  # seconds to open a connection (httpx's and the SDKs' def
 MAX_REDIRECTS = 5  # 307/308 hops followed for one POST
 # A whole answer is JSON the decoder refuses past MAX_BYTES: never hold more than that.
 MAX_ANSWER_BYTES = MAX_BYTES
+# A body this large is sent by the async verbs through the runtime's own sync client, from
+# an io thread: a server may answer (413, 401...) before it has read the body and hang up,
+# and httpx's AsyncClient loses that answer (asyncio closes a socket whose write failed,
+# with the answer unread in it: ReadError, retried, the body sent again). About where
+# loopback's socket buffers stop hiding it; text-only bodies of this size are rare.
+LARGE_ASYNC_BODY = 1 << 20
 # Headers that may carry a credential: dropped when a redirect leaves the origin.
 _CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 # Framing headers are the transport's: a user's copy would be a second, maybe wrong, one.

@@ -93,6 +93,23 @@ def check_id(id: Any) -> str:
     return id
 
 
+def check_text_id(id: Any, desc: str) -> str:
+    """Return `id` if a store keeping ids as UTF-8 text can hold it, else raise ValueError
+    (a lone surrogate: the drivers would raise a raw UnicodeEncodeError mid-statement)."""
+    check_id(id)
+    if not id.isascii():  # the usual id is ASCII: no encoding tried
+        try:
+            id.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"{desc}: conversation id {id!r:.80} holds a lone surrogate "
+                f"({id[e.start : e.end]!r} at {e.start}), which this store's UTF-8 text "
+                "cannot hold: pass valid Unicode, or wrap the store in sanitize_ids to "
+                "keep any string as an id"
+            ) from None
+    return id
+
+
 def frozen(transcript: Sequence[Mapping]) -> PVector:
     """Return the transcript as a pvector; a pvector is taken as is (checked as it is encoded).
 

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from ...core.errors import scrub_chain
@@ -40,9 +40,8 @@ def pg_pool(pool_or_dsn: Any, *, timeout: float, max_size: int = 8) -> tuple[Any
             # stays in one mode costs no driver call per statement to switch it (a
             # transaction is always opened explicitly with conn.transaction()).
             kwargs={"connect_timeout": max(1, int(timeout)), "autocommit": True},
-            # A session the server dropped while idle (a restart, idle_session_timeout, a
-            # proxy) is found as it is taken and replaced, never handed out to fail.
-            check=ConnectionPool.check_connection,
+            # No `check=`: OwnedPool checks each connection it takes itself (see _live),
+            # without the pool's backoff sleep after each dead one.
         )
         return OwnedPool(pool, timeout, f"PostgreSQL at {address!r}"), address, True
     if not callable(getattr(pool_or_dsn, "connection", None)):
@@ -87,10 +86,12 @@ class OwnedPool:
     @contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[Any]:
         """A pooled connection, as `ConnectionPool.connection` (commit or rollback on exit)."""
-        with ExitStack() as stack:
-            conn = self._take(timeout, lambda t: stack.enter_context(self.pool.connection(t)))
-            stack.callback(self._back)
-            yield conn
+        conn = self.getconn(timeout)
+        try:
+            with conn:  # a pooled connection's exit commits or rolls back, never closes
+                yield conn
+        finally:
+            self.putconn(conn)
 
     def getconn(self, timeout: float | None = None) -> Any:
         """A pooled connection to hand back with `putconn`."""
@@ -109,17 +110,40 @@ class OwnedPool:
         self.open()
         total = self.timeout if timeout is None else timeout
         first = min(total, FIRST_WAIT_S)
+        start = time.monotonic()
         try:
-            conn = take(first)
+            conn = self._live(take, start + first)
         except PoolTimeout:
             if total <= first:
                 raise
             if not self._out:  # nothing of ours holds one: is the server there at all?
                 self._ask_server(self.what)
-            conn = take(total - first)
+            conn = self._live(take, start + total)
         with self._guard:
             self._out += 1
         return conn
+
+    def _live(self, take: Callable[[float], Any], deadline: float) -> Any:
+        """Take a connection whose session still answers, by `deadline`.
+
+        Sessions the server ended while idle (a restart, idle_session_timeout, a proxy)
+        usually end together: each is found by one empty statement as it is taken and
+        handed back broken (the pool closes it and opens a replacement), and the next
+        is taken at once. psycopg_pool's own `check=` sleeps a second, then two, four...
+        after each dead one, so a pool of dead sessions outlasted a caller's timeout.
+        """
+        from psycopg_pool import ConnectionPool
+
+        while True:
+            conn = take(max(0.0, deadline - time.monotonic()))
+            try:
+                ConnectionPool.check_connection(conn)
+                return conn
+            except Exception:
+                self.pool.putconn(conn)  # broken: closed and replaced by the pool
+            except BaseException:
+                self.pool.putconn(conn)
+                raise
 
     def _back(self) -> None:
         with self._guard:

@@ -43,8 +43,7 @@ class StoreRefusedError(StoreUnavailableError):
 
 
 def _check_id(id: Any) -> str:
-    if not isinstance(id, str) or not id:
-        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
+    _rows.check_text_id(id, "postgres_store")
     if "\x00" in id:
         raise ValueError("a PostgreSQL store cannot keep a conversation id containing NUL")
     return id

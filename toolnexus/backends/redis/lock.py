@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from ...core.extras import needs_extra
+from ...store import _rows
 from ...store.locks import _per_id, _poll, _queued, _warn_lost, local_lock
 
 __all__ = ["redis_lock", "RedisLock", "Taken"]
@@ -124,7 +125,7 @@ class RedisLock:
         held elsewhere, and the take then waits as usual (within the lock's timeout).
         """
         st = self._st
-        key, token = st.prefix + id, secrets.token_hex(16)
+        key, token = st.prefix + _rows.check_text_id(id, st.what), secrets.token_hex(16)
 
         def take_now(deadline: float) -> tuple[Any, threading.Event]:
             value = first_try(key, token, st.ttl_ms)
@@ -145,7 +146,7 @@ class RedisLock:
 
 
 def _redis_take(st: _RedisLock, id: str, seconds: float) -> Callable[[], None]:
-    key, token = st.prefix + id, secrets.token_hex(16)
+    key, token = st.prefix + _rows.check_text_id(id, st.what), secrets.token_hex(16)
     _redis_poll(st, key, token, seconds)
     return partial(_redis_release, st, id, key, token, _redis_track(st, key, token))
 

@@ -202,8 +202,7 @@ class _Redis:
 
 
 def _keys(st: _Redis, id: str) -> tuple[str, str]:
-    if not isinstance(id, str) or not id:
-        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
+    _rows.check_text_id(id, st.desc)
     return st.prefix + "c:" + id, st.prefix + "m:" + id
 
 

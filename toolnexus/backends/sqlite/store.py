@@ -139,6 +139,8 @@ def sqlite_store(
 
     def fork(src: str, dst: str, at: int | None = None, check=None) -> int:
         """Copy `src` (its first `at` messages) to `dst` in the database: see store.fork."""
+        for id in (src, dst):
+            _rows.check_text_id(id, st.desc)
         st.memo.forget(dst)
         with _errors(st, src), _transaction(st) as c:
             return _fork(c, st.desc, src, dst, at, check)
@@ -216,7 +218,7 @@ def _transaction(st: _Sqlite):
 
 
 def _get(st: _Sqlite, id: str):
-    _rows.check_id(id)
+    _rows.check_text_id(id, st.desc)
     with _errors(st, id):
         c = _conn(st)
     statement = st.local.get
@@ -229,7 +231,7 @@ def _get(st: _Sqlite, id: str):
 
 
 def _save(st: _Sqlite, id: str, transcript: Sequence[Mapping]) -> None:
-    _rows.check_id(id)
+    _rows.check_text_id(id, st.desc)
     frozen = _rows.frozen(transcript)
     with _errors(st, id), _transaction(st) as c:
         stored = c.execute(_HEAD, (id,)).fetchone()
@@ -245,6 +247,7 @@ def _save(st: _Sqlite, id: str, transcript: Sequence[Mapping]) -> None:
 
 
 def _delete(st: _Sqlite, id: str) -> None:
+    _rows.check_text_id(id, st.desc)
     st.memo.forget(id)
     with _errors(st, id), _transaction(st) as c:
         c.execute("DELETE FROM toolnexus_messages WHERE id = ?", (id,))
