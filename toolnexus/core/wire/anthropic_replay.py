@@ -15,7 +15,7 @@ from typing import Any
 
 from pyrsistent import PVector, pmap, pvector
 
-from .common import is_empty_answer, replayable_with
+from .common import is_empty_answer, refusal_text, replayable_with
 
 __all__ = [
     "unsigned",
@@ -89,9 +89,9 @@ def refused_part(error: Any) -> str | None:
     """Return what a refusal says the request should leave out ("unsigned_thinking": a
     400 naming a signature, as "messages.1.content.0.thinking.signature: Field required"),
     or None."""
-    if getattr(error, "status", None) != 400:
+    text = refusal_text(error)
+    if text is None:
         return None
-    text = f"{getattr(error, 'body', '')} {error}".lower()
     return "unsigned_thinking" if "signature" in text else None
 
 

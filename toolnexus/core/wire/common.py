@@ -17,6 +17,7 @@ from .inband import inband_error
 from .jsonload import load
 
 __all__ = [
+    "refusal_text",
     "usage",
     "add_usage",
     "ZERO_USAGE",
@@ -339,6 +340,18 @@ def turn(
             "refusal": refusal,
         }
     )
+
+
+def refusal_text(error: Any) -> str | None:
+    """Return a 400's words (its body and message, lower-cased), else None: what the
+    codecs' `refused_part` reads to tell which part of a request a server refused.
+
+    >>> refusal_text(ProviderError("Bad Thing", status=400)), refusal_text(ValueError())
+    ('bad thing', None)
+    """
+    if getattr(error, "status", None) != 400:
+        return None
+    return f"{getattr(error, 'body', '') or ''} {error}".strip().lower()
 
 
 def stream_cut(what: str) -> ProviderError:

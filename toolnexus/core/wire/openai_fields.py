@@ -16,6 +16,8 @@ from typing import Any
 
 from pyrsistent import pmap, pvector
 
+from .common import refusal_text
+
 __all__ = ["omissions", "refused_part", "omit"]
 
 # The assistant message and tool call fields chat completions defines (everything else on
@@ -45,9 +47,9 @@ def refused_part(error: Any) -> str | None:
     >>> refused_part(ProviderError("Missing `reasoning_content` field", status=400)) is None
     True
     """
-    if getattr(error, "status", None) != 400:
+    text = refusal_text(error)
+    if text is None:
         return None
-    text = f"{getattr(error, 'body', '')} {error}".lower()
     if any(w in text for w in _WANTED) or not any(f in text for f in _FOREIGN):
         return None
     return "foreign_fields"

@@ -28,6 +28,7 @@ from .common import (
     MalformedResponse,
     malformed,
     name_text,
+    refusal_text,
     response_object,
     to_json,
     turn,
@@ -237,9 +238,9 @@ def omissions(model: str) -> frozenset:
 def refused_part(error: Any) -> str | None:
     """Return what a refusal says the request should leave out ("encrypted_content": the
     400 "Encrypted content is not supported with this model"), or None."""
-    if getattr(error, "status", None) != 400:
+    text = refusal_text(error)
+    if text is None:
         return None
-    text = f"{getattr(error, 'body', '')} {error}".lower()
     return "encrypted_content" if "encrypted content is not supported" in text else None
 
 
