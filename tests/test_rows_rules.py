@@ -494,3 +494,77 @@ def test_an_absent_conversation_reads_as_none_and_is_known_empty():
 def test_message_rows_without_a_head_are_corrupt():
     with pytest.raises(StoreCorruptError, match="it has message rows but no head"):
         _rows.decode_joined("db", "c", (None, None, None), [(0, "x")], _rows.Memo())
+
+
+def test_a_joined_read_without_stamps_remembers_under_its_id():
+    db, memo = _Db(T3), _rows.Memo()
+    got = _rows.read_joined("db", "c", db, memo, stamped=False)
+    assert memo._seen("c")[0].transcript is got
+
+
+def test_an_absent_conversation_is_known_with_the_stamp_read():
+    memo = _rows.Memo()
+    assert _rows.decode_joined("db", "c", (None, None, None), [], memo, "s1") is None
+    assert memo.known("c").stamp == "s1"
+
+
+def test_a_half_head_is_corrupt_not_absent():
+    """Only a head with neither version nor count is absent: half of one is corrupt."""
+    with pytest.raises(StoreCorruptError, match="the head says None messages but 1 rows"):
+        _rows.decode_joined("db", "c", (1, None, "d"), [(0, _texts(T3)[0])], _rows.Memo())
+    with pytest.raises(StoreCorruptError, match="unknown format version None"):
+        _rows.decode_joined("db", "c", (None, 0, "d"), [], _rows.Memo())
+
+
+# --- every corrupt read names the store and the conversation ---------------------------
+
+_PREFIX = r"^db: conversation 'c' is not a valid transcript: "
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda: _rows.decode_rows("db", "c", 1, 2, [(0, _texts(T3)[0]), (2, "x")]),
+        lambda: _rows.decode_rows("db", "c", 1, 1, [(0, "{")]),
+        lambda: _rows.decode_rows("db", "c", 1, 2, [(0, _texts(T3)[0])]),
+        lambda: _rows.decode_joined("db", "c", (None, None, None), [(0, "x")], _rows.Memo()),
+        lambda: _rows.decode_joined("db", "c", (1, 2, "d"), [(0, "{")], _rows.Memo()),
+        lambda: _saved(T3).read("db", "c", 1, 3, "d", [*_rows_of(T3)[:2], (2, "{")]),
+        lambda: _saved(T3[:2]).read("db", "c", 1, 3, "d", [*_rows_of(T3)[:2], (3, "{")]),
+        lambda: _rows.Memo().read_list("db", "c", 1, 1, "d", [b"{"]),
+    ],
+)
+def test_a_corrupt_read_names_the_store_and_the_conversation(read):
+    with pytest.raises(StoreCorruptError, match=_PREFIX):
+        read()
+
+
+# --- which remembered transcript a read starts from ------------------------------------
+
+
+def test_a_read_skips_a_remembered_transcript_whose_texts_are_unknown():
+    memo = _saved(T3)
+    memo.remember("c", T3[:1], "d")  # newer, but without texts: no match for a read
+    assert memo.read("test", "c", *_head(T3), _rows_of(T3)) is T3
+
+
+def test_of_equally_long_known_transcripts_the_latest_seen_is_extended():
+    other = T3.set(2, freeze({"role": "assistant", "content": "hey"}))
+    memo = _memo_knowing(T3)
+    memo.remember("c", other, _rows.digest_of(other), 0, _texts(other), "s1", True)
+    assert memo.known("c").transcript is other
+
+
+def test_plan_extend_appends_after_the_known_prefix_with_its_stamp_and_texts():
+    memo = _saved(T3[:2], stamp="s1")
+    expected, plan = _rows.plan_extend("c", T3, memo)
+    assert expected == _rows.Head(*_head(T3[:2]))
+    assert (plan.append, plan.start, plan.frozen_upto, plan.stamp, plan.exact) == (
+        True,
+        2,
+        2,
+        "s1",
+        True,
+    )
+    assert plan.encoded == tuple(_texts(T3)[2:]) and tuple(plan.texts) == tuple(_texts(T3))
+    assert plan.head == _rows.Head(*_head(T3))
