@@ -41,6 +41,9 @@ def _memo_knowing(t, stamp="s1", id="c"):
     return memo
 
 
+_PREFIX = r"^db: conversation 'c' is not a valid transcript: "
+
+
 # --- ids -------------------------------------------------------------------------------
 
 
@@ -492,7 +495,7 @@ def test_an_absent_conversation_reads_as_none_and_is_known_empty():
 
 
 def test_message_rows_without_a_head_are_corrupt():
-    with pytest.raises(StoreCorruptError, match="it has message rows but no head"):
+    with pytest.raises(StoreCorruptError, match=_PREFIX + "it has message rows but no head$"):
         _rows.decode_joined("db", "c", (None, None, None), [(0, "x")], _rows.Memo())
 
 
@@ -518,8 +521,6 @@ def test_a_half_head_is_corrupt_not_absent():
 
 # --- every corrupt read names the store and the conversation ---------------------------
 
-_PREFIX = r"^db: conversation 'c' is not a valid transcript: "
-
 
 @pytest.mark.parametrize(
     "read",
@@ -530,7 +531,8 @@ _PREFIX = r"^db: conversation 'c' is not a valid transcript: "
         lambda: _rows.decode_joined("db", "c", (None, None, None), [(0, "x")], _rows.Memo()),
         lambda: _rows.decode_joined("db", "c", (1, 2, "d"), [(0, "{")], _rows.Memo()),
         lambda: _saved(T3).read("db", "c", 1, 3, "d", [*_rows_of(T3)[:2], (2, "{")]),
-        lambda: _saved(T3[:2]).read("db", "c", 1, 3, "d", [*_rows_of(T3)[:2], (3, "{")]),
+        lambda: _saved(T3[:2]).read("db", "c", 1, 3, "d", [*_rows_of(T3)[:2], (2, "{")]),
+        lambda: _rows.read_joined("db", "c", lambda k: [(1, 1, "d", "s", 0, "{")], _rows.Memo()),
         lambda: _rows.Memo().read_list("db", "c", 1, 1, "d", [b"{"]),
     ],
 )
@@ -568,3 +570,15 @@ def test_plan_extend_appends_after_the_known_prefix_with_its_stamp_and_texts():
     )
     assert plan.encoded == tuple(_texts(T3)[2:]) and tuple(plan.texts) == tuple(_texts(T3))
     assert plan.head == _rows.Head(*_head(T3))
+
+
+def test_with_recheck_1_one_read_by_the_head_then_a_full_one():
+    memo = _memo_knowing(T3)
+    assert _past(memo, T3, memo.known("c"), recheck=1) is T3
+    assert _past(memo, T3, memo.known("c"), recheck=1) is None
+
+
+def test_read_list_remembers_the_stamp_read_with_its_rows():
+    memo = _rows.Memo()
+    memo.read_list("test", "c", *_head(T3), _texts(T3), "s7")
+    assert memo.known("c").stamp == "s7"
