@@ -38,7 +38,11 @@ TESTS = {
         "tests/test_resilience.py",
     ],
     "toolnexus/core/transcript.py": ["tests/test_transcript_rules.py", "tests/test_transcript.py"],
-    "toolnexus/store/_rows.py": ["tests/test_rows.py", "tests/test_sqlite_store.py"],
+    "toolnexus/store/_rows.py": [
+        "tests/test_rows_rules.py",
+        "tests/test_rows.py",
+        "tests/test_sqlite_store.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
