@@ -291,3 +291,14 @@ def test_readable_names_a_lone_surrogate_and_where_it_is():
     with pytest.raises(TranscriptFormatError,
                        match=r"^a reply holds a lone surrogate \('\\ud800' at 2\)"):  # fmt: skip
         readable("ab\ud800", "a reply")
+
+
+def test_a_pvector_of_plain_dicts_is_frozen_to_pmaps():
+    """freeze_transcript returns pmaps inside, also when handed a pvector of dicts."""
+    from pyrsistent import PMap, pvector
+
+    from toolnexus.core.transcript import freeze_transcript
+
+    t = freeze_transcript(pvector([{"role": "user", "content": "hi"}]))
+    assert type(t[0]) is not dict and isinstance(t[0], PMap)
+    assert t[0] == {"role": "user", "content": "hi"}

@@ -62,9 +62,9 @@ def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
         raise TranscriptFormatError(f"a transcript is a list of messages, got {type(messages)}")
     for m in messages:
         check_message(m)
-    if isinstance(messages, PVector):
-        return freeze(messages, strict=False)  # plain dicts inside become pmaps
-    return freeze(list(messages), strict=False)  # a tuple too becomes a pvector
+    # Through a list: freeze(strict=False) does not enter a pvector, so the plain dicts
+    # inside one would stay mutable; a tuple becomes a pvector the same way.
+    return freeze(list(messages), strict=False)
 
 
 def check_message(m: Any) -> None:
