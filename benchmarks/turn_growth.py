@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pyrsistent import thaw
 
 import toolnexus as tn
+from toolnexus.core.frozen import thaw
 from toolnexus.core.transcript import freeze_transcript
 from toolnexus.store import in_memory_store, sqlite_store
 from toolnexus.testing import openai_response, text_reply

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import PMap, PVector, freeze, pvector
+from pyrsistent import PVector, pvector
 
+from toolnexus.core.frozen import FrozenMap, freeze
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.store import _rows
 from toolnexus.store.errors import StoreCorruptError
@@ -208,7 +209,7 @@ def _past(memo, t, known, stamp="s1", head=None, rows=None, recheck=None):
 def test_read_past_extends_the_known_transcript_with_its_own_objects():
     memo = _memo_knowing(T3[:1])
     got = _past(memo, T3, memo.known("c"))
-    assert got == T3 and got[0] is T3[0] and isinstance(got[2], PMap)
+    assert got == T3 and got[0] is T3[0] and isinstance(got[2], FrozenMap)
     again = memo.known("c")
     assert again.transcript is got and again.digest == _rows.digest_of(T3)
     assert tuple(again.texts) == tuple(_texts(T3)) and again.stamp == "s1" and again.exact
@@ -388,8 +389,8 @@ def test_decode_reuses_the_known_message_only_where_its_row_is_unchanged():
 def test_decoded_messages_are_pmaps_and_pvectors_all_the_way_down():
     row = '{"content":[{"text":"a","type":"text"}],"role":"user","x":{"y":[1]}}'
     (m,) = _rows.decode_rows("db", "c", 1, 1, [(0, row)])
-    assert isinstance(m, PMap) and isinstance(m["content"], PVector)
-    assert isinstance(m["content"][0], PMap) and isinstance(m["x"]["y"], PVector)
+    assert isinstance(m, FrozenMap) and isinstance(m["content"], PVector)
+    assert isinstance(m["content"][0], FrozenMap) and isinstance(m["x"]["y"], PVector)
 
 
 # --- plans -----------------------------------------------------------------------------
