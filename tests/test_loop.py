@@ -83,10 +83,10 @@ json_values = st.recursive(
 
 
 def deeply_frozen(value):
+    if isinstance(value, FrozenMap):  # a dict that refuses changes: check it first
+        return all(deeply_frozen(v) for v in value.values())
     if isinstance(value, dict | list):
         return False
-    if isinstance(value, FrozenMap):
-        return all(deeply_frozen(v) for v in value.values())
     if isinstance(value, PVector):
         return all(deeply_frozen(v) for v in value)
     return True

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import PVector, pvector
 
-from toolnexus.core.frozen import FrozenMap, freeze
+from toolnexus.core.frozen import FrozenMap, freeze, thaw
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.store import _rows
 from toolnexus.store.errors import StoreCorruptError
@@ -97,7 +97,7 @@ def test_encode_rows_texts_are_the_messages_json_and_kept_only_where_they_read_b
 
 def test_non_ascii_stays_readable_in_a_row():
     texts, kept = _rows.encode_rows([{"role": "user", "content": "é"}])
-    assert texts == ('{"content":"é","role":"user"}',) and kept == texts
+    assert texts == ('{"role":"user","content":"é"}',) and kept == texts
 
 
 @given(st.lists(st.text(max_size=5), max_size=4))
@@ -184,12 +184,12 @@ def test_known_prefix_skips_longer_transcripts_and_other_objects():
     memo.remember("c", T3, "d")
     memo.remember("c", T3[:1], "d1")
     assert memo.known_prefix("c", T3[:2]).transcript == T3[:1]
-    assert memo.known_prefix("c", freeze(list(T3))) is None  # equal, not the same objects
+    assert memo.known_prefix("c", freeze(thaw(T3))) is None  # equal, not the same objects
     assert memo.prefix_of("c", T3[:2], 2) is None
 
 
 def test_starts_compares_the_very_objects():
-    a, b = T3, freeze(list(T3))
+    a, b = T3, freeze(thaw(T3))
     assert _rows._starts(a, a[:2]) and _rows._starts(a, ())
     assert not _rows._starts(a, b[:2])
     assert not _rows._starts(a, pvector([a[0], b[1]]))

@@ -121,8 +121,7 @@ def frozen(transcript: Sequence[Mapping]) -> PVector:
 
 
 def encode_message(message: Mapping) -> str:
-    """Return the JSON of one message, compact, its keys in the message's own order (order
-    is data: a provider replays a tool input as it was sent).
+    """Return the compact JSON of one message, its keys in its own order (order is data).
 
     >>> encode_message({"role": "user", "content": "hi"})
     '{"role":"user","content":"hi"}'

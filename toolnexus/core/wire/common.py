@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
+from json.encoder import c_make_encoder, encode_basestring
 from operator import is_
 from typing import Any
 
@@ -189,6 +190,20 @@ def _plain(o: Any) -> Any:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_plain)
+# json's C encoder made once: JSONEncoder.encode builds a new one per call (and a dict of
+# markers for its circularity check), which costs more than encoding a short message.
+# Frozen values cannot hold a cycle; a plain one that did would raise RecursionError.
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, _plain, encode_basestring, None, ":", ",", False, False, True)
+)
+
+
+def _encode(value: Any) -> str:
+    if _C_ENCODE is None:  # pragma: no cover - an interpreter without json's C speedups
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 def to_json(value: Any) -> bytes:
@@ -200,19 +215,19 @@ def to_json(value: Any) -> bytes:
     >>> to_json({"usage": FrozenMap({"prompt_tokens": 1}), "calls": pvector(["é"])}).decode()
     '{"usage":{"prompt_tokens":1},"calls":["é"]}'
     """
-    return _ENCODER.encode(value).encode("utf-8")
+    return _encode(value).encode("utf-8")
 
 
 def message_text(value: Any) -> str:
     """Return the compact JSON text of one value (a message) as a request body carries it."""
-    return _ENCODER.encode(value)
+    return _encode(value)
 
 
 def message_json(value: Any) -> bytes:
     """Return `message_text(value)` as UTF-8: what a request body carries for a message,
     kept once per message so a body is one join of them (a lone surrogate raises
     UnicodeEncodeError)."""
-    return _ENCODER.encode(value).encode("utf-8")
+    return _encode(value).encode("utf-8")
 
 
 def _message_texts(items: Sequence, messages: Sequence | None, texts: Sequence | None) -> list:
@@ -272,7 +287,7 @@ def encode_body(
     after: list[str] = []
     texts_at, key_at = None, ""
     for key, value in body.items():
-        name = _ENCODER.encode(key) + ":"
+        name = _encode(key) + ":"
         hit = known.get(key) if known else None
         if hit is not None and hit[0] is value:
             text = hit[1] if type(hit[1]) is str else hit[1].decode()
@@ -280,7 +295,7 @@ def encode_body(
             texts_at, key_at = _message_texts(value, messages, texts), name
             continue
         else:
-            text = _ENCODER.encode(value)
+            text = _encode(value)
         (before if texts_at is None else after).append(name + text)
     if texts_at is None:
         return ("{" + ",".join(before) + "}").encode("utf-8")
