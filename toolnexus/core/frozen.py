@@ -14,11 +14,12 @@ in C as it is (nothing thawed first), and it has pmap's verbs (`set`, `remove`,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any, NoReturn
 
 from pyrsistent import PMap, PSet, PVector, pset, pvector
 
-__all__ = ["FrozenMap", "freeze", "thaw", "known_json", "keep_json"]
+__all__ = ["FrozenMap", "freeze", "thaw", "known_json", "known_jsons", "keep_json"]
 
 
 def _immutable(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
@@ -111,6 +112,11 @@ which return a new map
 def known_json(m: FrozenMap) -> bytes | None:
     """Return the JSON text (UTF-8) kept with a map by `keep_json`, or None."""
     return getattr(m, "_json", None)
+
+
+def known_jsons(maps: Iterable[Any]) -> list[bytes | None]:
+    """Return `known_json` of each map (None for one with none kept), at C speed."""
+    return list(map(getattr, maps, repeat("_json"), repeat(None)))
 
 
 def keep_json(m: FrozenMap, text: bytes) -> bytes:

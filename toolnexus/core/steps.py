@@ -23,7 +23,7 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from .calls import name_error, parse_arguments
-from .frozen import FrozenMap
+from .frozen import FrozenMap, known_jsons
 from .tool import tool_result
 from .transcript import readable
 from .wire import DIALECTS
@@ -60,8 +60,13 @@ def _vector(items: Sequence) -> PVector:
 
 
 def texts_of(messages: Sequence[Mapping]) -> PVector:
-    """Return the JSON of each message, UTF-8 (what a request body carries for it)."""
-    return pvector(map(text_of, messages))
+    """Return the JSON of each message, UTF-8 (what a request body carries for it): the
+    text a message keeps (read from a store's row, or encoded before) when it has one."""
+    known = known_jsons(messages)
+    if None not in known:  # the usual case after a load: nothing to encode
+        return pvector(known)
+    pairs = zip(known, messages, strict=True)
+    return pvector([k if k is not None else text_of(m) for k, m in pairs])
 
 
 def text_of(message: Mapping, what: str = "a message") -> bytes:
