@@ -69,3 +69,37 @@ def test_the_default_bound_is_documented_and_holds(n):
     for i in range(n):
         run(c, "hi", history=_history(10, 200), id=f"d{i}")
     assert 0 < c.runtime.remembered_bytes() <= rt.MEMO_BYTES
+
+
+def test_a_stores_memo_keeps_at_most_its_bytes_the_most_recent_kept(tmp_path):
+    """The durable stores' own memo (what a worker keeps of the conversations it read or
+    saved) is bounded by bytes too: transcripts read from a real SQLite file."""
+    from toolnexus.store import _rows, sqlite_store
+
+    store = sqlite_store(tmp_path / "chat.db")
+    memo = _rows.Memo(max_bytes=64_000)
+    for i in range(6):
+        store["save"](f"c{i}", _history(20, 1000))  # about 20 KB of JSON each
+        transcript = store["get"](f"c{i}")
+        texts, _ = _rows.encode_rows(transcript)
+        memo.remember(f"c{i}", transcript, "d", len(transcript), texts, exact=True)
+        assert memo.remembered_bytes() <= 64_000
+    kept = [i for i in range(6) if memo.known_prefix(f"c{i}", transcript) is not None]
+    assert kept == [5] and all(memo._seen(f"c{i}") for i in (3, 4, 5))
+    assert not any(memo._seen(f"c{i}") for i in (0, 1, 2))
+    memo.forget("c5")
+    assert memo.remembered_bytes() == 2 * sum(map(len, texts))
+
+
+def test_a_memo_extended_in_place_counts_only_the_new_rows():
+    from toolnexus.core.transcript import freeze_transcript
+    from toolnexus.store import _rows
+
+    t = freeze_transcript(_history(10, 100))
+    texts, _ = _rows.encode_rows(t)
+    memo = _rows.Memo()
+    memo.remember("c", t[:4], "d4", 4, texts[:4])
+    first = memo.remembered_bytes()
+    memo.remember("c", t, "d", 10, texts)
+    assert first == sum(map(len, texts[:4]))
+    assert memo.remembered_bytes() == sum(map(len, texts))

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pyrsistent import PVector, pvector
 
@@ -31,6 +31,8 @@ from ..core.transcript import (
 from ._decode import READERS as _READERS
 from ._decode import read_message_row as _read_v1
 from ._decode import read_rows_at_once
+from ._ids import check_id as check_id  # re-exported
+from ._ids import check_text_id as check_text_id
 from .errors import StoreCorruptError
 
 GENESIS = "0" * 32  # the digest of the empty transcript
@@ -85,31 +87,22 @@ class Seen(NamedTuple):
     texts: PVector | None  # a pvector: extended by the new rows in O(new)
     stamp: object
     exact: bool
+    size: int = 0  # the JSON bytes it stands for (see Memo's max_bytes)
 
 
-def check_id(id: Any) -> str:
-    """Return `id` if it is a conversation id (a non-empty string), else raise ValueError:
-    every store refuses a bad id the same way."""
-    if not isinstance(id, str) or not id:
-        raise ValueError(f"a conversation id must be a non-empty string, got {id!r}")
-    return id
+# The JSON bytes a store value's memo remembers (about six times that in memory).
+MEMO_BYTES = 16 * 1024 * 1024
+_UNKNOWN_ROW = 512  # bytes counted for a message whose row text is not known
 
 
-def check_text_id(id: Any, desc: str) -> str:
-    """Return `id` if a store keeping ids as UTF-8 text can hold it, else raise ValueError
-    (a lone surrogate: the drivers would raise a raw UnicodeEncodeError mid-statement)."""
-    check_id(id)
-    if not id.isascii():  # the usual id is ASCII: no encoding tried
-        try:
-            id.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(
-                f"{desc}: conversation id {id!r:.80} holds a lone surrogate "
-                f"({id[e.start : e.end]!r} at {e.start}), which this store's UTF-8 text "
-                "cannot hold: pass valid Unicode, or wrap the store in sanitize_ids to "
-                "keep any string as an id"
-            ) from None
-    return id
+def _sized(seen: Seen, kept: Sequence[Seen]) -> Seen:
+    """Return `seen` with its size: in O(new) when it extends a remembered one's texts."""
+    texts = seen.texts  # str rows, None where unknown
+    if texts is None:
+        return seen._replace(size=len(seen.transcript) * _UNKNOWN_ROW)
+    base = next((e for e in kept if e.texts is not None and len(e.texts) <= len(texts)), None)
+    start, size = (0, 0) if base is None else (len(base.texts), base.size)
+    return seen._replace(size=size + sum(map(len, filter(None, texts[start:]))))
 
 
 def frozen(transcript: Sequence[Mapping]) -> PVector:
@@ -178,15 +171,15 @@ class Memo:
     scan instead of re-encoding every message, and a read recognise "the rows this
     process saw last" without decoding them: by the head and edit stamp alone where the
     database keeps one (`read_past`), else by comparing their texts. A miss only costs
-    CPU, never correctness. Two per id, because `run` saves an extension of what it read
-    while a reader may have read the conversation in between. Only fully frozen
-    transcripts are kept: a dict inside could change after the fact while keeping its
-    identity.
-    """
+    CPU, never correctness. Two per id (`run` saves an extension of what it read, a
+    reader may read in between); only fully frozen transcripts. Bounded: `size` ids,
+    `max_bytes` of JSON."""
 
-    def __init__(self, size: int = 256, per_id: int = 2) -> None:
-        self._size, self._per_id = size, per_id
+    def __init__(self, size: int = 256, per_id: int = 2, max_bytes: int = MEMO_BYTES) -> None:
+        self._size, self._per_id, self._max_bytes = size, per_id, max_bytes
         self._items: OrderedDict = OrderedDict()
+        self._bytes: dict[str, int] = {}  # per id, the JSON bytes its largest Seen stands for
+        self._total = 0
         # Per id, the reads taken by the head alone since one compared every row.
         self._unchecked: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -215,11 +208,22 @@ class Memo:
         seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
-            self._items[id] = (seen, *kept)[: self._per_id]
+            self._items[id] = entries = (_sized(seen, kept), *kept)[: self._per_id]
             self._items.move_to_end(id)
-            while len(self._items) > self._size:
+            size = max(e.size for e in entries)
+            self._total += size - self._bytes.get(id, 0)
+            self._bytes[id] = size
+            while len(self._items) > self._size or (
+                self._total > self._max_bytes and len(self._items) > 1
+            ):
                 gone, _ = self._items.popitem(last=False)
+                self._total -= self._bytes.pop(gone, 0)
                 self._unchecked.pop(gone, None)
+
+    def remembered_bytes(self) -> int:
+        """Return the JSON bytes of the transcripts remembered (see MEMO_BYTES)."""
+        with self._lock:
+            return self._total
 
     def saved(self, id: str, transcript: PVector, plan: Plan) -> None:
         """Record a transcript just saved by `plan`."""
@@ -367,6 +371,7 @@ class Memo:
         """Drop what is known of `id`."""
         with self._lock:
             self._items.pop(id, None)
+            self._total -= self._bytes.pop(id, 0)
             self._unchecked.pop(id, None)
 
     def prefix_of(self, id: str, transcript: Sequence[Mapping], count: int) -> Seen | None:
