@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from pyrsistent import pmap
+
 from .core.wire import DIALECTS
 
 __all__ = ["plan"]
@@ -56,6 +58,9 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     base = {
         "dialect": o["style"],
         "model": o["model"],
+        # Who answers: named in each RunResult (a fallback chain's last client: core.failover).
+        "served_by": pmap({"style": o["style"], "model": o["model"],
+                           "base_url": o.get("base_url")}),  # fmt: skip
         "system": lambda tk: system_for(system_prompt, tk),
         "params": o["request_params"],
         "hooks": MappingProxyType(dict(o["hooks"])),
