@@ -8,7 +8,6 @@ import asyncio
 import threading
 
 import pytest
-
 from failover_kit import (
     BAD_REQUEST,
     Counter,
@@ -20,6 +19,7 @@ from failover_kit import (
     invalid_requests,
     stream_result,
 )
+
 from toolnexus import (
     Fallback,
     ProviderError,
@@ -275,18 +275,23 @@ def test_the_failover_metric_and_the_hooks_name_each_client(providers):
     one.load([call(1), *failing("529")])
     two.load([answer("done")])
     counter = Counter()
-    primary = client(one, "anthropic", on_metric=seen.append,
-                     hooks={"before_llm": lambda p: asked.append(p["client"]["model"])})  # fmt: skip
+    hooks = {"before_llm": lambda p: asked.append(p["client"]["model"])}
+    primary = client(one, "anthropic", on_metric=seen.append, hooks=hooks)
     chain = fallback(primary, client(two, "openai"))
     run(chain, "hi", toolkit=counter.toolkit)
     (event,) = [e for e in seen if e["event"] == "failover"]
-    assert (event["model"], event["to_model"], event["kind"]) == ("primary-model",
-                                                                  "second-model", "overloaded")
+    assert (event["model"], event["to_model"], event["kind"]) == (
+        "primary-model",
+        "second-model",
+        "overloaded",
+    )
     assert event["status"] == "529" and event["turn"] == 2
     assert asked == ["primary-model", "primary-model", "second-model"]
     text = metrics(chain)
-    assert ('toolnexus_failovers_total{model="primary-model",to_model="second-model",'
-            'kind="overloaded"} 1') in text
+    assert (
+        'toolnexus_failovers_total{model="primary-model",to_model="second-model",'
+        'kind="overloaded"} 1'
+    ) in text
 
 
 def test_a_failover_is_an_event_of_the_exchanges_span(providers, monkeypatch):
@@ -338,4 +343,3 @@ def test_a_chain_is_a_value_that_shows_its_clients(providers):
     shown = repr(chain)
     assert "openai:primary-model" in shown and "anthropic:m2" in shown
     assert "sk-secret" not in shown and "sk-other" not in shown
-

@@ -10,9 +10,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from failover_kit import (
     BAD_REQUEST,
     FAILURES,
@@ -28,6 +25,9 @@ from failover_kit import (
     one_exchange,
     stream_result,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
 from toolnexus import ProviderError, conversation_store, fallback, run, stream
 from toolnexus.core.transcript import dumps
 from toolnexus.store import in_memory_store

@@ -21,7 +21,6 @@ had shown nothing to the consumer (`streamed`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pyrsistent import PVector
 

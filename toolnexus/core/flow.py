@@ -460,8 +460,11 @@ def _with_system(cfg: Mapping, lifted: str) -> Mapping:
     if not lifted:
         return cfg
     system = cfg["system"]
-    return {**cfg, "lifted": lifted,  # a failover's next client leads with it too
-            "system": lambda tk: "\n\n".join(x for x in (lifted, system(tk)) if x)}
+    return {
+        **cfg,
+        "lifted": lifted,  # a failover's next client leads with it too
+        "system": lambda tk: "\n\n".join(x for x in (lifted, system(tk)) if x),
+    }
 
 
 def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
