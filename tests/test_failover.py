@@ -30,8 +30,10 @@ from toolnexus import (
     conversation,
     conversation_store,
     create_client,
+    create_in_process_client,
     fallback,
     forget,
+    get_chat_history,
     metrics,
     run,
     stream,
@@ -141,6 +143,37 @@ def test_the_fallbacks_own_store_is_not_touched(providers):
     chain = fallback(client(one, "openai"), client(two, "anthropic", store=theirs))
     run(chain, "hi", conversation_id="c")
     assert theirs["get"]("c") is None and conversation_store(chain)["get"]("c") is not None
+
+
+def test_an_in_process_model_can_be_the_fallback(providers):
+    one = providers[0].load([call(7), *failing("503")])
+    counter, seen = Counter(), []
+
+    def generate(request):
+        seen.append(request["messages"])
+        return {"content": "local answer"}
+
+    local = create_in_process_client(model="local", generate=generate)
+    r = run(fallback(client(one, "anthropic"), local), "hi", toolkit=counter.toolkit)
+    assert r["text"] == "local answer" and r["served_by"]["model"] == "local"
+    assert counter.runs == [7] and "RESULT-7" in str(seen[0])
+
+
+def test_the_primarys_sqlite_store_and_message_log_serve_the_whole_exchange(providers, tmp_path):
+    from toolnexus.history import sqlite_log
+    from toolnexus.store import sqlite_store
+
+    one, two, _ = providers
+    one.load([call(1), *failing("529")])
+    two.load([answer("the answer")])
+    counter = Counter()
+    store, log = sqlite_store(tmp_path / "chat.db"), sqlite_log(tmp_path / "log.db")
+    primary = client(one, "anthropic", store=store, message_log=log, lookup_tool=False)
+    chain = fallback(primary, client(two, "responses"))
+    r = run(chain, "the question", toolkit=counter.toolkit, conversation_id="u1")
+    assert store["get"]("u1") == r["messages"] and counter.runs == [1]
+    said = [(e["direction"], e["text"]) for e in get_chat_history(chain, conversation_id="u1")]
+    assert said == [("user", "the question"), ("ai", "the answer")]
 
 
 # ---- the cool-down ---------------------------------------------------------------------------
@@ -314,8 +347,12 @@ def test_a_failover_is_an_event_of_the_exchanges_span(providers, monkeypatch):
     (event,) = [e for e in parent.events if e.name == "toolnexus.failover"]
     assert event.attributes["toolnexus.failover.kind"] == "network"
     assert event.attributes["gen_ai.request.model"] == "second-model"
-    chats = [s.name for s in exporter.get_finished_spans() if s.name.startswith("chat")]
-    assert chats == ["chat primary-model"] * 2 + ["chat second-model"]
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert [s.name for s in chats] == ["chat primary-model"] * 2 + ["chat second-model"]
+    ports = [s.attributes["server.port"] for s in chats]
+    assert ports == [int(one.url.split(":")[2].split("/")[0])] * 2 + [
+        int(two.url.split(":")[2].split("/")[0])
+    ]
 
 
 # ---- the value ----------------------------------------------------------------------------------

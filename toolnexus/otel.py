@@ -186,6 +186,20 @@ def _server(endpoint: Any) -> dict:
     return out
 
 
+def _leg(request: Mapping) -> dict:
+    """Return the provider and server of a request a fallback chain's other client sends
+    (core.failover; the exchange's own are the primary's), else nothing."""
+    client = request.get("client")
+    if not request.get("leg") or not isinstance(client, Mapping) or not client.get("base_url"):
+        return {}
+    import httpx
+
+    url = httpx.URL(client["base_url"])
+    port = url.port if url.port is not None else 443 if url.scheme == "https" else 80
+    return {"gen_ai.provider.name": provider_name(client["style"], url.host),
+            "server.address": url.host, "server.port": port}  # fmt: skip
+
+
 def _usage_attrs(span: Any, usage: Mapping) -> None:
     if not usage:
         return
@@ -259,7 +273,7 @@ def _chat_start(t: Trace, request: Mapping) -> Any:
     body = request["body"]
     model = body.get("model") or t.model
     attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model,
-                             **t.server}  # fmt: skip
+                             **t.server, **_leg(request)}  # fmt: skip
     if t.streaming:
         attrs["gen_ai.request.stream"] = True
     for ours, theirs in (("max_tokens", "gen_ai.request.max_tokens"),

@@ -92,7 +92,9 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
     """Yield effects until one model turn is decoded, retrying as the policy says."""
     encode = cfg["encode"]
     content = steps.request_content(state, body, known) if encode else None
-    request = {"body": body, "content": content, "turn": turn_no, "leg": cfg.get("leg", 0)}
+    # "leg": the client of a fallback chain that sends it (core.failover), and who it is.
+    request = {"body": body, "content": content, "turn": turn_no, "leg": cfg.get("leg", 0),
+               "client": cfg.get("served_by")}  # fmt: skip
     attempt = 0
     while True:
         attempt += 1
