@@ -380,3 +380,5 @@ def test_a_chain_is_a_value_that_shows_its_clients(providers):
     shown = repr(chain)
     assert "openai:primary-model" in shown and "anthropic:m2" in shown
     assert "sk-secret" not in shown and "sk-other" not in shown
+    with pytest.raises(TypeError, match="no options of its own"):
+        chain.set(model="m3")

@@ -108,6 +108,12 @@ class Fallback(NamedTuple):
             raise AttributeError(name)
         return getattr(self.clients[0], name)  # an exchange's settings are the primary's
 
+    def set(self, *args: Any, **changes: Any) -> Any:
+        """Refuse: a chain has no options of its own (the primary's `set` would return the
+        primary alone, not a chain)."""
+        raise TypeError("a fallback chain has no options of its own: evolve its clients "
+                        "(client.set(...)) and make a new chain with fallback(...)")  # fmt: skip
+
     def close(self) -> None:
         """Close every client of the chain (their runtimes); idempotent."""
         for c in self.clients:
