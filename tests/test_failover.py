@@ -176,6 +176,17 @@ def test_the_primarys_sqlite_store_and_message_log_serve_the_whole_exchange(prov
     assert said == [("user", "the question"), ("ai", "the answer")]
 
 
+@pytest.mark.parametrize(("first", "second"), [("anthropic", "openai"), ("openai", "responses")])
+def test_structured_output_is_asked_in_the_fallbacks_own_way(providers, first, second):
+    one, two, _ = providers
+    one.load(failing("529"))
+    two.load([answer('{"city": "Oslo"}')])
+    schema = {"type": "object", "properties": {"city": {"type": "string"}},
+              "required": ["city"], "additionalProperties": False}  # fmt: skip
+    r = run(_chain(providers, (first, second)), "where?", output_schema=schema)
+    assert dict(r["output"]) == {"city": "Oslo"} and invalid_requests(two) == []
+
+
 # ---- the cool-down ---------------------------------------------------------------------------
 
 
