@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from pyrsistent import freeze
+from toolnexus.core.frozen import freeze
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -26,6 +26,9 @@ with its load and save:
   own      one client alone continues its own conversation
   other    two clients (two runtimes, two store values: two workers of a service) take
            turns on one id; measured is an exchange of one when the OTHER saved last
+  cold     a conversation this process never saw: a new client and store value (fresh
+           runtime, empty memo) for each measured exchange (issue 35: at most 1.0x,
+           aim 0.5x)
 """
 
 from __future__ import annotations
@@ -45,9 +48,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pyrsistent import thaw
 
 import toolnexus as tn
+from toolnexus.core.frozen import thaw
 from toolnexus.core.transcript import freeze_transcript
 from toolnexus.store import in_memory_store, sqlite_store
 from toolnexus.testing import openai_response, text_reply
@@ -138,6 +141,23 @@ def own_path(store: dict) -> Callable[[int], float]:
         tn.run(c, "warm up", id=cid)  # loaded cold once, then saved by this client
         spent = cpu(lambda: tn.run(c, "one more", id=cid))
         store["delete"](cid)
+        return spent
+
+    return one
+
+
+def cold_path(make: Callable[[], dict]) -> Callable[[int], float]:
+    """Return one round: the CPU of an exchange on an n-message conversation this process
+    never saw: a new client (a fresh runtime) over a new store value (an empty memo), as
+    a worker that did not serve it last, or a restart."""
+    writer = make()
+
+    def one(n: int) -> float:
+        cid = f"cold-{uuid.uuid4().hex[:8]}"
+        writer["save"](cid, history(n - 2))
+        fresh = client(make())
+        spent = cpu(lambda: tn.run(fresh, "one more", id=cid))
+        writer["delete"](cid)
         return spent
 
     return one
@@ -247,6 +267,7 @@ def store_figures(sizes: tuple, rounds: int) -> dict:
                 make = stack.enter_context(opened())
                 _growth(figures, (name, "own"), sizes, own_path(make()), rounds)
                 _growth(figures, (name, "other"), sizes, other_path((make(), make())), rounds)
+                _growth(figures, (name, "cold"), sizes, cold_path(make), rounds)
         except Exception as e:  # unreachable or not installed: reported, skipped
             print(f"  {name}: skipped ({type(e).__name__}: {e})")
     return figures

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyrsistent import freeze, thaw
 
+from toolnexus.core.frozen import freeze, thaw
 from toolnexus.core.transcript import FORMAT_VERSION
 from toolnexus.store import StoreCorruptError
 

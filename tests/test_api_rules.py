@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from published import available, spec_problems
-from pyrsistent import freeze, pmap, pvector, thaw
+from pyrsistent import pvector
 
 from toolnexus import create_client, define_tool, http_tool, image, run, text, tool, toolkit
+from toolnexus.core.frozen import FrozenMap, freeze, thaw
 from toolnexus.core.tool import NAME_RULE, tool_output
 from toolnexus.core.wire.common import unique_id
 from toolnexus.skills import skill_tool
@@ -150,7 +151,7 @@ def test_an_optional_parameter_accepts_the_null_a_strict_model_sends(style):
 
 
 def test_optional_still_checks_its_type():
-    bad = forecast["execute"](pmap({"city": "Oslo", "days": "three"}))
+    bad = forecast["execute"](FrozenMap({"city": "Oslo", "days": "three"}))
     assert bad["is_error"] and "days: expected integer or null" in bad["output"]
 
 
@@ -159,13 +160,13 @@ def test_optional_still_checks_its_type():
 
 @pytest.mark.parametrize("style", DIALECTS)
 def test_a_tool_returning_library_values_sends_json_never_a_repr(style):
-    value = pmap({"temps": pvector([1, 2]), "unit": "c", "ok": True, "none": None})
+    value = FrozenMap({"temps": pvector([1, 2]), "unit": "c", "ok": True, "none": None})
     t = tool("temps", "Temperatures.", None, lambda a: value)
     script = [tool_calls_reply(("temps", {})), text_reply("ok")]
     with fake_provider(script) as fp:
         r = run(_client(fp, style), "temps?", toolkit=toolkit(t))
     sent = json.dumps(_bodies(fp)[1]["messages"])
-    assert "pmap(" not in sent and "pvector(" not in sent
+    assert "FrozenMap(" not in sent and "pvector(" not in sent
     assert json.loads(r["tool_calls"][0]["output"]) == thaw(value)
     _check_specs(fp, style)
 

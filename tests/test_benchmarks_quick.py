@@ -43,7 +43,7 @@ def test_overhead_quick(capsys, monkeypatch):
 def test_the_floor_declares_the_tools_the_library_declares():
     """The floor's worker writes the tools out (it imports no toolnexus): they must be
     what tn.to_openai gives for the scenario's functions, or the arms send other bodies."""
-    from pyrsistent import thaw
+    from toolnexus.core.frozen import thaw
 
     overhead = load("overhead")
     worker = load("overhead_worker")

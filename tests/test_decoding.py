@@ -8,10 +8,11 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import freeze, pvector
+from pyrsistent import pvector
 
 from toolnexus.core import calls
 from toolnexus.core.errors import ProviderError
+from toolnexus.core.frozen import freeze
 from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.core.wire import anthropic, openai, sse
 from toolnexus.core.wire.common import EMPTY_ANSWER, encode_body, is_empty_answer

@@ -7,9 +7,9 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import freeze, thaw
 
 from toolnexus import create_client, define_tool, plain, run, show, stream, toolkit
+from toolnexus.core.frozen import freeze, thaw
 from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.history import in_memory_log
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
@@ -83,7 +83,7 @@ def test_show_refuses_what_it_cannot_read():
 
 
 def test_plain_makes_results_json_ready():
-    """Failed before: json.dumps(r["usage"]) raised 'PMap is not JSON serializable'."""
+    """Failed before: json.dumps(r["usage"]) raised 'FrozenMap is not JSON serializable'."""
     r = weather_run("openai")
     data = json.loads(json.dumps(plain(r)))
     assert data["usage"] == {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}

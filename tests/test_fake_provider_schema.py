@@ -12,9 +12,9 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import freeze, thaw
 
 from toolnexus import ProviderError, create_client, run, stream
+from toolnexus.core.frozen import freeze, thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.testing import fake_provider, text_reply, transcripts
 from toolnexus.testing.specs import derive

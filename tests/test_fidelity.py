@@ -11,10 +11,10 @@ from functools import reduce
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import thaw
 from raw_server import RawServer, sse_answer
 
 from toolnexus import ProviderError, create_client, define_tool, run, stream
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire.common import ZERO_USAGE, add_usage, usage
 from toolnexus.prometheus import metrics_sink
 from toolnexus.store import in_memory_store

@@ -5,11 +5,11 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import pmap
 
 from toolnexus import execute, tool, tool_result, toolkit
 from toolnexus.core import flow
 from toolnexus.core.errors import ProviderError
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.wire.generated import parse_generated
 from toolnexus.exchange import choose, performed
 from toolnexus.store.fused import derive, fuse
@@ -57,7 +57,7 @@ def config(store, lock, save=None, fused=None, **over):
     the store map {get, save, lock} and its fused calls, as a client's plan does."""
     m = {"get": store.get, "save": save or store.__setitem__, "lock": lock}
     cfg = {
-        "dialect": "openai", "model": "m", "system": lambda tk: "", "params": pmap(),
+        "dialect": "openai", "model": "m", "system": lambda tk: "", "params": FrozenMap(),
         "hooks": {}, "max_turns": 10, "retries": 2, "retry_base_ms": 100, "rng": lambda: 0.5,
         "max_wait_s": 60,
         "on_error": None, "wait_for": None, "transform": None, "events": False,
@@ -222,8 +222,8 @@ def test_an_optimistic_exchange_holds_no_lock_while_it_runs_and_keeps_both_turns
     while effect[0] != "llm":
         effect = gen.send(drive_one(effect, store))
     assert lock.taken == lock.released == 1  # nothing held while the model answers
-    two = pmap({"role": "user", "content": "two"})
-    store["u"] = (two, pmap({"role": "assistant", "content": "second"}))
+    two = FrozenMap({"role": "user", "content": "two"})
+    store["u"] = (two, FrozenMap({"role": "assistant", "content": "second"}))
     result, _ = drive_rest(gen, first, store)
     assert [m["content"] for m in store["u"]] == ["two", "second", "one", "first"]
     assert result["text"] == "first" and lock.taken == lock.released == 2
@@ -284,7 +284,7 @@ def test_the_fused_calls_take_and_load_then_save_and_release_in_one_op_each():
 
 
 def test_a_stream_uses_the_fused_calls_for_its_load_and_its_rebased_save():
-    store, lock = {"u": (pmap({"role": "user", "content": "zero"}),)}, Lock()
+    store, lock = {"u": (FrozenMap({"role": "user", "content": "zero"}),)}, Lock()
     cfg = config(store, lock, hold_lock=False, **fused(store, lock))
     gen = run_exchange(cfg, "one", TK, None, "u")
     result, effects = drive(gen, [text("first")])

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from pyrsistent import thaw
 
 from toolnexus import clear_chat_history, create_in_process_client, forget, get_chat_history, run
+from toolnexus.core.frozen import thaw
 from toolnexus.history import in_memory_log, postgres_log, sqlite_log
 from toolnexus.store import file_store, in_memory_store, sqlite_store
 

@@ -174,9 +174,8 @@ def test_a_fork_into_an_id_whose_exchange_is_in_flight_waits_for_it(make_store):
     """The fork takes dst's lock: it lands after the exchange's save, never under it."""
     import threading
 
-    from pyrsistent import thaw
-
     from toolnexus import ask, create_in_process_client
+    from toolnexus.core.frozen import thaw
 
     store = make_store()
     store["save"]("src", T)

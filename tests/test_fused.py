@@ -7,9 +7,9 @@ import time
 import warnings
 
 import pytest
-from pyrsistent import thaw
 
 from toolnexus import ask, create_client
+from toolnexus.core.frozen import thaw
 from toolnexus.store import (
     StoreCorruptError,
     capped_store,

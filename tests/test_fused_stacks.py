@@ -18,9 +18,9 @@ from functools import partial
 from cryptography.fernet import Fernet
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import freeze
 
 from toolnexus import close, create_in_process_client, forget, run, stream
+from toolnexus.core.frozen import freeze
 from toolnexus.core.transcript import freeze_transcript
 from toolnexus.store import (
     capped_store,

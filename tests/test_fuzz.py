@@ -25,7 +25,7 @@ import urllib.parse
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyrsistent import PMap, PVector
+from pyrsistent import PVector
 from raw_server import RawServer, json_answer, sse_answer
 
 from toolnexus import (
@@ -40,6 +40,7 @@ from toolnexus import (
     stream,
     toolkit,
 )
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.store import StoreCorruptError, file_store, redis_store, sqlite_store
 from toolnexus.testing.fake_provider import (
@@ -90,8 +91,10 @@ def server():
 
 
 def valid_result(r) -> None:
-    assert isinstance(r, PMap) and isinstance(r["text"], str)
-    assert isinstance(r["messages"], PVector) and all(isinstance(m, PMap) for m in r["messages"])
+    assert isinstance(r, FrozenMap) and isinstance(r["text"], str)
+    assert isinstance(r["messages"], PVector) and all(
+        isinstance(m, FrozenMap) for m in r["messages"]
+    )
     assert r["status"] in ("done", "pending", "incomplete")
     assert all(isinstance(v, int) and v >= 0 for v in r["usage"].values())
     for c in r["tool_calls"]:
@@ -303,7 +306,7 @@ def check_get(store, id: str) -> None:
         return
     assert got is None or (
         isinstance(got, PVector)
-        and all(isinstance(m, PMap) and isinstance(m.get("role"), str) for m in got)
+        and all(isinstance(m, FrozenMap) and isinstance(m.get("role"), str) for m in got)
     )
 
 

@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import thaw
 
 from toolnexus import from_genai, to_genai
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.core.wire.parts import UnsupportedPartError
 from toolnexus.core.wire.translate import translate

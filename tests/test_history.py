@@ -484,8 +484,7 @@ _VALID = {"id": "e1", "conversation_id": "c", "text": "hi", "direction": "ai",
 )
 def test_entry_fields_accepts_and_refuses_exactly_what_entry_does(raw):
     """entry_fields (one lookup per field, no copy) agrees with building the entry anew."""
-    from pyrsistent import pmap
-
+    from toolnexus.core.frozen import FrozenMap
     from toolnexus.history.entry import check_entry, entry, entry_fields
 
     try:
@@ -503,7 +502,7 @@ def test_entry_fields_accepts_and_refuses_exactly_what_entry_does(raw):
     got = dict(zip(keys, fields, strict=True))
     assert [got[k] for k in same] == [made[k] for k in same] and fields[3].tzinfo is UTC
     assert len(fields[0]) == 32 if fresh else fields[0] == made["id"]
-    checked = check_entry(pmap(raw))
+    checked = check_entry(FrozenMap(raw))
     drop = ("id", "timestamp") if now else ("id",)
     assert checked.discard(drop[0]).discard(drop[-1]) == made.discard(drop[0]).discard(drop[-1])
     assert check_entry(made) is made  # an exact entry comes back as it is

@@ -13,10 +13,11 @@ import json
 import httpx
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import freeze, pvector
+from pyrsistent import pvector
 
 import toolnexus as tn
 from toolnexus.core import loading
+from toolnexus.core.frozen import freeze
 from toolnexus.core.transcript import open_calls
 from toolnexus.core.wire import DIALECTS
 from toolnexus.core.wire.translate import native_call_ids

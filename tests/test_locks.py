@@ -14,10 +14,10 @@ import race_worker
 from durable_store_cases import thread_errors
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import thaw
 
 from toolnexus.backends.file.lock import _lock_file_name
 from toolnexus.backends.postgres.lock import advisory_key
+from toolnexus.core.frozen import thaw
 from toolnexus.store import (
     LockTimeoutError,
     StoreUnavailableError,

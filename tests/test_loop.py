@@ -5,11 +5,12 @@ import json
 
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import PMap, PVector, thaw
+from pyrsistent import PVector
 
 from toolnexus import execute, tool, tool_result, toolkit
 from toolnexus.core import flow
 from toolnexus.core import steps as loop
+from toolnexus.core.frozen import FrozenMap, thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.testing import anthropic_response, openai_response
 from toolnexus.testing.fake_responses import responses_response
@@ -82,10 +83,10 @@ json_values = st.recursive(
 
 
 def deeply_frozen(value):
+    if isinstance(value, FrozenMap):  # a dict that refuses changes: check it first
+        return all(deeply_frozen(v) for v in value.values())
     if isinstance(value, dict | list):
         return False
-    if isinstance(value, PMap):
-        return all(deeply_frozen(v) for v in value.values())
     if isinstance(value, PVector):
         return all(deeply_frozen(v) for v in value)
     return True
@@ -96,7 +97,7 @@ def test_parsed_arguments_are_the_object_deeply_frozen(obj):
     """Flat arguments take a shortcut; nested ones are frozen all the way down: both equal."""
     for raw in (json.dumps(obj), obj):  # a JSON string (openai) or an object (anthropic)
         args, error = loop.parse_arguments(raw)
-        assert error is None and isinstance(args, PMap) and deeply_frozen(args)
+        assert error is None and isinstance(args, FrozenMap) and deeply_frozen(args)
         assert thaw(args) == obj
 
 

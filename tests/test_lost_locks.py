@@ -15,9 +15,9 @@ import time
 
 import pytest
 import race_worker
-from pyrsistent import thaw
 
 from toolnexus import ask, create_in_process_client
+from toolnexus.core.frozen import thaw
 
 
 def _echo(request):

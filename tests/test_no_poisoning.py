@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from pyrsistent import thaw
 
 from toolnexus import conversation, create_client, get_chat_history, run, stream
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.history import in_memory_log
 from toolnexus.store import in_memory_store

@@ -7,9 +7,9 @@ import base64
 import os
 
 import pytest
-from pyrsistent import thaw
 
 from toolnexus import audio, audio_url, file, file_url, image, image_url, text
+from toolnexus.core.frozen import thaw
 from toolnexus.core.transcript import freeze_transcript
 from toolnexus.core.wire import anthropic, openai
 from toolnexus.core.wire.parts import UnsupportedPartError, check_part, check_part_size

@@ -13,9 +13,9 @@ the store classifies it.
 from __future__ import annotations
 
 import pytest
-from pyrsistent import thaw
 
 from toolnexus.backends.postgres.store import StoreRefusedError, postgres_store
+from toolnexus.core.frozen import thaw
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.store.fused import fused_call
 

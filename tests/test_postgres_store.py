@@ -6,9 +6,9 @@ from contextlib import contextmanager
 
 import durable_store_cases as cases
 import pytest
-from pyrsistent import freeze, thaw
 
 from toolnexus.backends.postgres.store import postgres_store
+from toolnexus.core.frozen import freeze, thaw
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 from toolnexus.store.fused import declared, fused_call
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from published import available, spec_problems
-from pyrsistent import freeze
 
 from toolnexus import ask, conversation_store, create_client, define_tool, run, toolkit
 from toolnexus.core import transcript as tx
+from toolnexus.core.frozen import freeze
 from toolnexus.store import capped_store, in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 from toolnexus.testing.strategies import transcripts

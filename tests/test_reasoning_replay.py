@@ -9,9 +9,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 import pytest
-from pyrsistent import thaw
 
 from toolnexus import ProviderError, arun, create_client, define_tool, run, stream
+from toolnexus.core.frozen import thaw
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 from toolnexus.testing.fake_provider import anthropic_response, anthropic_stream

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import durable_store_cases as cases
 import pytest
-from pyrsistent import freeze, thaw
 
 from toolnexus.backends.redis.store import RECHECK, redis_store
+from toolnexus.core.frozen import freeze, thaw
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyrsistent import thaw
 
 from toolnexus.core import steps
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.core.wire import anthropic_replay as AR
 from toolnexus.testing.strategies import transcripts

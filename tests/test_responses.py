@@ -9,7 +9,6 @@ import json
 
 import pytest
 from published import available, spec_problems
-from pyrsistent import thaw
 
 from toolnexus import (
     ProviderError,
@@ -23,6 +22,7 @@ from toolnexus import (
     text,
     toolkit,
 )
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire import responses as R
 from toolnexus.store import in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import freeze, pvector
+from pyrsistent import pvector
 
+from toolnexus.core.frozen import freeze
 from toolnexus.store import _rows
 from toolnexus.testing import transcripts
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import PMap, PVector, freeze, pvector
+from pyrsistent import PVector, pvector
 
+from toolnexus.core.frozen import FrozenMap, freeze, thaw
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.store import _rows
 from toolnexus.store.errors import StoreCorruptError
@@ -96,7 +97,7 @@ def test_encode_rows_texts_are_the_messages_json_and_kept_only_where_they_read_b
 
 def test_non_ascii_stays_readable_in_a_row():
     texts, kept = _rows.encode_rows([{"role": "user", "content": "é"}])
-    assert texts == ('{"content":"é","role":"user"}',) and kept == texts
+    assert texts == ('{"role":"user","content":"é"}',) and kept == texts
 
 
 @given(st.lists(st.text(max_size=5), max_size=4))
@@ -183,12 +184,12 @@ def test_known_prefix_skips_longer_transcripts_and_other_objects():
     memo.remember("c", T3, "d")
     memo.remember("c", T3[:1], "d1")
     assert memo.known_prefix("c", T3[:2]).transcript == T3[:1]
-    assert memo.known_prefix("c", freeze(list(T3))) is None  # equal, not the same objects
+    assert memo.known_prefix("c", freeze(thaw(T3))) is None  # equal, not the same objects
     assert memo.prefix_of("c", T3[:2], 2) is None
 
 
 def test_starts_compares_the_very_objects():
-    a, b = T3, freeze(list(T3))
+    a, b = T3, freeze(thaw(T3))
     assert _rows._starts(a, a[:2]) and _rows._starts(a, ())
     assert not _rows._starts(a, b[:2])
     assert not _rows._starts(a, pvector([a[0], b[1]]))
@@ -208,7 +209,7 @@ def _past(memo, t, known, stamp="s1", head=None, rows=None, recheck=None):
 def test_read_past_extends_the_known_transcript_with_its_own_objects():
     memo = _memo_knowing(T3[:1])
     got = _past(memo, T3, memo.known("c"))
-    assert got == T3 and got[0] is T3[0] and isinstance(got[2], PMap)
+    assert got == T3 and got[0] is T3[0] and isinstance(got[2], FrozenMap)
     again = memo.known("c")
     assert again.transcript is got and again.digest == _rows.digest_of(T3)
     assert tuple(again.texts) == tuple(_texts(T3)) and again.stamp == "s1" and again.exact
@@ -388,8 +389,8 @@ def test_decode_reuses_the_known_message_only_where_its_row_is_unchanged():
 def test_decoded_messages_are_pmaps_and_pvectors_all_the_way_down():
     row = '{"content":[{"text":"a","type":"text"}],"role":"user","x":{"y":[1]}}'
     (m,) = _rows.decode_rows("db", "c", 1, 1, [(0, row)])
-    assert isinstance(m, PMap) and isinstance(m["content"], PVector)
-    assert isinstance(m["content"][0], PMap) and isinstance(m["x"]["y"], PVector)
+    assert isinstance(m, FrozenMap) and isinstance(m["content"], PVector)
+    assert isinstance(m["content"][0], FrozenMap) and isinstance(m["x"]["y"], PVector)
 
 
 # --- plans -----------------------------------------------------------------------------

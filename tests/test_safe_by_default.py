@@ -16,8 +16,8 @@ import sys
 import pytest
 import race_worker
 from cryptography.fernet import Fernet
-from pyrsistent import thaw
 
+from toolnexus.core.frozen import thaw
 from toolnexus.store import (
     LockTimeoutError,
     capped_store,

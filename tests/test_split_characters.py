@@ -9,10 +9,10 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import thaw
 from raw_server import RawServer, sse_answer
 
 from toolnexus import ProviderError, create_client, stream
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire.sse import whole_characters
 from toolnexus.store import sqlite_store
 

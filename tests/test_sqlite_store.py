@@ -6,9 +6,9 @@ import sqlite3
 
 import durable_store_cases as cases
 import pytest
-from pyrsistent import thaw
 
 from toolnexus.backends.sqlite.store import sqlite_store
+from toolnexus.core.frozen import thaw
 from toolnexus.store import StoreCorruptError, StoreUnavailableError
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyrsistent import thaw
 
 from toolnexus.core.errors import ProviderError
+from toolnexus.core.frozen import thaw
 from toolnexus.core.steps import parse_arguments
 from toolnexus.core.wire import anthropic, openai, sse
 

@@ -10,9 +10,9 @@ import pytest
 import toolz
 from cryptography.fernet import Fernet
 from hypothesis import Phase
-from pyrsistent import freeze
 
 from toolnexus.core import transcript as tx
+from toolnexus.core.frozen import freeze
 from toolnexus.store import (
     capped_store,
     encrypted,

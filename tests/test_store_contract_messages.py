@@ -7,9 +7,9 @@ import re
 import pytest
 from hypothesis import Phase
 from hypothesis import strategies as st
-from pyrsistent import freeze
 
 from toolnexus.core import transcript as tx
+from toolnexus.core.frozen import freeze
 from toolnexus.testing import check_store_contract
 
 FIND_FAST = {"database": None, "phases": [Phase.generate], "max_examples": 100, "derandomize": True}
@@ -41,7 +41,7 @@ def _bounded(text: str) -> None:
 
     Hypothesis's minimal example below them is left whole: it is what reproduces.
     """
-    assert "pvector(" not in text and "pmap(" not in text
+    assert "pvector(" not in text and "FrozenMap(" not in text
     ours = re.split(r"Failing test case|Falsifying example", text)[0]
     longest = max(len(line) for line in ours.splitlines())
     assert longest < 500, longest  # a message (cut at 240 characters) and its words

@@ -7,9 +7,9 @@ import base64
 
 import pytest
 from durable_store_cases import store_maker
-from pyrsistent import thaw
 
 from toolnexus import ask, create_in_process_client
+from toolnexus.core.frozen import thaw
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.core.wire.jsonload import MAX_BYTES
 

@@ -11,7 +11,6 @@ from typing import NotRequired, Optional, TypedDict
 
 import pytest
 from published import available, spec_problems
-from pyrsistent import thaw
 
 from toolnexus import (
     OutputError,
@@ -27,6 +26,7 @@ from toolnexus import (
     stream,
     toolkit,
 )
+from toolnexus.core.frozen import thaw
 from toolnexus.core.output import output_spec
 from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply

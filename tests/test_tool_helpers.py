@@ -5,9 +5,9 @@ import threading
 import time
 
 import pytest
-from pyrsistent import pmap
 
 from toolnexus import define_tool, toolkit
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.drivers.helpers import Helpers
 from toolnexus.drivers.sync import overlap
 
@@ -76,7 +76,7 @@ def test_overlap_runs_every_call_of_a_turn_at_once_and_returns_them_in_order():
 
     helpers = Helpers(3, "t-helper")
     try:
-        calls = [{"name": "meet", "args": pmap({"n": n})} for n in range(4)]
+        calls = [{"name": "meet", "args": FrozenMap({"n": n})} for n in range(4)]
         ran = overlap(helpers, toolkit(meet), calls)
         assert [r["output"] for r, _ in ran] == ["0", "1", "2", "3"]
     finally:

@@ -8,9 +8,9 @@ import pytest
 from durable_store_cases import store_maker
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import thaw
 
 from toolnexus import ask, create_in_process_client, define_tool, toolkit
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire.translate import _id_plan
 
 

@@ -7,9 +7,10 @@ import json
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from pyrsistent import freeze, pvector, thaw
+from pyrsistent import pvector
 
 from toolnexus.core import transcript as tx
+from toolnexus.core.frozen import freeze, thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.testing import transcripts

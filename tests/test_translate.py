@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from published import available, spec_problems
-from pyrsistent import freeze, thaw
 
 from toolnexus import create_client, run
+from toolnexus.core.frozen import freeze, thaw
 from toolnexus.core.tool import define_tool
 from toolnexus.core.transcript import dangling
 from toolnexus.core.wire import DIALECTS, anthropic

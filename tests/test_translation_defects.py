@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from published import available, spec_problems
-from pyrsistent import thaw
 
 from toolnexus import audio, create_client, define_tool, run, text, toolkit
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.core.wire.translate import native_call_ids, translate
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply

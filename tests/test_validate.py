@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import freeze
 
 from toolnexus import define_tool, tool
+from toolnexus.core.frozen import freeze
 from toolnexus.core.validate import check, compile_schema
 
 scalars = (

@@ -12,11 +12,10 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from pyrsistent import PMap
-
 from . import otel
 from .client import Client
 from .core.flow import exchange_flow
+from .core.frozen import FrozenMap
 from .core.output import output_spec
 from .core.scope import scope_of
 from .core.toolkit import toolkit as make_toolkit
@@ -29,7 +28,7 @@ from .fallback import Fallback, Legs, chained
 from .fallback import table as chain_table
 
 # What `toolkit=` takes: toolkit(...), a list of tools (made one), or None.
-ToolkitArg = PMap | Sequence[Mapping[str, Any]] | None
+ToolkitArg = FrozenMap | Sequence[Mapping[str, Any]] | None
 
 if TYPE_CHECKING:  # the result types are for type checkers: cast() takes their names
     from .types import RunResult, StreamEvent
@@ -212,10 +211,10 @@ def stream(
     yield _done(result)
 
 
-def _done(result: PMap) -> StreamEvent:
-    from pyrsistent import pmap
+def _done(result: FrozenMap) -> StreamEvent:
+    from .core.frozen import FrozenMap
 
-    return cast("StreamEvent", pmap({"type": "done", "result": result}))
+    return cast("StreamEvent", FrozenMap({"type": "done", "result": result}))
 
 
 def ask(

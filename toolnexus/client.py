@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Literal
 
-from pyrsistent import PMap, PRecord, field, freeze, pmap
+from pyrsistent import PRecord, field
 
 from .backends.memory.store import in_memory_store
+from .core.frozen import FrozenMap, freeze
 from .core.wire import DIALECTS
 from .drivers.transport import Endpoint, endpoint_url, given_http
 from .plan import plan
@@ -220,7 +221,7 @@ def _check(o: Mapping) -> None:
         raise ValueError(f"tool_executor must be one of {_EXECUTORS}, got {o['tool_executor']!r}")
 
 
-def _params(given: Mapping | None, style: str) -> PMap:
+def _params(given: Mapping | None, style: str) -> FrozenMap:
     """Return request_params frozen; a field the loop sets on every request is a ValueError
     (it would be overridden, or would override the loop's own)."""
     if given is not None and not isinstance(given, Mapping):
@@ -242,12 +243,12 @@ def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Clien
         **o,
         "generate": o.get("generate"),
         "api_key": key if isinstance(key, Secret) else Secret(key),
-        "headers": pmap(o["headers"] or {}),
+        "headers": FrozenMap(o["headers"] or {}),
         "system_prompt": o["system_prompt"] or "",
         "store": store,
         # One tenant scope: the log sees the ids the store's decorators map (namespaced...).
         "message_log": align_log(store, o["message_log"]),
-        "hooks": pmap(o["hooks"] or {}),
+        "hooks": FrozenMap(o["hooks"] or {}),
         "request_params": _params(o["request_params"], o["style"]),
         "given": given_http(o["transport"], o["http_client"]),
         "endpoint": endpoint,

@@ -26,7 +26,7 @@ def plain(x: Any) -> Any:
     Immutable maps and vectors become dicts and lists, tuples and sets lists, datetimes
     and dates ISO strings, UUIDs and paths strings, bytes base64 text.
 
-    >>> from pyrsistent import freeze
+    >>> from toolnexus.core.frozen import freeze
     >>> plain(freeze({"usage": {"total_tokens": 3}, "ids": ("a",)})) == {
     ...     "usage": {"total_tokens": 3}, "ids": ["a"]}
     True

@@ -10,8 +10,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from .core.frozen import FrozenMap
 from .core.transcript import freeze_transcript, is_system, safe_cuts
 
 __all__ = ["compactor", "estimate_tokens", "extractive_summary"]
@@ -25,7 +26,7 @@ def estimate_tokens(messages: Sequence[Mapping]) -> int:
     >>> estimate_tokens([{"role": "user", "content": "x" * 40}])
     18
     """
-    from pyrsistent import thaw
+    from .core.frozen import thaw
 
     return len(json.dumps(thaw(list(messages)), ensure_ascii=False)) // 4
 
@@ -77,9 +78,11 @@ def _with_summary(summary: str, tail: PVector) -> PVector:
         else:  # a text part of the kind the message's own parts are (input_text: Responses)
             kind = "input_text" if any(str(p.get("type")).startswith("input_")
                                        for p in content) else "text"  # fmt: skip
-            merged = first.set("content", pvector([pmap({"type": kind, "text": text})]) + content)
+            merged = first.set(
+                "content", pvector([FrozenMap({"type": kind, "text": text})]) + content
+            )
         return tail.set(0, merged)
-    return pvector([pmap({"role": "user", "content": text})]) + tail
+    return pvector([FrozenMap({"role": "user", "content": text})]) + tail
 
 
 def compact(

@@ -19,10 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from pyrsistent import PMap, freeze, thaw
-
 from . import http_fetch as fetch
 from .core.errors import excerpt
+from .core.frozen import FrozenMap, freeze, thaw
 from .core.secrets import scrubber
 from .core.tool import tool, tool_result
 
@@ -72,7 +71,7 @@ def plan_request(
     args: Mapping,
     query: tuple[str, ...] = (),
     body: str = "json",
-) -> PMap:
+) -> FrozenMap:
     """Return {method, url, params, json or data} of a call; ValueError if a placeholder
     is missing or a path argument is empty, `.` or `..`.
 
@@ -276,7 +275,7 @@ def http_tool(
     allow_hosts: Sequence[str] | None = None,
     allow_private: bool = False,
     http_client: Any = None,
-) -> PMap:
+) -> FrozenMap:
     """Return a tool (source "http") that calls `method url` with the model's arguments.
 
     `{placeholders}` in `url` are filled from the arguments (each one path segment);
@@ -332,7 +331,7 @@ class _Call:
         self.headers, self.limits, self.given = headers, limits, http_client
         self.clients = fetch.Clients(limits.timeout)
 
-    def send(self, plan: PMap, headers: dict, scrub: Any) -> PMap:
+    def send(self, plan: FrozenMap, headers: dict, scrub: Any) -> FrozenMap:
         """Make the planned request within the tool's bounds; return the tool result."""
         import httpx
 
@@ -360,7 +359,7 @@ class _Call:
         return _result(answer, self.limits.hops, scrub)
 
 
-def _result(answer: fetch.Answer, hops: int, scrub: Any) -> PMap:
+def _result(answer: fetch.Answer, hops: int, scrub: Any) -> FrozenMap:
     """Return the tool result of a finished exchange."""
     try:
         text = answer.body.decode(answer.charset, errors="replace")

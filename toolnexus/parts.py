@@ -17,8 +17,7 @@ import stat
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from pyrsistent import PMap, pmap
-
+from .core.frozen import FrozenMap
 from .core.wire.parts import MIME_TYPES, check_part, check_part_size, part_size
 
 __all__ = [
@@ -58,7 +57,7 @@ def mime_type_for(name: str) -> str | None:
     return MIME_TYPES.get(suffix)
 
 
-def text(s: str) -> PMap:
+def text(s: str) -> FrozenMap:
     """Return a text part.
 
     >>> text("hi") == {"type": "text", "text": "hi"}
@@ -66,7 +65,7 @@ def text(s: str) -> PMap:
     """
     if not isinstance(s, str):
         raise TypeError(f"text() takes a string, got {type(s).__name__}")
-    return pmap({"type": "text", "text": s})
+    return FrozenMap({"type": "text", "text": s})
 
 
 def _expect(kind: str, mime: str, where: str) -> None:
@@ -113,7 +112,7 @@ def _too_big(path: str | os.PathLike, size: int, max_bytes: int) -> str:
 
 def _media(
     kind: str, source: Source, mime_type: str | None, name: str | None, max_bytes: int
-) -> PMap:
+) -> FrozenMap:
     if isinstance(source, (bytes, bytearray, memoryview)):
         if not mime_type:
             raise ValueError(f"{kind}(bytes) needs mime_type=: bytes are never sniffed")
@@ -134,7 +133,7 @@ def _media(
     return check_part({**part, "name": name} if name else part)
 
 
-def _by_url(kind: str, url: str, mime_type: str | None, name: str | None) -> PMap:
+def _by_url(kind: str, url: str, mime_type: str | None, name: str | None) -> FrozenMap:
     if not isinstance(url, str) or not url:
         raise ValueError(f"{kind}_url() takes a non-empty URL string, got {url!r}")
     mime_type = mime_type or mime_type_for(urlsplit(url).path)
@@ -151,7 +150,7 @@ def image(
     name: str | None = None,
     *,
     max_bytes: int = MAX_FILE_BYTES,
-) -> PMap:
+) -> FrozenMap:
     """Return an image part from a file (its mime type from the extension) or bytes."""
     return _media("image", path_or_bytes, mime_type, name, max_bytes)
 
@@ -162,7 +161,7 @@ def file(
     name: str | None = None,
     *,
     max_bytes: int = MAX_FILE_BYTES,
-) -> PMap:
+) -> FrozenMap:
     """Return a file part (e.g. a PDF) from a file or bytes; its name defaults to the file's."""
     return _media("file", path_or_bytes, mime_type, name, max_bytes)
 
@@ -173,21 +172,21 @@ def audio(
     name: str | None = None,
     *,
     max_bytes: int = MAX_FILE_BYTES,
-) -> PMap:
+) -> FrozenMap:
     """Return an audio part (wav or mp3) from a file or bytes."""
     return _media("audio", path_or_bytes, mime_type, name, max_bytes)
 
 
-def image_url(url: str, mime_type: str | None = None, name: str | None = None) -> PMap:
+def image_url(url: str, mime_type: str | None = None, name: str | None = None) -> FrozenMap:
     """Return an image part by URL (the provider fetches it)."""
     return _by_url("image", url, mime_type, name)
 
 
-def file_url(url: str, mime_type: str | None = None, name: str | None = None) -> PMap:
+def file_url(url: str, mime_type: str | None = None, name: str | None = None) -> FrozenMap:
     """Return a file part by URL (Anthropic fetches a PDF by URL; OpenAI cannot)."""
     return _by_url("file", url, mime_type, name)
 
 
-def audio_url(url: str, mime_type: str | None = None, name: str | None = None) -> PMap:
+def audio_url(url: str, mime_type: str | None = None, name: str | None = None) -> FrozenMap:
     """Return an audio part by URL (neither dialect carries it: see on_unsupported_part)."""
     return _by_url("audio", url, mime_type, name)

@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from pyrsistent import pmap
-
+from .core.frozen import FrozenMap
 from .core.wire import DIALECTS
 
 __all__ = ["plan"]
@@ -50,7 +49,7 @@ def _served_by(o: Mapping) -> Any:
     credentials); base_url is None for an in-process model."""
     endpoint = o["endpoint"]
     base = str(endpoint.base) if endpoint is not None else None
-    return pmap({"style": o["style"], "model": o["model"], "base_url": base})
+    return FrozenMap({"style": o["style"], "model": o["model"], "base_url": base})
 
 
 def plan(o: Mapping, runtime: Any) -> MappingProxyType:

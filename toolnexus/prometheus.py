@@ -23,8 +23,7 @@ from collections.abc import Callable, Mapping
 from itertools import accumulate
 from typing import Any
 
-from pyrsistent import PMap, freeze, pmap
-
+from .core.frozen import FrozenMap, freeze
 from .core.toolkit import UNKNOWN_TOOL
 
 __all__ = [
@@ -55,12 +54,12 @@ FAMILIES = {
         " failed, the one asked next and the failure's kind."),
 }  # fmt: skip
 
-_EMPTY_HISTOGRAM = pmap({"buckets": (0,) * len(BUCKETS), "sum": 0.0, "count": 0})
+_EMPTY_HISTOGRAM = FrozenMap({"buckets": (0,) * len(BUCKETS), "sum": 0.0, "count": 0})
 
 
-def metrics_state() -> PMap:
+def metrics_state() -> FrozenMap:
     """Return an empty metrics state: {"counters": {}, "histograms": {}}."""
-    return pmap({"counters": pmap(), "histograms": pmap()})
+    return FrozenMap({"counters": FrozenMap(), "histograms": FrozenMap()})
 
 
 def _label(value: Any) -> str:
@@ -149,7 +148,7 @@ def _histogram(h: Mapping, seconds: float) -> dict:
     return {"buckets": buckets, "sum": h["sum"] + seconds, "count": h["count"] + 1}
 
 
-def record(state: PMap, event: Mapping) -> PMap:
+def record(state: FrozenMap, event: Mapping) -> FrozenMap:
     """Return the state after one metric event; unknown events change nothing (never raises).
 
     >>> s = record(metrics_state(), {"event": "run", "model": "m", "error": True})
@@ -163,7 +162,7 @@ def record(state: PMap, event: Mapping) -> PMap:
             counters = counters.set(key, counters.get(key, 0) + amount)
         else:
             h = _histogram(histograms.get(key, _EMPTY_HISTOGRAM), amount)
-            histograms = histograms.set(key, pmap(h))
+            histograms = histograms.set(key, FrozenMap(h))
     return state.update({"counters": counters, "histograms": histograms})
 
 
@@ -184,7 +183,7 @@ def _number(x: float | int) -> str:
     return repr(float(x))
 
 
-def _family(state: PMap, name: str) -> list[str]:
+def _family(state: FrozenMap, name: str) -> list[str]:
     kind, names, help_ = FAMILIES[name]
     lines = [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
     if kind == "counter":
@@ -198,7 +197,7 @@ def _family(state: PMap, name: str) -> list[str]:
     return lines
 
 
-def render(state: PMap) -> str:
+def render(state: FrozenMap) -> str:
     """Return the Prometheus text exposition of a state: families and series sorted.
 
     >>> text = render(record(metrics_state(), {"event": "run", "model": 'say "hi"'}))
@@ -236,7 +235,7 @@ def metrics_sink() -> dict:
                 h[1] += amount
                 h[2] += 1
 
-    def state() -> PMap:
+    def state() -> FrozenMap:
         with lock:
             hs = {k: (tuple(accumulate(b)), total, n) for k, (b, total, n) in histograms.items()}
             snapshot = {

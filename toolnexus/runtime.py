@@ -13,8 +13,9 @@ first use and freed by `close()`:
   transcript, it as the next request replays it, and the JSON text of each message, so
   the next exchange that loads that very value (an in-memory store, a read cache) skips
   translating, repairing and re-encoding it. It
-  is bounded (MEMO_SIZE conversations, least recently used dropped) and holds the
-  values it describes, so a hit is exact;
+  is bounded by bytes (MEMO_BYTES of the remembered messages' JSON, least recently used
+  dropped; memory is about six times that) and by MEMO_SIZE conversations, and holds
+  the values it describes, so a hit is exact;
 - the toolkit with the message log's lookup tool, per conversation (same bound), so an
   exchange does not rebuild the tool and its request JSON;
 - the metrics sink behind `metrics(client)`;
@@ -40,9 +41,14 @@ from .drivers.transport import Http, owned_async_client, owned_client
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["Runtime", "MEMO_SIZE"]
+__all__ = ["Runtime", "MEMO_SIZE", "MEMO_BYTES", "memo_bytes"]
 
 MEMO_SIZE = 256  # conversations remembered per runtime
+# The JSON bytes of the conversations a runtime remembers: 16 MiB is about 100 MB of
+# memory (a message's objects take about six times its JSON), 100 conversations of
+# 1,000 messages. A conversation past it alone is not remembered (it is loaded again).
+MEMO_BYTES = 16 * 1024 * 1024
+_UNENCODED_MESSAGE = 512  # bytes counted per message of a memo without texts
 TOOL_THREADS = 16
 IO_THREADS = 256  # threads start on demand: only blocked lock waiters need many
 
@@ -53,7 +59,8 @@ class Runtime:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._forget_resources()
-        self._memo: OrderedDict[str, Mapping] = OrderedDict()
+        self._memo: OrderedDict[str, tuple[Mapping, int]] = OrderedDict()  # id -> (memo, bytes)
+        self._memo_bytes = 0
         self._lookup: OrderedDict[str, tuple] = OrderedDict()  # id -> (toolkit, log, made)
         self._scoper: tuple | None = None  # (toolkit, log, scoped(id)) of the last toolkit
         # The running exchange (an otel.Trace) of each conversation key: the client's, so
@@ -165,18 +172,30 @@ class Runtime:
     def recall(self, conversation_id: str) -> Mapping | None:
         """Return the memo {messages, history, texts} of a conversation this runtime saved."""
         with self._lock:
-            memo = self._memo.get(conversation_id)
-            if memo is not None:
-                self._memo.move_to_end(conversation_id)
-            return memo
+            kept = self._memo.get(conversation_id)
+            if kept is None:
+                return None
+            self._memo.move_to_end(conversation_id)
+            return kept[0]
 
     def remember(self, conversation_id: str, memo: Mapping) -> None:
-        """Keep the memo of a conversation just saved (the least recent one goes past the bound)."""
+        """Keep the memo of a conversation just saved (the least recent ones go past the
+        bounds: MEMO_SIZE conversations, MEMO_BYTES of JSON)."""
+        size = memo_bytes(memo)
         with self._lock:
-            self._memo[conversation_id] = memo
-            self._memo.move_to_end(conversation_id)
-            while len(self._memo) > MEMO_SIZE:
-                self._memo.popitem(last=False)
+            old = self._memo.pop(conversation_id, None)
+            self._memo_bytes -= old[1] if old is not None else 0
+            if size > MEMO_BYTES:
+                return
+            self._memo[conversation_id] = (memo, size)
+            self._memo_bytes += size
+            while len(self._memo) > MEMO_SIZE or self._memo_bytes > MEMO_BYTES:
+                self._memo_bytes -= self._memo.popitem(last=False)[1][1]
+
+    def remembered_bytes(self) -> int:
+        """Return the JSON bytes of the conversations this runtime remembers."""
+        with self._lock:
+            return self._memo_bytes
 
     def omitted(self, key: tuple) -> frozenset:
         """Return what requests to an endpoint and model leave out, as its refusals taught."""
@@ -194,7 +213,8 @@ class Runtime:
     def forget(self, conversation_id: str) -> None:
         """Drop what this runtime keeps of a conversation: its memo and its lookup toolkit."""
         with self._lock:
-            self._memo.pop(conversation_id, None)
+            kept = self._memo.pop(conversation_id, None)
+            self._memo_bytes -= kept[1] if kept is not None else 0
             self._lookup.pop(conversation_id, None)
 
     def lookup_toolkit(
@@ -236,6 +256,7 @@ class Runtime:
             self._http.clear()
             self._ahttp.clear()  # closed as their event loops shut down
             self._memo.clear()
+            self._memo_bytes = 0
             self._lookup.clear()
             self._scoper = None
             self.traces.clear()
@@ -271,3 +292,11 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def memo_bytes(memo: Mapping) -> int:
+    """Return the JSON bytes a conversation's memo stands for (its history's texts)."""
+    texts = memo.get("texts")
+    if texts is None:
+        return len(memo.get("history") or ()) * _UNENCODED_MESSAGE
+    return sum(map(len, texts))

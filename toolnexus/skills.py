@@ -14,9 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import pvector
 
 from .core.extras import needs_extra
+from .core.frozen import FrozenMap
 from .core.tool import tool, tool_result
 
 __all__ = [
@@ -81,12 +82,12 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
-def _skill(meta: Mapping, body: str, location: str, files: Iterable[str]) -> PMap | None:
+def _skill(meta: Mapping, body: str, location: str, files: Iterable[str]) -> FrozenMap | None:
     """Return the skill value of parsed frontmatter, or None when it has no usable name."""
     name = _scalar(meta.get("name"))
     if not name:
         return None
-    return pmap(
+    return FrozenMap(
         {
             "name": name,
             "description": _scalar(meta.get("description")) or "",
@@ -190,13 +191,13 @@ def _sample(skill_md: str, all_files: list[str]) -> list[str]:
     )[:SAMPLE_LIMIT]
 
 
-def _skip(location: str, reason: str, detail: str, warn: bool = True) -> PMap:
+def _skip(location: str, reason: str, detail: str, warn: bool = True) -> FrozenMap:
     if warn:
         warnings.warn(f"skipping {location}: {reason} ({detail})", SkillWarning, stacklevel=3)
-    return pmap({"location": location, "reason": reason, "detail": detail})
+    return FrozenMap({"location": location, "reason": reason, "detail": detail})
 
 
-def list_skills(dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> PMap:
+def list_skills(dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> FrozenMap:
     """Return {"skills", "skipped"} found under `dirs` (each a tuple, in discovery order).
 
     Every `**/SKILL.md` is read (symlinked directories followed, cycles guarded). A skip
@@ -205,8 +206,8 @@ def list_skills(dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> PMap:
     """
     seen: set[str] = set()
     all_files = [f for root in _roots(dirs) for f in _files(root, seen)]
-    skills: dict[str, PMap] = {}
-    skipped: list[PMap] = []
+    skills: dict[str, FrozenMap] = {}
+    skipped: list[FrozenMap] = []
     warned: set[str] = set()  # a duplicate name is reported once, however many copies
     for location in (f for f in all_files if os.path.basename(f) == SKILL_FILE):
         try:
@@ -229,7 +230,7 @@ def list_skills(dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> PMap:
             warned.add(name)
         else:
             skills[skill["name"]] = skill
-    return pmap({"skills": tuple(skills.values()), "skipped": tuple(skipped)})
+    return FrozenMap({"skills": tuple(skills.values()), "skipped": tuple(skipped)})
 
 
 # ---- the tool ----------------------------------------------------------------
@@ -241,7 +242,7 @@ _DESCRIPTION = (
 )
 
 
-def skill_tool(skills: Iterable[Mapping]) -> PMap:
+def skill_tool(skills: Iterable[Mapping]) -> FrozenMap:
     """Return the `skill` tool over `skills` (input {name}; an unknown name is an error result)."""
     by_name = {s["name"]: s for s in skills}
     available = ", ".join(sorted(by_name)) or "(none)"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from pyrsistent import PMap, pvector
+from pyrsistent import pvector
 
+from .core.frozen import FrozenMap
 from .core.toolkit import EMPTY, register
 from .skills import list_skills, skill_tool
 
@@ -15,7 +16,7 @@ __all__ = ["toolkit"]
 SkillsDir = str | os.PathLike | Sequence[str | os.PathLike]
 
 
-def toolkit(*tools: Mapping, skills_dir: SkillsDir | None = None) -> PMap:
+def toolkit(*tools: Mapping, skills_dir: SkillsDir | None = None) -> FrozenMap:
     """Return a toolkit value holding `tools` (in order).
 
     With `skills_dir` (a path or a list of paths), the skills found there are kept under

@@ -32,7 +32,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from pyrsistent import PMap, thaw
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -41,6 +40,7 @@ from starlette.routing import Route
 
 from toolnexus import aask, ask, astream, create_client, define_tool, metrics, toolkit
 from toolnexus.core.errors import ProviderError, RunTimeoutError
+from toolnexus.core.frozen import FrozenMap, thaw
 from toolnexus.history.entry import parse_when
 from toolnexus.store import LockTimeoutError, StoreCorruptError, StoreUnavailableError
 
@@ -221,7 +221,7 @@ def build_service(config: Mapping) -> dict:
     return {**b, "client": client, "semaphore": semaphore, "threads": threads}
 
 
-def answer_json(id: str, result: PMap) -> dict:
+def answer_json(id: str, result: FrozenMap) -> dict:
     """Return the JSON answer of a RunResult."""
     calls = [
         {k: c.get(k) for k in ("name", "args", "output", "is_error")} for c in result["tool_calls"]
@@ -242,7 +242,7 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n".encode()
 
 
-def _event_data(id: str, event: PMap) -> dict:
+def _event_data(id: str, event: FrozenMap) -> dict:
     if event["type"] == "done":
         return answer_json(id, event["result"])
     return thaw({k: v for k, v in event.items() if k != "type"})

@@ -13,8 +13,7 @@ import select
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyrsistent import PMap, pmap
-
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.secrets import redact_dsn as redact
 from toolnexus.history.lazy import lazy_log
 from toolnexus.store import (
@@ -88,7 +87,7 @@ def _default_log(store: str) -> str:
     return "none" if backend_kind(store) == "redis" else store
 
 
-def read_config(env: Mapping[str, str]) -> PMap:
+def read_config(env: Mapping[str, str]) -> FrozenMap:
     """Return the service configuration read from environment variables (pure).
 
     >>> read_config({})["driver"], read_config({"TOOLNEXUS_DRIVER": "threads"})["driver"]
@@ -117,7 +116,7 @@ def read_config(env: Mapping[str, str]) -> PMap:
     driver = env.get("TOOLNEXUS_DRIVER") or "async"
     if driver not in ("async", "threads"):
         raise ConfigError(f"TOOLNEXUS_DRIVER must be async or threads, got {driver!r}")
-    return pmap(
+    return FrozenMap(
         {
             "base_url": env.get("TOOLNEXUS_BASE_URL") or "https://api.openai.com/v1",
             "style": style,
@@ -279,7 +278,7 @@ def _make_log(config: Mapping, conns: _Connections) -> dict | None:
     raise ConfigError(f"TOOLNEXUS_LOG cannot be {redact(url)!r}")
 
 
-def _bundle(config: Mapping, conns: _Connections, url: str) -> PMap:
+def _bundle(config: Mapping, conns: _Connections, url: str) -> FrozenMap:
     """The store and log of one PostgreSQL database as one backend bundle on the data pool:
     an exchange's transcript and its log entries are saved in one statement."""
     key = ("bundle", url)
@@ -313,7 +312,7 @@ def _lock(config: Mapping, conns: _Connections) -> Callable:
     return local_lock(timeout)  # "local": one worker process only
 
 
-def open_backends(config: Mapping) -> PMap:
+def open_backends(config: Mapping) -> FrozenMap:
     """Return {store, lock, log, forget_log, warm, close} for a config (no network I/O yet)."""
     conns = _Connections(config)
     store, lock = _store(config, conns), _lock(config, conns)
@@ -324,7 +323,7 @@ def open_backends(config: Mapping) -> PMap:
             log["close"]()
         conns.close()
 
-    return pmap(
+    return FrozenMap(
         {"store": store, "lock": lock, "log": log, "forget_log": forget, "close": close,
          "warm": conns.warm}
     )  # fmt: skip

@@ -46,7 +46,7 @@ def _desc(store: Mapping) -> str:
 
 
 def _json(value: Any) -> str:
-    from pyrsistent import thaw
+    from ..core.frozen import thaw
 
     return json.dumps(thaw(value), ensure_ascii=False, default=str, separators=(", ", ": "))
 

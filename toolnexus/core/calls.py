@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pyrsistent import PMap, freeze, pmap
-
+from .frozen import FrozenMap, freeze
 from .wire.jsonload import MAX_DEPTH, load
 
 __all__ = ["parse_arguments", "name_error", "ARGUMENT_DEPTH"]
@@ -21,14 +20,14 @@ ARGUMENT_BYTES = 4 * 1024 * 1024
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:
+def parse_arguments(raw: Any) -> tuple[FrozenMap | None, str | None]:
     """Return (args, None) for a JSON object, else (None, why) the model can read.
 
     Bounded: text nested deeper than ARGUMENT_DEPTH or longer than 4 MiB is refused
     without decoding (no RecursionError); a mapping given as is must be that shallow too.
 
     >>> parse_arguments('{"a": 1}')[0]["a"], parse_arguments("")[0]
-    (1, pmap({}))
+    (1, FrozenMap({}))
     >>> parse_arguments("[1]")[1]
     'arguments must be a JSON object, got list'
     >>> parse_arguments("[" * 100_000)[1]
@@ -38,7 +37,7 @@ def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:
         raw = bytes(raw).decode("utf-8", "replace")
     if isinstance(raw, str):
         if not raw.strip():
-            return pmap(), None
+            return FrozenMap(), None
         try:
             raw = load(raw, ARGUMENT_DEPTH, ARGUMENT_BYTES)
         except ValueError as e:
@@ -46,10 +45,10 @@ def parse_arguments(raw: Any) -> tuple[PMap | None, str | None]:
     if not isinstance(raw, Mapping):
         return None, f"arguments must be a JSON object, got {type(raw).__name__}"
     if all(type(v) in _SCALARS for v in raw.values()):
-        return pmap(raw), None  # flat, the usual case: nothing nested to freeze
+        return FrozenMap(raw), None  # flat, the usual case: nothing nested to freeze
     if _deeper_than(raw, ARGUMENT_DEPTH):
         return None, f"arguments nested deeper than {ARGUMENT_DEPTH} levels"
-    return freeze(dict(raw), strict=False), None
+    return freeze(dict(raw)), None
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

@@ -47,10 +47,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, pmap
-
 from . import failover, loading, steps
 from .errors import ProviderError
+from .frozen import FrozenMap
 from .output import read_output
 from .retry import decide, error_info, plan
 from .tool import as_result, tool_result
@@ -81,8 +80,8 @@ def value_of(outcome: tuple) -> Any:
     return outcome[1] if outcome[0] == "ok" else None
 
 
-def _event(kind: str, **fields: Any) -> PMap:
-    return pmap({"type": kind, **fields})
+def _event(kind: str, **fields: Any) -> FrozenMap:
+    return FrozenMap({"type": kind, **fields})
 
 
 # ---- one model turn, one turn's tools ----------------------------------------------
@@ -158,7 +157,7 @@ def _final(cfg: Mapping, codec: Any, body: Mapping):
     return (yield ("hook", cfg["transform"], body))
 
 
-def _as_result(value: Any) -> PMap:
+def _as_result(value: Any) -> FrozenMap:
     if isinstance(value, Mapping) and "output" in value:
         value = {"is_error": False, **value}  # a hook's result may leave is_error out
     return as_result(value)  # data as JSON text, content parts as parts (core.tool)
@@ -176,13 +175,13 @@ def _before_tool(hooks: Mapping, call: Mapping, turn_no: int):
     if "result" in out:
         return call, _as_result(out["result"])
     if "args" in out:
-        from pyrsistent import freeze
+        from .frozen import freeze
 
-        return {**call, "args": freeze(dict(out["args"]), strict=False)}, None
+        return {**call, "args": freeze(dict(out["args"]))}, None
     return call, None
 
 
-def _after_tool(hooks: Mapping, call: Mapping, result: PMap, turn_no: int):
+def _after_tool(hooks: Mapping, call: Mapping, result: FrozenMap, turn_no: int):
     hook = hooks.get("after_tool")
     if hook is None:
         return result
@@ -234,7 +233,7 @@ def _resume(cfg: Mapping, tk: Any, call: Mapping, request: Mapping):
     answer = value_of(outcome)
     if not answer or not answer.get("ok"):
         return tool_result(f"Request {request['id']!r} was declined or not answered.", True)
-    again = {**call, "args": call["args"].set("_resume", pmap(answer))}
+    again = {**call, "args": call["args"].set("_resume", FrozenMap(answer))}
     ((result, _),) = yield ("tools", tk, [again])
     if steps.pending_request(result) is not None:
         return tool_result(f"Tool {call['name']!r} suspended again after its answer.", True)

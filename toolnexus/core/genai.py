@@ -24,8 +24,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from .frozen import FrozenMap
 from .transcript import freeze_transcript
 from .wire import DIALECTS
 from .wire import parts as P
@@ -137,7 +138,7 @@ def _neutral(p: Mapping, where: str) -> Mapping:
     """Return the neutral content part of a GenAI part (unknown ones as bare typed parts)."""
     kind = p.get("type")
     if kind == "text":
-        return pmap({"type": "text", "text": _string(p, "content", where)})
+        return FrozenMap({"type": "text", "text": _string(p, "content", where)})
     if kind in ("blob", "uri"):
         modality, mime = p.get("modality"), p.get("mime_type")
         guess = (mime or "").split("/")[0]
@@ -147,7 +148,7 @@ def _neutral(p: Mapping, where: str) -> Mapping:
             raise ValueError(f"{where}: a {kind} part needs a string {key!r}")
         part = {"type": neutral, key: value, **({"mimeType": mime} if mime else {})}
         return P.check_part(part)
-    return pmap({"type": kind if isinstance(kind, str) else "unknown"})
+    return FrozenMap({"type": kind if isinstance(kind, str) else "unknown"})
 
 
 def _string(p: Mapping, key: str, where: str) -> str:
@@ -176,9 +177,9 @@ def _carried(thought: str) -> tuple[list, dict]:
     they are never sent to a provider (see each codec's `replayable`)."""
     if not thought:
         return [], {}
-    thinking = pmap({"type": "thinking", "thinking": thought})
-    summary = pvector([pmap({"type": "summary_text", "text": thought})])
-    return [thinking, pmap({"type": "reasoning", "summary": summary})], {
+    thinking = FrozenMap({"type": "thinking", "thinking": thought})
+    summary = pvector([FrozenMap({"type": "summary_text", "text": thought})])
+    return [thinking, FrozenMap({"type": "reasoning", "summary": summary})], {
         "reasoning_content": thought
     }
 
@@ -241,7 +242,7 @@ def from_genai(
         for item in _message_items(m, n):
             if item[0] == "system":  # kept in place, in every dialect (see translate)
                 write()
-                out.append(pmap({"role": "system", "content": item[1]}))
+                out.append(FrozenMap({"role": "system", "content": item[1]}))
             else:
                 pending.append(item)
     write()

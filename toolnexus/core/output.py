@@ -16,8 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pyrsistent import PMap, freeze, pmap, thaw
-
+from .frozen import FrozenMap, freeze, thaw
 from .validate import compile_schema
 from .wire.jsonload import load
 
@@ -37,7 +36,7 @@ class OutputError(ValueError):
 
 def _schema_of(shape: Any) -> dict:
     if isinstance(shape, Mapping):
-        schema = thaw(shape) if isinstance(shape, PMap) else dict(shape)
+        schema = thaw(shape) if isinstance(shape, FrozenMap) else dict(shape)
         if not schema:
             raise ValueError("output_schema is empty: give a JSON Schema, dataclass or TypedDict")
         return schema
@@ -96,7 +95,7 @@ def _name(shape: Any, schema: Mapping) -> str:
     return _NAME_BAD.sub("_", given)[:64] or "output"
 
 
-def output_spec(shape: Any) -> PMap:
+def output_spec(shape: Any) -> FrozenMap:
     """Return the spec of an `output_schema`: {schema, name, strict, check}.
 
     `shape` is a JSON Schema dict, a dataclass or a TypedDict class (its fields become
@@ -108,7 +107,7 @@ def output_spec(shape: Any) -> PMap:
     """
     schema = _schema_of(shape)
     check = compile_schema(schema)
-    return pmap({"schema": freeze(schema), "name": _name(shape, schema),
+    return FrozenMap({"schema": freeze(schema), "name": _name(shape, schema),
                  "strict": is_strict(schema), "check": check})  # fmt: skip
 
 
@@ -134,4 +133,4 @@ def read_output(spec: Mapping, text: str) -> Any:
     if problem is not None:
         problem = problem.replace("missing required argument", "missing required field")
         raise OutputError(f"the answer does not fit output_schema: {problem}", text)
-    return freeze(value, strict=False) if isinstance(value, dict | list) else value
+    return freeze(value) if isinstance(value, dict | list) else value

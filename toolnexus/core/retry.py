@@ -30,7 +30,7 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pyrsistent import PMap, pmap
+from .frozen import FrozenMap
 
 __all__ = [
     "RETRYABLE_STATUS",
@@ -346,14 +346,14 @@ def provider_fault(error: BaseException | None) -> bool:
     return failure_kind(error) in PROVIDER_FAULTS
 
 
-def error_info(error: BaseException, attempt: int) -> PMap:
+def error_info(error: BaseException, attempt: int) -> FrozenMap:
     """Return the info map of a failed try: {error, status?, attempt, retryable, kind}."""
     status = _status(error)
     info = {"error": error, "attempt": attempt, "retryable": retryable(status, error),
             "kind": failure_kind(error, status)}  # fmt: skip
     if status is not None:
         info["status"] = status
-    return pmap(info)
+    return FrozenMap(info)
 
 
 def decide(info: Mapping, retries: int, on_error: Callable | None = None) -> str:

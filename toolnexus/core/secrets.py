@@ -258,10 +258,10 @@ def scrub_value(value: Any, scrub: Scrub) -> Any:
     """Return `value` (maps, sequences, strings: a tool result, say) with `scrub` applied
     to every string in it, keys included; the same object when nothing changed.
 
-    >>> from pyrsistent import pmap
+    >>> from toolnexus.core.frozen import FrozenMap
     >>> scrub = scrubber(["sk-abcdefghijkl"])
-    >>> out = scrub_value(pmap({"output": "boom sk-abcdefghijkl", "n": 1}), scrub)
-    >>> out == pmap({"output": "boom ***", "n": 1})
+    >>> out = scrub_value(FrozenMap({"output": "boom sk-abcdefghijkl", "n": 1}), scrub)
+    >>> out == FrozenMap({"output": "boom ***", "n": 1})
     True
     """
     return map_strings(value, scrub, keys=True)

@@ -20,16 +20,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
 from .calls import name_error, parse_arguments
+from .frozen import FrozenMap
 from .tool import tool_result
 from .transcript import readable
 from .wire import DIALECTS
 from .wire.common import ZERO_USAGE, add_usage, encode_body, message_json, message_text
 from .wire.parts import prompt_message
-
-_PMAP = type(pmap())
 
 # A loop state: a plain dict that no step mutates (each returns a new one). It lives for
 # one run; everything that escapes it (messages, tool call records, the RunResult) is
@@ -176,8 +175,6 @@ def on_turn(
     of a continued answer is joined across its turns. Calls past `max_calls` are not run
     (`capped`): each is answered with an error result.
     """
-    if type(turn) is _PMAP:  # read a dozen times below: once into a dict
-        turn = dict(turn.iteritems())
     calls = capped(tuple([_call(c) for c in turn["tool_calls"]]), max_calls)
     turns = state["turns"] + 1
     paused = not calls and turn.get("end") == "pause"
@@ -233,7 +230,7 @@ def capped(calls: tuple[dict, ...], max_calls: int | None) -> tuple[dict, ...]:
     return calls[:max_calls] + tuple({**c, "error": why, "capped": True} for c in calls[max_calls:])
 
 
-def invalid_result(call: Mapping) -> PMap:
+def invalid_result(call: Mapping) -> FrozenMap:
     """Return the error result fed back for a call that is not run: its arguments could
     not be used, or it was past the turn's cap on calls."""
     if call.get("capped"):
@@ -247,14 +244,14 @@ def on_results(
     """Return the state after the turn's tool results (in call order); may end `incomplete`."""
     codec = DIALECTS[state["dialect"]]
     records = [
-        pmap(
+        FrozenMap(
             {
                 "id": c["id"],
                 "name": c["name"],
-                "args": c["args"] if c["args"] is not None else pmap(),
+                "args": c["args"] if c["args"] is not None else FrozenMap(),
                 "output": r["output"],
                 "is_error": r["is_error"],
-                "metadata": r.get("metadata", pmap()),
+                "metadata": r.get("metadata", FrozenMap()),
             }
         )
         for c, r in zip(calls, results, strict=True)
@@ -306,9 +303,9 @@ def fresh_messages(state: State) -> PVector:
     return messages[len(messages) - state["fresh"] :]
 
 
-def result(state: State, model: str) -> PMap:
+def result(state: State, model: str) -> FrozenMap:
     """Return the RunResult of a finished state."""
-    return pmap(
+    return FrozenMap(
         {
             "text": state["text"],
             "messages": state["messages"],
@@ -328,7 +325,7 @@ def result(state: State, model: str) -> PMap:
     )
 
 
-def pending_request(result: Mapping) -> PMap | None:
+def pending_request(result: Mapping) -> FrozenMap | None:
     """Return the suspension request a tool result carries (metadata.pending), if any."""
     req = (result.get("metadata") or {}).get("pending")
     return req if isinstance(req, Mapping) and req.get("id") is not None else None

@@ -15,8 +15,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyrsistent import PMap, PVector, freeze, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from .frozen import FrozenMap, freeze
 from .validate import compile_schema, is_trivial
 
 __all__ = [
@@ -69,18 +70,17 @@ def sanitize(s: str) -> str:
     return _UNSAFE.sub("_", s)
 
 
-_EMPTY = pmap()
+_EMPTY = FrozenMap()
 
 
-def _frozen_map(m: Mapping | None) -> PMap:
+def _frozen_map(m: Mapping | None) -> FrozenMap:
     if not m:
         return _EMPTY
-    return m if isinstance(m, PMap) else freeze(dict(m))
+    return m if isinstance(m, FrozenMap) else freeze(dict(m))
 
 
 def _plain_dict(m: Mapping) -> dict:
-    # dict(pmap) looks every key up again; iteritems is several times faster.
-    return dict(m.iteritems()) if isinstance(m, PMap) else dict(m)
+    return dict(m)
 
 
 def tool_result(output: Any, is_error: bool = False, metadata: Mapping | None = None):
@@ -89,7 +89,9 @@ def tool_result(output: Any, is_error: bool = False, metadata: Mapping | None = 
     >>> tool_result("4") == {"output": "4", "is_error": False, "metadata": {}}
     True
     """
-    return pmap({"output": output, "is_error": bool(is_error), "metadata": _frozen_map(metadata)})
+    return FrozenMap(
+        {"output": output, "is_error": bool(is_error), "metadata": _frozen_map(metadata)}
+    )
 
 
 _PART_TYPES = frozenset({"text", "image", "file", "audio"})
@@ -123,8 +125,8 @@ def _parts(value: Any) -> PVector | None:
 def _plain_json(o: Any) -> Any:
     # json calls this only for what it cannot encode itself: frozen maps and vectors,
     # sets, and objects of no JSON type (their str: a date, a UUID, a Decimal).
-    if isinstance(o, PMap):
-        return dict(o.iteritems())
+    if isinstance(o, Mapping):  # a map json cannot encode itself (a pyrsistent pmap)
+        return dict(o)
     if isinstance(o, (PVector, tuple, set, frozenset)):
         return list(o)
     return str(o)
@@ -138,7 +140,7 @@ def tool_output(value: Any) -> Any:
     parts (a part or a list of them, see toolnexus.parts) as a vector of parts, and any
     other value (dict, list, pmap, pvector, number, bool, None) as its JSON text.
 
-    >>> tool_output("4"), tool_output(pmap({"a": 1})), tool_output(None), tool_output(2.5)
+    >>> tool_output("4"), tool_output(FrozenMap({"a": 1})), tool_output(None), tool_output(2.5)
     ('4', '{"a": 1}', 'null', '2.5')
     >>> tool_output([{"type": "text", "text": "hi"}])[0]["text"]
     'hi'
@@ -228,7 +230,7 @@ def tool(
     # published schema requires input_schema.type "object").
     frozen = freeze({"type": "object", **schema})
     run = execute if hasattr(execute, "__wrapped__") else _guarded(execute)
-    return pmap(
+    return FrozenMap(
         {
             "name": name,
             "description": description or "",
@@ -282,7 +284,7 @@ def validated(
     return out
 
 
-def with_execute(t: PMap, execute: Callable[[Mapping], Any]) -> PMap:
+def with_execute(t: FrozenMap, execute: Callable[[Mapping], Any]) -> FrozenMap:
     """Return tool `t` with another handler, checked against `t`'s schema as compiled when
     `t` was made (the same tool for another scope, say, without building it again)."""
     run = execute if hasattr(execute, "__wrapped__") else _guarded(execute)

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pyrsistent import PMap, pmap, pvector, thaw
+from pyrsistent import pvector
 
+from .frozen import FrozenMap, thaw
 from .tool import check_name, tool_result
 from .wire import DIALECTS
 from .wire.common import message_text
@@ -29,11 +30,11 @@ _ENTRIES = {d: codec.tool_entry for d, codec in DIALECTS.items()}
 # provider tools (declarations the provider runs itself), in registration order.
 # "wire" holds each dialect's request entries (ours, then the provider tools meant for
 # that dialect), computed by register.
-EMPTY = pmap({"tools": pvector(), "index": pmap(), "skills": pvector(), "native": pvector(),
-              "wire": pmap(), "wire_json": pmap()})  # fmt: skip
+EMPTY = FrozenMap({"tools": pvector(), "index": FrozenMap(), "skills": pvector(),
+                   "native": pvector(), "wire": FrozenMap(), "wire_json": FrozenMap()})  # fmt: skip
 
 
-def provider_tool(declaration: Mapping, *, style: str | None = None) -> PMap:
+def provider_tool(declaration: Mapping, *, style: str | None = None) -> FrozenMap:
     """Return a provider tool: a declaration sent verbatim in the request's `tools`, run
     by the provider itself (Anthropic's `web_search`, code execution; Responses'
     `web_search`, `file_search`), never by the loop. With `style`, it goes to that
@@ -55,7 +56,7 @@ def provider_tool(declaration: Mapping, *, style: str | None = None) -> PMap:
     name = declaration.get("name")
     if name is not None and not isinstance(name, str):
         raise ValueError(f"a provider tool's name is a string, got {name!r:.60}")
-    return pmap({"provider_tool": _verbatim(declaration), "style": style, "name": name})
+    return FrozenMap({"provider_tool": _verbatim(declaration), "style": style, "name": name})
 
 
 def _verbatim(declaration: Mapping) -> Mapping:
@@ -80,7 +81,7 @@ def _is_provider_tool(t: Any) -> bool:
     return isinstance(t, Mapping) and "provider_tool" in t and "execute" not in t
 
 
-def provider_tools(tk: PMap | None, style: str | None = None) -> tuple:
+def provider_tools(tk: FrozenMap | None, style: str | None = None) -> tuple:
     """Return the provider tools of a toolkit (those sent to `style`'s requests if given)."""
     native = (tk.get("native") or ()) if tk else ()
     return tuple(t for t in native if style is None or t["style"] in (None, style))
@@ -92,7 +93,7 @@ def _check_tool(t: Any) -> None:
     check_name(t["name"])  # a map built by hand keeps the APIs' rule too
 
 
-def register(tk: PMap, *tools: Mapping) -> PMap:
+def register(tk: FrozenMap, *tools: Mapping) -> FrozenMap:
     """Return a new toolkit with `tools` added; a duplicate name is a ValueError."""
     ordered, index = tk["tools"], tk["index"]
     before = native = tk.get("native") or pvector()
@@ -105,7 +106,7 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
         # Names are unique across ours and the provider's: the API refuses a repeat.
         if name is not None and (name in index or any(n["name"] == name for n in native)):
             raise ValueError(f"duplicate tool name {name!r}: names must be unique")
-        t = t if isinstance(t, PMap) else pmap(t)
+        t = t if isinstance(t, FrozenMap) else FrozenMap(t)
         if mine:
             native = native.append(t)
             continue
@@ -115,11 +116,11 @@ def register(tk: PMap, *tools: Mapping) -> PMap:
     # per toolkit value rather than on every request; entries already built are kept
     # when a tool is added (the message log's lookup tool, every run).
     old = tk.get("wire") or {}
-    wire = pmap(
+    wire = FrozenMap(
         {d: _entries(old.get(d), d, make, ordered, added, before, native)
          for d, make in _ENTRIES.items()}
     )  # fmt: skip
-    texts = pmap({d: message_text(entries) for d, entries in wire.items()})
+    texts = FrozenMap({d: message_text(entries) for d, entries in wire.items()})
     return tk.update(
         {"tools": ordered, "index": index, "native": native, "wire": wire, "wire_json": texts}
     )
@@ -137,7 +138,7 @@ def _entries(old: Any, d: str, make: Any, ordered: Any, added: list, before: Any
     return ours.extend(theirs) if theirs else ours
 
 
-def toolkit(*tools: Mapping) -> PMap:
+def toolkit(*tools: Mapping) -> FrozenMap:
     """Return a toolkit value holding `tools` (in order).
 
     >>> from toolnexus.core.tool import tool
@@ -148,12 +149,12 @@ def toolkit(*tools: Mapping) -> PMap:
     return register(EMPTY, *tools)
 
 
-def tool_names(tk: PMap | None) -> tuple[str, ...]:
+def tool_names(tk: FrozenMap | None) -> tuple[str, ...]:
     """Return the tool names of a toolkit, in registration order."""
     return tuple(t["name"] for t in tk["tools"]) if tk else ()
 
 
-def execute(tk: PMap | None, name: str, args: Mapping):
+def execute(tk: FrozenMap | None, name: str, args: Mapping):
     """Run tool `name` with `args`; never raises: unknown names and failures are error results."""
     t = tk["index"].get(name) if tk else None
     if t is None:
@@ -162,16 +163,16 @@ def execute(tk: PMap | None, name: str, args: Mapping):
     return t["execute"](args)
 
 
-def _tools(tk: PMap | None):
+def _tools(tk: FrozenMap | None):
     return tk["tools"] if tk else ()
 
 
-def _theirs(tk: PMap | None, style: str) -> list[dict]:
+def _theirs(tk: FrozenMap | None, style: str) -> list[dict]:
     # The provider tools sent to `style`, as plain JSON values in their own order.
     return [json.loads(message_text(t["provider_tool"])) for t in provider_tools(tk, style)]
 
 
-def to_openai(tk: PMap | None) -> list[dict]:
+def to_openai(tk: FrozenMap | None) -> list[dict]:
     """Return the toolkit as OpenAI chat-completions `tools` entries (its provider tools
     for that style after ours)."""
     return [
@@ -187,7 +188,7 @@ def to_openai(tk: PMap | None) -> list[dict]:
     ] + _theirs(tk, "openai")
 
 
-def to_anthropic(tk: PMap | None) -> list[dict]:
+def to_anthropic(tk: FrozenMap | None) -> list[dict]:
     """Return the toolkit as Anthropic messages `tools` entries (its provider tools for
     that style after ours)."""
     return [
@@ -200,7 +201,7 @@ def to_anthropic(tk: PMap | None) -> list[dict]:
     ] + _theirs(tk, "anthropic")
 
 
-def to_gemini(tk: PMap | None) -> list[dict]:
+def to_gemini(tk: FrozenMap | None) -> list[dict]:
     """Return the toolkit as one Gemini `tools` entry of function declarations (or [])."""
     decls = [
         {"name": t["name"], "description": t["description"], "parameters": thaw(t["input_schema"])}

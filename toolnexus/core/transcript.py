@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from pyrsistent import PMap, PVector, freeze, pmap, pvector, thaw
+from pyrsistent import PVector, pvector
 
+from .frozen import FrozenMap, freeze, thaw
 from .wire import DIALECTS
 from .wire.jsonload import MAX_BYTES, load
 
@@ -48,7 +49,8 @@ class TranscriptFormatError(ValueError):
 
 
 def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
-    """Return `messages` as an immutable pvector of pmaps (a no-op on frozen input).
+    """Return `messages` as an immutable pvector of FrozenMaps, every object in its
+    order (a no-op on frozen input).
 
     >>> t = freeze_transcript([{"role": "user", "content": "hi"}])
     >>> type(t).__name__, t[0] == {"role": "user", "content": "hi"}, freeze_transcript(t) is t
@@ -56,15 +58,14 @@ def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
     """
     if messages is None:
         return pvector()
-    if isinstance(messages, PVector) and set(map(type, messages)) <= {PMap}:
+    if isinstance(messages, PVector) and set(map(type, messages)) <= {FrozenMap}:
         return messages  # already frozen (our own values): no per-message checks
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TranscriptFormatError(f"a transcript is a list of messages, got {type(messages)}")
     for m in messages:
         check_message(m)
-    # Through a list: freeze(strict=False) does not enter a pvector, so the plain dicts
-    # inside one would stay mutable; a tuple becomes a pvector the same way.
-    return freeze(list(messages), strict=False)
+    # Through a list: a tuple of messages becomes a pvector too.
+    return freeze(list(messages))
 
 
 def check_message(m: Any) -> None:
@@ -94,7 +95,7 @@ def thaw_transcript(messages: Sequence[Mapping]) -> list[dict]:
     return thaw(messages)
 
 
-def json_text(plain: Any, *, sort_keys: bool = False) -> str:
+def json_text(plain: Any) -> str:
     """Return the compact JSON text of plain data as it is stored (non-ASCII kept); NaN or
     infinity, which no JSON reader (`loads` included) would take back, is a
     TranscriptFormatError.
@@ -105,9 +106,7 @@ def json_text(plain: Any, *, sort_keys: bool = False) -> str:
     toolnexus.core.transcript.TranscriptFormatError: not JSON: Out of range float values ...
     """
     try:
-        return json.dumps(
-            plain, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys, allow_nan=False
-        )
+        return json.dumps(plain, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError as e:
         raise TranscriptFormatError(f"not JSON: {e}") from None
 
@@ -356,18 +355,18 @@ def trim_past(transcript: Sequence[Mapping], max_messages: int, keep: int) -> PV
 # ---- repair: every call answered right after it, no result without its call --
 
 
-def _synthesized(caller: Mapping, ids: Sequence[str]) -> list[PMap]:
+def _synthesized(caller: Mapping, ids: Sequence[str]) -> list[FrozenMap]:
     """Return error results for unanswered calls, in the caller's dialect."""
     if caller.get("tool_calls"):
-        return [pmap({"role": "tool", "tool_call_id": i, "content": INTERRUPTED}) for i in ids]
+        return [FrozenMap({"role": "tool", "tool_call_id": i, "content": INTERRUPTED}) for i in ids]
     own = _algebra(caller)
     if own is not None:
         return [own.results_message([own.output_item(i, INTERRUPTED) for i in ids])]
-    return [pmap({"role": "user", "content": pvector(_synthesized_block(i) for i in ids)})]
+    return [FrozenMap({"role": "user", "content": pvector(_synthesized_block(i) for i in ids)})]
 
 
-def _synthesized_block(id: str) -> PMap:
-    return pmap(
+def _synthesized_block(id: str) -> FrozenMap:
+    return FrozenMap(
         {"type": "tool_result", "tool_use_id": id, "content": INTERRUPTED, "is_error": True}
     )
 
@@ -392,12 +391,12 @@ def _close(out: list, caller: Mapping | None, open_calls: list, merge_at: int | 
         out.extend(_synthesized(caller, open_calls))
 
 
-def _with_content(message: Mapping, blocks: Sequence) -> PMap:
+def _with_content(message: Mapping, blocks: Sequence) -> FrozenMap:
     # A frozen transcript may still hold plain dicts (freeze_transcript keeps a pvector as is).
-    return pmap(message).set("content", freeze(list(blocks), strict=False))
+    return FrozenMap(message).set("content", freeze(list(blocks)))
 
 
-def _answered_part(message: PMap, open_calls: list) -> PMap | None:
+def _answered_part(message: FrozenMap, open_calls: list) -> FrozenMap | None:
     """Return `message` without the results that answer no open call (None if nothing is left).
 
     Removes the answered ids from `open_calls` (a local list of the repair pass).
@@ -504,7 +503,7 @@ def open_calls(transcript: Sequence[Mapping]) -> tuple:
     return tuple(_walk(transcript[start:])[1])
 
 
-def dangling(transcript: Sequence[Mapping]) -> PMap:
+def dangling(transcript: Sequence[Mapping]) -> FrozenMap:
     """Return {"unanswered": call ids without a result, "orphaned": result ids without a call}.
 
     A result counts only in the messages right after its call, as providers require.
@@ -528,7 +527,7 @@ def dangling(transcript: Sequence[Mapping]) -> PMap:
         unanswered += open_calls
         open_calls = list(calls)
     unanswered += open_calls
-    return pmap({"unanswered": tuple(unanswered), "orphaned": tuple(orphaned)})
+    return FrozenMap({"unanswered": tuple(unanswered), "orphaned": tuple(orphaned)})
 
 
 def readable(text: str | bytes, what: str = "a message", bound: int = MAX_BYTES) -> str | bytes:

@@ -20,17 +20,19 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PVector, pvector
+
+from .frozen import FrozenMap
 
 __all__ = ["check", "compile_schema", "is_trivial", "describe"]
 
 _ARRAYS = (list, tuple, PVector)
 # Exact types first: an isinstance check against an ABC costs more than the check itself.
-_PMAP = type(pmap())
+_FROZEN = FrozenMap
 _ARRAY_TYPES = frozenset({list, tuple, type(pvector())})
-_MAP_TYPES = frozenset({dict, _PMAP})
+_MAP_TYPES = frozenset({dict, _FROZEN})
 _FAST = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-         "null": (type(None),), "object": (dict, _PMAP),
+         "null": (type(None),), "object": (dict, _FROZEN),
          "array": (list, type(pvector()))}  # fmt: skip
 
 
@@ -248,8 +250,7 @@ def _object_step(schema: Mapping, skip: frozenset) -> Checker:
         for name in required:
             if name not in value:
                 return f"missing required argument {_field(path, name)}"
-        items = value.iteritems() if type(value) is _PMAP else value.items()
-        for key, x in items:
+        for key, x in value.items():
             sub = props.get(key, other) if isinstance(key, str) else other
             if sub is None:
                 if extra is False and key not in skip:

@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
+
+from .frozen import FrozenMap
 
 __all__ = ["map_strings"]
 
@@ -19,7 +21,7 @@ def map_strings(value: Any, fn: Callable[[str], str], keys: bool = False) -> Any
 
     >>> map_strings({"a": ["x", 1]}, str.upper)
     {'a': ['X', 1]}
-    >>> v = pmap({"a": "x"}); map_strings(v, lambda s: s) is v
+    >>> v = FrozenMap({"a": "x"}); map_strings(v, lambda s: s) is v
     True
     """
     if isinstance(value, str):
@@ -29,8 +31,8 @@ def map_strings(value: Any, fn: Callable[[str], str], keys: bool = False) -> Any
                  for k, v in value.items()]  # fmt: skip
         if all(a is k and b is v for (a, b), (k, v) in zip(items, value.items(), strict=True)):
             return value
-        if isinstance(value, PMap):
-            return pmap(items)
+        if isinstance(value, FrozenMap):
+            return FrozenMap(items)
         return MappingProxyType(dict(items)) if isinstance(value, MappingProxyType) else dict(items)
     if isinstance(value, (list, tuple, PVector)):
         seq = [map_strings(v, fn, keys) for v in value]

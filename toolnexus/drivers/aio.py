@@ -16,9 +16,8 @@ import time
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, pmap, thaw
-
 from ..core.errors import ProviderError, RunTimeoutError
+from ..core.frozen import FrozenMap, thaw
 from ..core.toolkit import execute as execute_tool
 from ..core.wire.generated import parse_generated
 from .guard import Guard
@@ -157,8 +156,8 @@ class _Async:
             out = await self.guarded(self._generate(request))
             turn = parse_generated(out, request["turn"])
             if self.streaming and turn["text"]:
-                yield pmap({"type": "text", "delta": turn["text"]})
-            yield pmap({"type": TURN, "turn": turn})
+                yield FrozenMap({"type": "text", "delta": turn["text"]})
+            yield FrozenMap({"type": TURN, "turn": turn})
             return
         timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
         content = request["content"]
@@ -171,7 +170,7 @@ class _Async:
                 work = asyncio.get_running_loop().run_in_executor(
                     pool, send, http, ctx.endpoint, content, timeout
                 )
-            yield pmap({"type": TURN, "turn": await self._answer(work)})
+            yield FrozenMap({"type": TURN, "turn": await self._answer(work)})
             return
         if http.asynchronous:
             items = asend_stream(http, ctx.endpoint, content, timeout)
@@ -232,7 +231,7 @@ class _Async:
                 else loop.run_in_executor(pool, _run_tool, tk, c) for c in calls]  # fmt: skip
         return list(await asyncio.gather(*jobs))
 
-    async def _async_tool(self, tk: Any, call: Mapping) -> tuple[PMap, float]:
+    async def _async_tool(self, tk: Any, call: Mapping) -> tuple[FrozenMap, float]:
         t0 = time.perf_counter()
         result = await execute_tool(tk, call["name"], call["args"])
         return result, time.perf_counter() - t0
@@ -289,7 +288,7 @@ async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
             effect = flow.send(value) if error is None else flow.throw(error)
         except StopIteration as stop:
             if not closing:
-                yield pmap({"type": "__result__", "result": stop.value})
+                yield FrozenMap({"type": "__result__", "result": stop.value})
             return
         except StreamClosed:
             if closing:

@@ -19,9 +19,8 @@ from datetime import UTC, datetime
 from types import GeneratorType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pyrsistent import PMap, pmap, thaw
-
 from ..core.errors import ProviderError, RunCancelledError
+from ..core.frozen import FrozenMap, thaw
 from ..core.secrets import scrub_value
 from ..core.toolkit import execute as execute_tool
 from ..core.wire.generated import parse_generated
@@ -117,7 +116,7 @@ def run_ops(ops: Sequence) -> tuple:
     return tuple(out)
 
 
-def _run_tool(tk: Any, call: Mapping) -> tuple[PMap, float]:
+def _run_tool(tk: Any, call: Mapping) -> tuple[FrozenMap, float]:
     t0 = time.perf_counter()
     result = resolve(execute_tool(tk, call["name"], call["args"]))
     return result, time.perf_counter() - t0
@@ -134,7 +133,7 @@ def whole_delta(item: Mapping, held: str) -> tuple[Mapping | None, str]:
     text, held = hold_half(held, delta)
     if text == delta:
         return item, held
-    return (pmap({**item, "delta": text}) if text else None), held
+    return (FrozenMap({**item, "delta": text}) if text else None), held
 
 
 def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
@@ -155,7 +154,7 @@ def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     return out
 
 
-def overlap(helpers: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap, float]]:
+def overlap(helpers: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[FrozenMap, float]]:
     """Run calls at once: the first on this thread while the others are offered to
     `helpers` (drivers.helpers); return [(result, seconds)] in call order.
 
@@ -169,7 +168,7 @@ def overlap(helpers: Any, tk: Any, calls: Sequence[Mapping]) -> list[tuple[PMap,
     return ran
 
 
-def _generated(ctx: Context, request: Mapping) -> PMap:
+def _generated(ctx: Context, request: Mapping) -> FrozenMap:
     body = request["body"]
     out = ctx.generate({"model": body["model"], "messages": thaw(body["messages"]),
                         "tools": body.get("tools", [])})  # fmt: skip
@@ -199,7 +198,7 @@ class _Sync:
         if ctx.endpoint is None:
             turn = self._blocking(_generated, ctx, request)
             if self.streaming and turn["text"]:
-                yield pmap({"type": "text", "delta": turn["text"]})
+                yield FrozenMap({"type": "text", "delta": turn["text"]})
             return turn
         http = ctx.http()
         timeout = self.guard.remaining(ctx.read_timeout) or ctx.read_timeout
@@ -233,7 +232,7 @@ class _Sync:
             return fn(*args)
         return self.wait(self.ctx.runtime.tool_pool().submit(fn, *args))
 
-    def _items(self, http: Any, content: bytes, timeout: float) -> Iterator[PMap]:
+    def _items(self, http: Any, content: bytes, timeout: float) -> Iterator[FrozenMap]:
         ctx = self.ctx
         items = send_stream(http, ctx.endpoint, content, timeout, self.guard.check)
         if not self.watched:
@@ -293,7 +292,7 @@ class _Sync:
     def hook(self, fn: Callable, arg: Any) -> Any:
         return resolve(fn(arg))
 
-    def event(self, event: PMap) -> Generator:
+    def event(self, event: FrozenMap) -> Generator:
         yield event
 
 

@@ -21,9 +21,10 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 import httpx
-from pyrsistent import PMap, PVector, pmap
+from pyrsistent import PVector
 
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
+from ..core.frozen import FrozenMap
 from ..core.secrets import scrub_value, scrubber
 from ..core.wire import inband, sse
 from ..core.wire.jsonload import MAX_BYTES
@@ -161,7 +162,7 @@ def _strings(value: Any) -> Iterator[str]:
         kind = type(v)
         if kind is str:
             yield v
-        elif kind is PMap or kind is dict or isinstance(v, Mapping):
+        elif kind is FrozenMap or kind is dict or isinstance(v, Mapping):
             for k, item in v.items():
                 stack.append(k)
                 stack.append(item)
@@ -243,7 +244,7 @@ class Endpoint:
             return value
         return scrub_value(value, self.scrub)
 
-    def decode(self, status: int, content: bytes) -> PMap:
+    def decode(self, status: int, content: bytes) -> FrozenMap:
         """Return the turn of a 2xx JSON response (decoded with bounded depth and size)."""
         try:
             return self.clean(self.codec.parse_response(content))
@@ -463,7 +464,7 @@ async def _aerror_body(ep: Endpoint, resp: httpx.Response) -> bytes:
         return b""
 
 
-def send(http: Http, ep: Endpoint, content: bytes, timeout: float) -> PMap:
+def send(http: Http, ep: Endpoint, content: bytes, timeout: float) -> FrozenMap:
     """POST the JSON bytes of a body and return the decoded turn."""
     try:
         resp = _open(http, ep, content, timeout, False)
@@ -478,7 +479,7 @@ def send(http: Http, ep: Endpoint, content: bytes, timeout: float) -> PMap:
     return ep.decode(resp.status_code, body)
 
 
-async def asend(http: Http, ep: Endpoint, content: bytes, timeout: float) -> PMap:
+async def asend(http: Http, ep: Endpoint, content: bytes, timeout: float) -> FrozenMap:
     """The async twin of `send`."""
     try:
         resp = await _aopen(http, ep, content, timeout, False)
@@ -501,17 +502,17 @@ class _Stream:
         self.codec, self.sse, self.acc = codec, sse.start(), codec.stream_start()
         self.clean = clean or (lambda value: value)  # the endpoint's secret masking
 
-    def feed(self, chunk: bytes) -> list[PMap]:
+    def feed(self, chunk: bytes) -> list[FrozenMap]:
         self.sse, events = sse.feed(self.sse, chunk)
         return self._apply(events)
 
-    def end(self) -> list[PMap]:
+    def end(self) -> list[FrozenMap]:
         out = self._apply(sse.end(self.sse))
         turn = self.clean(self.codec.stream_turn(self.acc))
-        return [*out, pmap({"type": TURN, "turn": turn})]
+        return [*out, FrozenMap({"type": TURN, "turn": turn})]
 
-    def _apply(self, events: tuple) -> list[PMap]:
-        out: list[PMap] = []
+    def _apply(self, events: tuple) -> list[FrozenMap]:
+        out: list[FrozenMap] = []
         for ev in events:
             self.acc, deltas = self.codec.stream_event(self.acc, ev)
             # Stream events are pmaps like every other value we hand out: the answer's
@@ -519,23 +520,23 @@ class _Stream:
             # refusal's text, each of its own kind.
             for d in deltas:
                 if d["type"] in _SHOWN:
-                    out.append(pmap({"type": d["type"], "delta": self.clean(d["delta"])}))
+                    out.append(FrozenMap({"type": d["type"], "delta": self.clean(d["delta"])}))
         return out
 
 
 _SHOWN = frozenset({"text", "thinking", "refusal"})  # the deltas a consumer sees
 
 
-def _whole(ep: Endpoint, status: int, body: bytes) -> list[PMap]:
+def _whole(ep: Endpoint, status: int, body: bytes) -> list[FrozenMap]:
     """Return the items of a stream request answered with one JSON body (some proxies)."""
     turn = ep.decode(status, body)
-    text = [pmap({"type": "text", "delta": turn["text"]})] if turn["text"] else []
-    return [*text, pmap({"type": TURN, "turn": turn})]
+    text = [FrozenMap({"type": "text", "delta": turn["text"]})] if turn["text"] else []
+    return [*text, FrozenMap({"type": TURN, "turn": turn})]
 
 
 def send_stream(
     http: Http, ep: Endpoint, content: bytes, timeout: float, check: Any = None
-) -> Iterator[PMap]:
+) -> Iterator[FrozenMap]:
     """POST a streaming body; yield text deltas as they arrive, then the {TURN} item.
 
     `check()` runs between network chunks (a deadline or a cancel token may raise). A
@@ -568,7 +569,7 @@ def send_stream(
 
 async def asend_stream(
     http: Http, ep: Endpoint, content: bytes, timeout: float
-) -> AsyncIterator[PMap]:
+) -> AsyncIterator[FrozenMap]:
     """The async twin of `send_stream` (cancellation is the event loop's own)."""
     try:
         resp = await _aopen(http, ep, content, timeout, True)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from pyrsistent import PMap, pmap
+from ..core.frozen import FrozenMap
 
 __all__ = [
     "DIRECTIONS",
@@ -78,7 +78,7 @@ def entry(
     direction: str,
     timestamp: datetime | None = None,
     id: str | None = None,
-) -> PMap:
+) -> FrozenMap:
     """Return a validated, immutable log entry {id, conversation_id, text, timestamp, direction}.
 
     `timestamp` defaults to now (UTC) and is normalized to UTC; `id` defaults to a fresh UUID.
@@ -91,7 +91,7 @@ def entry(
         raise ValueError(f"direction must be 'user' or 'ai', got {direction!r}")
     if conversation_id is not None:
         _check_text(conversation_id, "conversation_id", allow_empty=False)
-    return pmap(
+    return FrozenMap(
         {
             "id": uuid.uuid4().hex if id is None else _check_text(id, "id", allow_empty=False),
             "conversation_id": conversation_id,
@@ -108,12 +108,12 @@ make_entry = entry
 _KEYS = frozenset({"id", "conversation_id", "text", "timestamp", "direction"})
 
 
-def check_entry(e: Any) -> PMap:
+def check_entry(e: Any) -> FrozenMap:
     """Return `e` as a validated entry map (a log's `record` accepts any such mapping)."""
     id, conversation_id, text, timestamp, direction = entry_fields(e)
-    if type(e) is PMap and len(e) == len(_KEYS) and e["timestamp"] is timestamp:
+    if type(e) is FrozenMap and len(e) == len(_KEYS) and e["timestamp"] is timestamp:
         return e  # already exactly an entry (its time in UTC): the same value, not a copy
-    return pmap({"id": id, "conversation_id": conversation_id, "text": text,
+    return FrozenMap({"id": id, "conversation_id": conversation_id, "text": text,
                  "timestamp": timestamp, "direction": direction})  # fmt: skip
 
 
@@ -170,7 +170,7 @@ def check_query(
     until: datetime | date | str | None = None,
     limit: int | None = None,
     conversation_id: str | None = None,
-) -> PMap:
+) -> FrozenMap:
     """Return the validated query {contains (folded), since, until (UTC), limit, conversation_id}.
 
     A blank `contains` ("", "   ") means no text filter, like None.
@@ -185,7 +185,7 @@ def check_query(
         raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
     if conversation_id is not None and not isinstance(conversation_id, str):
         raise TypeError(f"conversation_id must be a string, got {type(conversation_id).__name__}")
-    return pmap(
+    return FrozenMap(
         {
             "contains": fold(contains) if contains and not contains.isspace() else None,
             "since": None if since is None else instant(since, "since"),

@@ -6,8 +6,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pyrsistent import PMap
-
+from ..core.frozen import FrozenMap
 from ..core.tool import tool, tool_result, with_execute
 from .entry import parse_when
 
@@ -115,7 +114,7 @@ def render(
     return "\n".join(lines)
 
 
-def _error(message: str) -> PMap:
+def _error(message: str) -> FrozenMap:
     return tool_result(f"Error: {message}", True)
 
 
@@ -168,7 +167,7 @@ def chat_history_tool(
     scope: str | Collection[str],
     max_chars: int = 4000,
     now: Callable[[], datetime] | None = None,
-) -> PMap:
+) -> FrozenMap:
     """Return the `chat_history` tool: search the message log within `scope` only.
 
     `scope` is one conversation id, or an explicit collection of ids (a wider scope, for
@@ -181,7 +180,7 @@ def chat_history_tool(
 
 def chat_history_scoper(
     log: Mapping, *, max_chars: int = 4000, now: Callable[[], datetime] | None = None
-) -> Callable[[str | Collection[str]], PMap]:
+) -> Callable[[str | Collection[str]], FrozenMap]:
     """Return `scoped(scope)`: `chat_history_tool(log, scope=scope, ...)`, where the tool
     of one conversation is built once and only its handler is made per scope (a service
     scopes the tool to each conversation it answers)."""
@@ -191,8 +190,8 @@ def chat_history_scoper(
         raise ValueError(f"max_chars must be an integer >= 200, got {max_chars!r}")
     clock = now or (lambda: datetime.now(UTC))
 
-    def search_in(ids: tuple) -> Callable[[Mapping], PMap]:
-        def execute(args: Mapping) -> PMap:
+    def search_in(ids: tuple) -> Callable[[Mapping], FrozenMap]:
+        def execute(args: Mapping) -> FrozenMap:
             contains = args.get("contains")
             if contains is not None and not isinstance(contains, str):
                 return _error(f"contains must be a string, got {type(contains).__name__}")
@@ -206,7 +205,7 @@ def chat_history_scoper(
 
         return execute
 
-    def described(who: str, ids: tuple) -> PMap:
+    def described(who: str, ids: tuple) -> FrozenMap:
         description = (
             f"Search the earlier messages of {who} (what the user said and what you answered). "
             "Filter by text and by date; results are dated lines, newest first. Use it to "
@@ -216,7 +215,7 @@ def chat_history_scoper(
 
     one = described("this conversation", ("~",))  # its handler is replaced per scope
 
-    def scoped(scope: str | Collection[str]) -> PMap:
+    def scoped(scope: str | Collection[str]) -> FrozenMap:
         ids = scope_ids(scope)
         if len(ids) == 1:
             return with_execute(one, search_in(ids))

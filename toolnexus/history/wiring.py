@@ -7,8 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pyrsistent import PMap
-
+from ..core.frozen import FrozenMap
 from ..core.toolkit import register, toolkit
 from .entry import make_entry
 from .tool import TOOL_NAME, chat_history_scoper, chat_history_tool
@@ -57,7 +56,7 @@ def exchange_entries(
     answers: str | Sequence[str] | None,
     asked_at: datetime | None = None,
     now: datetime | None = None,
-) -> list[PMap]:
+) -> list[FrozenMap]:
     """Return the log entries of an exchange: the prompt (at `asked_at`, default `now`),
     then each non-empty answer text (at `now`, default the current UTC time), in order.
 
@@ -110,7 +109,7 @@ def record_exchange(
 
 def lookup_tool_for(
     log: Mapping | None, conversation_id: str | None, enabled: bool = True
-) -> PMap | None:
+) -> FrozenMap | None:
     """Return the `chat_history` tool scoped to `conversation_id`, or None when there is none.
 
     None when there is no log, no conversation id (privacy: nothing to scope to) or the
@@ -122,8 +121,8 @@ def lookup_tool_for(
 
 
 def with_lookup_tool(
-    tk: PMap | None, log: Mapping | None, conversation_id: str | None, enabled: bool = True
-) -> PMap | None:
+    tk: FrozenMap | None, log: Mapping | None, conversation_id: str | None, enabled: bool = True
+) -> FrozenMap | None:
     """Return toolkit `tk` plus the scoped lookup tool (a new toolkit; `tk` is unchanged).
 
     A toolkit that already has a tool named "chat_history" is returned as it is: the
@@ -138,8 +137,8 @@ def with_lookup_tool(
 
 
 def lookup_toolkits(
-    tk: PMap | None, log: Mapping | None, enabled: bool = True
-) -> Callable[[str | None], PMap | None]:
+    tk: FrozenMap | None, log: Mapping | None, enabled: bool = True
+) -> Callable[[str | None], FrozenMap | None]:
     """Return `scoped(conversation_id)`, equal to `with_lookup_tool(tk, log, conversation_id,
     enabled)`: the toolkit with the lookup tool, and its request entries, are built once
     here, and each conversation only swaps in the tool's handler scoped to it."""
@@ -149,7 +148,7 @@ def lookup_toolkits(
     full = register(tk if tk is not None else toolkit(), scoper("~"))  # "~": replaced below
     at = len(full["tools"]) - 1
 
-    def scoped(conversation_id: str | None) -> PMap | None:
+    def scoped(conversation_id: str | None) -> FrozenMap | None:
         if conversation_id is None:
             return tk
         t = scoper(conversation_id)

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PVector, pmap, pvector, thaw
+from pyrsistent import PVector, pvector
 
+from ..core.frozen import FrozenMap, thaw
 from ..core.transcript import (
     FORMAT_VERSION,
     TranscriptFormatError,
@@ -120,12 +121,12 @@ def frozen(transcript: Sequence[Mapping]) -> PVector:
 
 
 def encode_message(message: Mapping) -> str:
-    """Return the canonical JSON of one message (sorted keys: value-equal -> same text).
+    """Return the compact JSON of one message, its keys in its own order (order is data).
 
     >>> encode_message({"role": "user", "content": "hi"})
-    '{"content":"hi","role":"user"}'
+    '{"role":"user","content":"hi"}'
     """
-    return json_text(_plain(message), sort_keys=True)
+    return json_text(_plain(message))
 
 
 def _plain(message: Mapping) -> dict:
@@ -141,12 +142,12 @@ def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str
     memo's texts, which a read matches to give saved values back.
 
     >>> encode_rows([{"role": "user", "content": "hi"}, {"role": "user", "n": (1,)}])
-    (('{"content":"hi","role":"user"}', '{"n":[1],"role":"user"}'), ('{"content":"hi","role":"user"}', None))
+    (('{"role":"user","content":"hi"}', '{"role":"user","n":[1]}'), ('{"role":"user","content":"hi"}', None))
     """  # noqa: E501
     texts, kept = [], []
     for message in messages:
         plain = _plain(message)
-        text = readable(json_text(plain, sort_keys=True))
+        text = readable(json_text(plain))
         texts.append(text)
         kept.append(text if json.loads(text) == plain else None)
     return tuple(texts), tuple(kept)
@@ -206,7 +207,7 @@ class Memo:
         """
         # A slice, not islice: checking the rest costs O(the rest), not O(all).
         rest = transcript[frozen_upto:] if isinstance(transcript, PVector) else None
-        if rest is None or not all(isinstance(m, PMap) for m in rest):
+        if rest is None or not all(isinstance(m, FrozenMap) for m in rest):
             return
         if texts is not None and not isinstance(texts, PVector):
             texts = pvector(texts)
@@ -479,13 +480,13 @@ def _freeze_json(value: Any) -> Any:
     """Return parsed JSON as pmaps and pvectors (faster than a generic freeze)."""
     kind = type(value)
     if kind is dict:
-        return pmap({k: _freeze_json(v) for k, v in value.items()})
+        return FrozenMap({k: _freeze_json(v) for k, v in value.items()})
     if kind is list:
         return pvector([_freeze_json(v) for v in value])
     return value
 
 
-def _read_v1(text: str | bytes) -> PMap:
+def _read_v1(text: str | bytes) -> FrozenMap:
     message = load(text)  # bounded: a row nested 100,000 deep is only corrupt
     if type(message) is not dict:
         raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")

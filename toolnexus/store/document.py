@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from pyrsistent import PVector, thaw
+from pyrsistent import PVector
 
 from ..core import transcript as tx
+from ..core.frozen import thaw
 from ..core.wire.jsonload import load
 
 __all__ = ["parse_document", "document_text"]

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyrsistent import PMap
-
+from ..core.frozen import FrozenMap
 from ..core.scope import IDENTITY, Scope, scope_of
 from .fused import declared, derive, fuse
 
@@ -23,7 +22,7 @@ def _mapped(entry: Any, key: Callable[[str], str]) -> Any:
     cid = entry.get("conversation_id") if isinstance(entry, Mapping) else None
     if cid is None:
         return entry
-    return entry.set("conversation_id", key(cid)) if isinstance(entry, PMap) else {
+    return entry.set("conversation_id", key(cid)) if isinstance(entry, FrozenMap) else {
         **entry, "conversation_id": key(cid)}  # fmt: skip
 
 

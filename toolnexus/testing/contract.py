@@ -25,8 +25,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from pyrsistent import PVector, freeze
+from pyrsistent import PVector
 
+from ..core.frozen import freeze
 from ..display import plain
 from .strategies import conversation_ids, id_pools
 from .strategies import transcripts as transcript_strategy
@@ -64,7 +65,7 @@ SHOW_LIMIT = 240
 def _show(value: Any, limit: int = SHOW_LIMIT) -> str:
     """Return `value` as compact one-line JSON, cut to about `limit` characters.
 
-    >>> from pyrsistent import freeze
+    >>> from toolnexus.core.frozen import freeze
     >>> _show(freeze([{"role": "user", "content": "hi"}]))
     '[{"role":"user","content":"hi"}]'
     >>> _show("x" * 50, limit=10)
@@ -205,12 +206,12 @@ def _choose_ids(m: _Contract, pool: list[str]) -> None:
 def _save(m: _Contract, i: int, transcript: list, frozen: bool) -> None:
     id = _id(m, i)
     before = _plain(transcript)  # a private copy: the drawn value stays printable
-    given = freeze(before, strict=False) if frozen else _plain(before)
+    given = freeze(before) if frozen else _plain(before)
     m.store["save"](id, given)
     assert _plain(given) == before, f"{m.desc}: save({id!r}) modified its input: " + _difference(
         given, before
     )
-    m.saved[id] = freeze(before, strict=False)
+    m.saved[id] = freeze(before)
     _vandalize(given)  # what the caller does with its list later is not the store's
     _check_get_twice(m, id)
     _check_others(m, id)
@@ -293,7 +294,7 @@ def _fork(m: _Contract, i: int, j: int, pick: int) -> None:
     n = len(want) if cut is None else cut
     copied = fork(m.store, src, dst, at=cut)
     assert copied in (n, None), f"{m.desc}: fork copied {copied}, expected {n}"
-    m.saved[dst] = freeze(_plain(want)[:n], strict=False)
+    m.saved[dst] = freeze(_plain(want)[:n])
     _check_get_twice(m, dst)
     _check_get(m, src)
     _check_others(m, dst)
@@ -317,7 +318,7 @@ def _rewind(m: _Contract, i: int, turns: int) -> None:
     assert _plain(kept) == cut, (
         f"{m.desc}: rewind({id!r}, {turns}) returned another transcript: " + _difference(kept, cut)
     )
-    m.saved[id] = freeze(_plain(kept), strict=False)
+    m.saved[id] = freeze(_plain(kept))
     _check_get(m, id)
     _check_others(m, id)
 

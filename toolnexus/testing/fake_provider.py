@@ -3,7 +3,7 @@
     with fake_provider([tool_calls_reply(...), text_reply("done")]) as fp:
         client = create_client(base_url=fp.url, model="m")
         ...
-        fp.requests   # every request: {"path", "headers", "body"}
+        fp.requests   # every request: {"path", "headers", "body", "raw": its bytes}
 
 A script entry is a reply map, dialect-neutral:
   {"content": str}                                 a text answer
@@ -264,24 +264,26 @@ def _stream(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, events:
     h.wfile.flush()
 
 
-def _read_request(h: BaseHTTPRequestHandler) -> tuple[str, Any] | None:
-    """Return the request's (dialect, JSON body), or answer 404/400 and return None."""
+def _read_request(h: BaseHTTPRequestHandler) -> tuple[str, Any, bytes] | None:
+    """Return the request's (dialect, JSON body, its bytes), or answer 404/400 and return
+    None."""
     raw = h.rfile.read(int(h.headers.get("content-length") or 0))
     dialect = _dialect_of_path(h.path)
     if dialect is None:
         _send(h, 404, b'{"error": "unknown path"}')
         return None
     try:
-        return dialect, json.loads(raw)
+        return dialect, json.loads(raw), raw
     except ValueError:
         _send(h, 400, b'{"error": "body is not JSON"}')
         return None
 
 
-def _record(h: BaseHTTPRequestHandler, fp: FakeProvider, body: Any) -> int:
+def _record(h: BaseHTTPRequestHandler, fp: FakeProvider, body: Any, raw: bytes) -> int:
     """Keep the request in `fp.requests`; return its sequence number (from 1)."""
     with fp._lock:
-        fp.requests.append({"path": h.path, "headers": dict(h.headers), "body": body})
+        fp.requests.append({"path": h.path, "headers": dict(h.headers), "body": body,
+                            "raw": raw})  # fmt: skip
         return len(fp.requests)
 
 
@@ -322,8 +324,8 @@ def _serve(h: BaseHTTPRequestHandler, fp: FakeProvider) -> None:
     request = _read_request(h)
     if request is None:
         return
-    dialect, body = request
-    seq = _record(h, fp, body)
+    dialect, body, raw = request
+    seq = _record(h, fp, body, raw)
     seen, refused = _refusal(fp, body, dialect)
     if refused is not None:
         return _send(h, 400, refused)

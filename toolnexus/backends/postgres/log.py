@@ -15,9 +15,8 @@ from datetime import UTC, datetime
 from functools import lru_cache, partial
 from typing import Any
 
-from pyrsistent import pmap
-
 from ...core.extras import needs_extra
+from ...core.frozen import FrozenMap
 from ...history.entry import check_query, cutoff, entry_fields, fold
 from ...store.fused import derive, fuse
 from .connect import (
@@ -98,7 +97,7 @@ def _setup(pool: Any, table: str, what: str) -> bool:
 
 def _to_entry(row: tuple):
     eid, cid, text, ts, direction = row
-    return pmap(
+    return FrozenMap(
         {
             "id": eid,
             "conversation_id": cid,

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 
-from pyrsistent import pmap
-
+from ...core.frozen import FrozenMap
 from ...history.entry import check_entry, check_query, cutoff, fold, from_micros, micros
 from .connect import sqlite_wal
 
@@ -137,7 +136,7 @@ def _setup(con: sqlite3.Connection, fts: str) -> str:
 
 def _to_entry(row: tuple):
     eid, cid, text, ts, direction = row
-    return pmap(
+    return FrozenMap(
         {
             "id": eid,
             "conversation_id": cid,

@@ -6,8 +6,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from ..frozen import FrozenMap
 from ..tool import sanitize
 from . import anthropic_replay as replay
 from .anthropic_request import (
@@ -72,9 +73,9 @@ KEY_ENV = ("ANTHROPIC_API_KEY",)  # where a client finds its key
 OWNED_PARAMS = ("model", "messages", "tools", "stream", "system")
 
 
-def tool_entry(t: Mapping) -> PMap:
+def tool_entry(t: Mapping) -> FrozenMap:
     """Return one tool map's declaration in a request body's `tools`."""
-    return pmap(
+    return FrozenMap(
         {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"]}
     )
 
@@ -109,9 +110,9 @@ def headers(api_key: str | None) -> dict:
     return h
 
 
-def user_message(text: str) -> PMap:
+def user_message(text: str) -> FrozenMap:
     """Return a user message."""
-    return pmap({"role": "user", "content": text})
+    return FrozenMap({"role": "user", "content": text})
 
 
 def body(model: str, messages: Sequence, tools: Sequence, system: str, params: Mapping) -> dict:
@@ -144,15 +145,18 @@ def later_params(params: Mapping) -> Mapping:
     choice, auto = params["tool_choice"], {"type": "auto"}
     if isinstance(choice, Mapping) and "disable_parallel_tool_use" in choice:
         auto["disable_parallel_tool_use"] = choice["disable_parallel_tool_use"]
-    return {**params, "tool_choice": pmap(auto)}
+    return {**params, "tool_choice": FrozenMap(auto)}
 
 
 def with_output(params: Mapping, spec: Mapping) -> dict:
     """Return request params asking for an answer in the structured-output `spec`
     (core.output): `output_config.format` of type json_schema (other output_config kept)."""
     given = params.get("output_config") if params else None
-    config = {**(given or {}), "format": pmap({"type": "json_schema", "schema": spec["schema"]})}
-    return {**params, "output_config": pmap(config)}
+    config = {
+        **(given or {}),
+        "format": FrozenMap({"type": "json_schema", "schema": spec["schema"]}),
+    }
+    return {**params, "output_config": FrozenMap(config)}
 
 
 def _system_text(m: Mapping) -> str:
@@ -243,7 +247,7 @@ def _call_id(given: Any, i: int) -> str:
     return sanitize(given) if isinstance(given, str) and given else f"toolu_{i}"
 
 
-def parse_response(data: Mapping | bytes | str) -> PMap:
+def parse_response(data: Mapping | bytes | str) -> FrozenMap:
     """Return the normalized turn of a messages response (an object, or its JSON).
 
     Anything malformed (bad or too deep JSON, wrong shapes) is a ProviderError
@@ -262,7 +266,7 @@ def parse_response(data: Mapping | bytes | str) -> PMap:
         raise malformed(e) from None
 
 
-def _parse_response(data: Mapping) -> PMap:
+def _parse_response(data: Mapping) -> FrozenMap:
     content = data.get("content")
     if content is not None and not isinstance(content, (list, tuple, PVector)):
         raise MalformedResponse(f"content is a JSON {type(content).__name__}, not an array")
@@ -309,7 +313,7 @@ _ENDS = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_token
          "pause_turn": "pause"}  # fmt: skip
 
 
-def _usage(u: Mapping) -> PMap:
+def _usage(u: Mapping) -> FrozenMap:
     """Return the usage of a response: prompt_tokens counts cached input too (billed)."""
     read, write = u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens")
     if read is None and write is None:  # the usual case without prompt caching
@@ -326,10 +330,10 @@ def _tool_uses(blocks: list, given: list) -> list[tuple[Mapping, Mapping]]:
     return list(zip(kept, sent, strict=True))
 
 
-def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
+def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[FrozenMap]:
     """Return ONE user message holding a tool_result block per call, in call order."""
     blocks = pvector(
-        pmap(
+        FrozenMap(
             {
                 "type": "tool_result",
                 "tool_use_id": c["id"],
@@ -339,7 +343,7 @@ def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -
         )
         for c, r in zip(calls, results, strict=True)
     )
-    return [pmap({"role": "user", "content": blocks})] if blocks else []
+    return [FrozenMap({"role": "user", "content": blocks})] if blocks else []
 
 
 def _result_content(output: Any) -> Any:
@@ -352,7 +356,7 @@ def _result_content(output: Any) -> Any:
 # ---- streaming: SSE events -> deltas (anthropic_stream) -> the same normalized turn
 
 
-def stream_turn(acc: AnthropicStream) -> PMap:
+def stream_turn(acc: AnthropicStream) -> FrozenMap:
     """Return the normalized turn of a finished stream: exactly what parse_response gives.
 
     Tool arguments are the parsed input (no fragments: the content_block_start input);

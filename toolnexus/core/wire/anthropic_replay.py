@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from ..frozen import FrozenMap
 from .common import is_empty_answer, refusal_text, replayable_with
 
 __all__ = [
@@ -65,7 +66,7 @@ def led_only(m: Mapping) -> Mapping:
     """Return a message without its unsigned thinking blocks that lead to nothing."""
     if not lone_thinking(m):
         return m
-    return pmap(m).set("content", pvector(led(list(m["content"]))))
+    return FrozenMap(m).set("content", pvector(led(list(m["content"]))))
 
 
 # ---- what a request leaves out where the server refuses it (see core.flow) --------------
@@ -111,5 +112,5 @@ def omit(body: Mapping, names: frozenset) -> Mapping:
     out = list(messages)
     for i in hit:
         kept = [b for b in out[i]["content"] if not unsigned(b)]
-        out[i] = pmap(out[i]).set("content", pvector(kept))
+        out[i] = FrozenMap(out[i]).set("content", pvector(kept))
     return {**body, "messages": replayable_with(out, is_empty_answer)}

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from ..frozen import FrozenMap
 from .common import is_empty_text_block
 
 __all__ = [
@@ -69,7 +70,7 @@ def request_text(b: Mapping) -> Mapping:
 
 # ---- prompt caching (create_client(prompt_cache=True)) ------------------------------------
 
-EPHEMERAL = pmap({"type": "ephemeral"})
+EPHEMERAL = FrozenMap({"type": "ephemeral"})
 MAX_BREAKPOINTS = 4  # the API refuses a request with more cache_control marks
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
@@ -98,16 +99,16 @@ def _marked_message(m: Mapping) -> Mapping | None:
     """Return message `m` with a breakpoint on its last block (None: nothing to mark)."""
     content = m.get("content")
     if isinstance(content, str):
-        block = pmap({"type": "text", "text": content, "cache_control": EPHEMERAL})
-        return pmap(m).set("content", pvector([block])) if content.strip() else None
+        block = FrozenMap({"type": "text", "text": content, "cache_control": EPHEMERAL})
+        return FrozenMap(m).set("content", pvector([block])) if content.strip() else None
     blocks = list(content or ())
     for i in range(len(blocks) - 1, -1, -1):
         b = blocks[i]
         if isinstance(b, Mapping) and b.get("type") not in _UNMARKABLE:
             if b.get("cache_control"):
                 return None
-            blocks[i] = pmap(b).set("cache_control", EPHEMERAL)
-            return pmap(m).set("content", pvector(blocks))
+            blocks[i] = FrozenMap(b).set("cache_control", EPHEMERAL)
+            return FrozenMap(m).set("content", pvector(blocks))
     return None
 
 
@@ -128,7 +129,7 @@ def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
             budget -= 1
     system = body.get("system")
     if budget > 0 and isinstance(system, str) and system:
-        out["system"] = [pmap({"type": "text", "text": system, "cache_control": EPHEMERAL})]
+        out["system"] = [FrozenMap({"type": "text", "text": system, "cache_control": EPHEMERAL})]
     return out
 
 
@@ -137,7 +138,7 @@ def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
 
 def user_message_parts(
     parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
-) -> PMap:
+) -> FrozenMap:
     """Return a user message whose content is a list of `text`, `image` and `document` blocks.
 
     Parts are upstream's (`toolnexus.parts`); each is checked and held to `max_part_bytes`.
@@ -151,4 +152,4 @@ def user_message_parts(
     checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
     blocks = (to_anthropic(p, on_unsupported_part) for p in checked)
     kept = pvector(b for b in blocks if not is_empty_text_block(b))
-    return pmap({"role": "user", "content": kept})
+    return FrozenMap({"role": "user", "content": kept})

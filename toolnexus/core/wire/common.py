@@ -7,12 +7,14 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
+from json.encoder import c_make_encoder, encode_basestring
 from operator import is_
 from typing import Any
 
-from pyrsistent import PMap, PVector, freeze, pmap, pvector
+from pyrsistent import PVector, pvector
 
 from ..errors import ProviderError
+from ..frozen import FrozenMap, freeze
 from .inband import inband_error
 from .jsonload import load
 
@@ -132,7 +134,7 @@ def _count(x: Any) -> int:
     return 0
 
 
-ZERO_USAGE = pmap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
+ZERO_USAGE = FrozenMap({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
 
 # The usage details a provider may report beside the three counts: kept only where given.
 DETAILS = ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
@@ -145,7 +147,7 @@ def usage(
     cache_read: Any = None,
     cache_write: Any = None,
     reasoning: Any = None,
-) -> PMap:
+) -> FrozenMap:
     """Return a usage map from token counts (missing or junk counts are 0).
 
     `prompt` counts every input token (cached ones included); the details
@@ -160,37 +162,26 @@ def usage(
     p, c = _count(prompt), _count(completion)
     out = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
     if cache_read is None and cache_write is None and reasoning is None:
-        return pmap(out)  # the usual case: no details reported
+        return FrozenMap(out)  # the usual case: no details reported
     for key, value in zip(DETAILS, (cache_read, cache_write, reasoning), strict=True):
         if value is not None:
             out[key] = _count(value)
-    return pmap(out)
+    return FrozenMap(out)
 
 
-def _plain_map(m: Mapping) -> Mapping:
-    # A pmap read as a dict: one pass over its buckets, then lookups at dict speed.
-    return dict(m.iteritems()) if type(m) is _PMAP else m
-
-
-_PMAP = type(pmap())
-
-
-def add_usage(a: Mapping, b: Mapping) -> PMap:
+def add_usage(a: Mapping, b: Mapping) -> FrozenMap:
     """Return the sum of two usage maps (a detail either reports is summed, missing is 0)."""
-    a, b = _plain_map(a), _plain_map(b)
     out = {k: a.get(k, 0) + b.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}
     out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
     for key in DETAILS:
         if key in a or key in b:
             out[key] = a.get(key, 0) + b.get(key, 0)
-    return pmap(out)
+    return FrozenMap(out)
 
 
 def _plain(o: Any) -> Any:
-    # json's C encoder calls this only for values it cannot encode itself:
-    # frozen maps and vectors become a shallow dict/list and it recurses on.
-    if isinstance(o, PMap):
-        return dict(o.iteritems())  # 5x faster than dict(o), which looks each key up again
+    # json's C encoder calls this only for values it cannot encode itself (a FrozenMap
+    # is a dict to it): vectors become a shallow list and it recurses on.
     if isinstance(o, (PVector, tuple)):
         return list(o)
     if isinstance(o, Mapping):  # a read-only map kept in its order (a provider tool's)
@@ -199,29 +190,44 @@ def _plain(o: Any) -> Any:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_plain)
+# json's C encoder made once: JSONEncoder.encode builds a new one per call (and a dict of
+# markers for its circularity check), which costs more than encoding a short message.
+# Frozen values cannot hold a cycle; a plain one that did would raise RecursionError.
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, _plain, encode_basestring, None, ":", ",", False, False, True)
+)
+
+
+def _encode(value: Any) -> str:
+    if _C_ENCODE is None:  # pragma: no cover - an interpreter without json's C speedups
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 def to_json(value: Any) -> bytes:
     """Return compact UTF-8 JSON of a value that may hold pmaps and pvectors (a RunResult,
     a stream event, a transcript): one pass of json's C encoder, nothing thawed first.
 
-    >>> from pyrsistent import pmap, pvector
-    >>> to_json({"usage": pmap({"prompt_tokens": 1}), "calls": pvector(["é"])}).decode()
+    >>> from pyrsistent import pvector
+    >>> from toolnexus.core.frozen import FrozenMap
+    >>> to_json({"usage": FrozenMap({"prompt_tokens": 1}), "calls": pvector(["é"])}).decode()
     '{"usage":{"prompt_tokens":1},"calls":["é"]}'
     """
-    return _ENCODER.encode(value).encode("utf-8")
+    return _encode(value).encode("utf-8")
 
 
 def message_text(value: Any) -> str:
     """Return the compact JSON text of one value (a message) as a request body carries it."""
-    return _ENCODER.encode(value)
+    return _encode(value)
 
 
 def message_json(value: Any) -> bytes:
     """Return `message_text(value)` as UTF-8: what a request body carries for a message,
     kept once per message so a body is one join of them (a lone surrogate raises
     UnicodeEncodeError)."""
-    return _ENCODER.encode(value).encode("utf-8")
+    return _encode(value).encode("utf-8")
 
 
 def _message_texts(items: Sequence, messages: Sequence | None, texts: Sequence | None) -> list:
@@ -266,8 +272,9 @@ def encode_body(
     `known` maps a key to (value, its JSON text): the text is reused while the body still
     holds that very value (a run's tools, encoded once per run).
 
-    >>> from pyrsistent import pmap, pvector
-    >>> m = pmap({"content": "hi"})
+    >>> from pyrsistent import pvector
+    >>> from toolnexus.core.frozen import FrozenMap
+    >>> m = FrozenMap({"content": "hi"})
     >>> encode_body({"model": "m", "messages": pvector([m])}, pvector([m]), [b'{"content":"hi"}'])
     b'{"model":"m","messages":[{"content":"hi"}]}'
     >>> encode_body({"messages": [], "n": 1})
@@ -280,7 +287,7 @@ def encode_body(
     after: list[str] = []
     texts_at, key_at = None, ""
     for key, value in body.items():
-        name = _ENCODER.encode(key) + ":"
+        name = _encode(key) + ":"
         hit = known.get(key) if known else None
         if hit is not None and hit[0] is value:
             text = hit[1] if type(hit[1]) is str else hit[1].decode()
@@ -288,7 +295,7 @@ def encode_body(
             texts_at, key_at = _message_texts(value, messages, texts), name
             continue
         else:
-            text = _ENCODER.encode(value)
+            text = _encode(value)
         (before if texts_at is None else after).append(name + text)
     if texts_at is None:
         return ("{" + ",".join(before) + "}").encode("utf-8")
@@ -311,7 +318,7 @@ def turn(
     *,
     end: str | None = None,
     refusal: str | None = None,
-) -> PMap:
+) -> FrozenMap:
     """Return a normalized model turn, the one shape every codec decodes into.
 
     `message` is the assistant message to append to the transcript (provider shape);
@@ -324,14 +331,12 @@ def turn(
     continues it).
     `refusal` is the text of a refusal (None: not one).
     """
-    from pyrsistent import freeze
-
-    return pmap(
+    return FrozenMap(
         {
-            "message": freeze(message, strict=False),
+            "message": freeze(message),
             "text": text,
             "tool_calls": freeze(
-                tool_calls if isinstance(tool_calls, PVector) else list(tool_calls), strict=False
+                tool_calls if isinstance(tool_calls, PVector) else list(tool_calls)
             ),
             "usage": use,
             "finish": finish,
@@ -414,7 +419,7 @@ def merge_extra(old: Any, new: Any, concat: bool = True) -> Any:
 # An empty answer (no text, no tool calls) is kept in a transcript in this one shape,
 # valid in both dialects' message formats; `body()` of each codec leaves it out of a
 # request, since neither API accepts an assistant message without content.
-EMPTY_ANSWER = pmap({"role": "assistant", "content": ""})
+EMPTY_ANSWER = FrozenMap({"role": "assistant", "content": ""})
 
 
 def is_empty_answer(message: Mapping) -> bool:
@@ -471,8 +476,8 @@ def replayable_with(
             parts = [p for p in m["content"] if not is_empty_text_block(p)]
             if fix_block is not None:  # None: a block the provider would refuse, dropped
                 fixed_parts = (fix_block(p) for p in parts)
-                parts = [freeze(p, strict=False) for p in fixed_parts if p is not None]
-            out[i] = pmap(m).set("content", pvector(parts)) if parts else m
+                parts = [freeze(p) for p in fixed_parts if p is not None]
+            out[i] = FrozenMap(m).set("content", pvector(parts)) if parts else m
     return out
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pyrsistent import PMap
-
+from ..frozen import FrozenMap
 from .common import unique_id
 from .openai import _turn
 from .openai_read import args_text as _args_text
@@ -15,7 +14,7 @@ from .openai_read import args_text as _args_text
 __all__ = ["parse_generated"]
 
 
-def parse_generated(out: Mapping, turn_no: int) -> PMap:
+def parse_generated(out: Mapping, turn_no: int) -> FrozenMap:
     """Return the normalized turn of an in-process `generate` result.
 
     `out` is {"content": str} or {"tool_calls": [{"id"?, "name", "arguments"}]}, with an

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from ..frozen import FrozenMap
 from . import openai_fields as fields
 from .common import (
     EMPTY_ANSWER,
@@ -58,12 +59,12 @@ KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its k
 OWNED_PARAMS = ("model", "messages", "tools", "stream")
 
 
-def tool_entry(t: Mapping) -> PMap:
+def tool_entry(t: Mapping) -> FrozenMap:
     """Return one tool map's declaration in a request body's `tools`."""
-    function = pmap(
+    function = FrozenMap(
         {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
     )
-    return pmap({"type": "function", "function": function})
+    return FrozenMap({"type": "function", "function": function})
 
 
 def encode_tools(toolkit: Any) -> Sequence:
@@ -88,9 +89,9 @@ def headers(api_key: str | None) -> dict:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def user_message(text: str) -> PMap:
+def user_message(text: str) -> FrozenMap:
     """Return a user message."""
-    return pmap({"role": "user", "content": text})
+    return FrozenMap({"role": "user", "content": text})
 
 
 def body(model: str, messages: Sequence, tools: Sequence, system: str, params: Mapping) -> dict:
@@ -140,8 +141,8 @@ def cache_body(body: Mapping, conversation_id: str | None) -> Mapping:
 def with_output(params: Mapping, spec: Mapping) -> dict:
     """Return request params asking for an answer in the structured-output `spec`
     (core.output): `response_format` of type json_schema, strict when the schema allows."""
-    schema = pmap({"name": spec["name"], "schema": spec["schema"], "strict": spec["strict"]})
-    return {**params, "response_format": pmap({"type": "json_schema", "json_schema": schema})}
+    schema = FrozenMap({"name": spec["name"], "schema": spec["schema"], "strict": spec["strict"]})
+    return {**params, "response_format": FrozenMap({"type": "json_schema", "json_schema": schema})}
 
 
 def replayable(messages: Sequence) -> Sequence:
@@ -159,8 +160,8 @@ def _refusal_request(m: Mapping) -> Mapping | None:
         return None
     if m.get("content") or m.get("tool_calls"):
         return None
-    part = pmap({"type": "refusal", "refusal": refusal})
-    return pmap(m).remove("refusal").set("content", pvector([part]))
+    part = FrozenMap({"type": "refusal", "refusal": refusal})
+    return FrozenMap(m).remove("refusal").set("content", pvector([part]))
 
 
 # What a request leaves out where the server refuses it (see core.flow, openai_fields).
@@ -184,7 +185,9 @@ def _needs_cleaning(m: Mapping) -> bool:
 _READ_MESSAGE = frozenset({"role", "content", "tool_calls", "function_call"})
 
 
-def _assistant_message(text: str, calls: Sequence[Mapping], extra: Mapping | None = None) -> PMap:
+def _assistant_message(
+    text: str, calls: Sequence[Mapping], extra: Mapping | None = None
+) -> FrozenMap:
     # Built frozen (not frozen afterwards): this runs for every model turn.
     if not text and not calls and not extra:
         return EMPTY_ANSWER
@@ -195,19 +198,19 @@ def _assistant_message(text: str, calls: Sequence[Mapping], extra: Mapping | Non
         msg["tool_calls"] = pvector([_wire_call(c) for c in calls])
     if extra:
         msg.update(extra)
-    return pmap(msg)
+    return FrozenMap(msg)
 
 
-def _wire_call(c: Mapping) -> PMap:
+def _wire_call(c: Mapping) -> FrozenMap:
     # The call as the assistant message carries it (from the decoder's plain dict).
-    fn = pmap({"name": c["name"], "arguments": c["arguments"]})
+    fn = FrozenMap({"name": c["name"], "arguments": c["arguments"]})
     extra = c.get("extra")
     if not extra:
-        return pmap({"id": c["id"], "type": "function", "function": fn})
-    return pmap({**extra, "id": c["id"], "type": "function", "function": fn})
+        return FrozenMap({"id": c["id"], "type": "function", "function": fn})
+    return FrozenMap({**extra, "id": c["id"], "type": "function", "function": fn})
 
 
-def _usage(u: Mapping) -> PMap:
+def _usage(u: Mapping) -> FrozenMap:
     if u.keys() <= _PLAIN_USAGE:  # no details reported
         return usage(u.get("prompt_tokens"), u.get("completion_tokens"))
     prompt_details = u.get("prompt_tokens_details")
@@ -234,16 +237,16 @@ _ENDS = {"length": "max_tokens", "content_filter": "content_filter"}  # truncati
 
 def _turn(
     text: str, calls: list, u: Mapping | None, finish: Any, model: Any, extra: Mapping | None = None
-) -> PMap:
+) -> FrozenMap:
     use = _usage(u) if u else usage(None, None)
-    frozen = pvector([pmap(c) for c in calls])
+    frozen = pvector([FrozenMap(c) for c in calls])
     refusal = extra.get("refusal") if extra else None
     refusal = refusal if isinstance(refusal, str) and refusal else None
     message = _assistant_message(text, calls, extra)  # read from the plain dicts: faster
     return turn(message, text, frozen, use, finish, model, end=_ENDS.get(finish), refusal=refusal)
 
 
-def parse_response(data: Mapping | bytes | str) -> PMap:
+def parse_response(data: Mapping | bytes | str) -> FrozenMap:
     """Return the normalized turn of a chat completions response (an object, or its JSON).
 
     Anything malformed (bad or too deep JSON, wrong shapes) is a ProviderError
@@ -261,7 +264,7 @@ def parse_response(data: Mapping | bytes | str) -> PMap:
         raise malformed(e) from None
 
 
-def _parse_response(data: Mapping) -> PMap:
+def _parse_response(data: Mapping) -> FrozenMap:
     choices = array(data.get("choices"), "choices")
     if not choices:
         raise MalformedResponse("response has no choices")
@@ -280,7 +283,7 @@ def _parse_response(data: Mapping) -> PMap:
         }
         extra = extra_fields(c, READ_CALL)
         if extra:
-            call["extra"] = pmap(extra)
+            call["extra"] = FrozenMap(extra)
         calls.append(call)
     text = text_of(message.get("content"), "choices[0].message.content")
     usage_ = data.get("usage")
@@ -294,11 +297,11 @@ def _parse_response(data: Mapping) -> PMap:
     )
 
 
-def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
+def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[FrozenMap]:
     """Return one `tool` message per call, in call order; media parts a tool returned
     follow in one user message (a tool message carries text only)."""
     out = [
-        pmap({"role": "tool", "tool_call_id": c["id"], "content": _content(r["output"])})
+        FrozenMap({"role": "tool", "tool_call_id": c["id"], "content": _content(r["output"])})
         for c, r in zip(calls, results, strict=True)
     ]
     attachments = tool_attachments(calls, results)
@@ -314,7 +317,7 @@ def _content(output: Any) -> str:
 # ---- streaming: SSE events -> deltas (openai_stream) -> the same normalized turn
 
 
-def stream_turn(acc: OpenAIStream) -> PMap:
+def stream_turn(acc: OpenAIStream) -> FrozenMap:
     """Return the normalized turn of a finished stream: exactly what parse_response gives.
 
     Tool arguments stay raw (the joined fragments), so JSON cut off at max_tokens
@@ -335,7 +338,7 @@ def stream_turn(acc: OpenAIStream) -> PMap:
 
 def user_message_parts(
     parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
-) -> PMap:
+) -> FrozenMap:
     """Return a user message whose content is a list of parts in chat completions shape.
 
     Parts are upstream's (`toolnexus.parts`); each is checked and held to `max_part_bytes`.
@@ -347,7 +350,7 @@ def user_message_parts(
     from .parts import check_part_size, check_parts, to_openai
 
     checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
-    return pmap(
+    return FrozenMap(
         {"role": "user", "content": pvector(to_openai(p, on_unsupported_part) for p in checked)}
     )
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pyrsistent import pmap, pvector
+from pyrsistent import pvector
 
+from ..frozen import FrozenMap
 from .common import refusal_text
 
 __all__ = ["omissions", "refused_part", "omit"]
@@ -60,9 +61,9 @@ def _own(message: Mapping) -> Mapping:
     calls = message.get("tool_calls")
     if message.keys() <= _MESSAGE and not any(c.keys() - _CALL for c in calls or ()):
         return message
-    out = pmap({k: v for k, v in message.items() if k in _MESSAGE})
+    out = FrozenMap({k: v for k, v in message.items() if k in _MESSAGE})
     if calls:
-        calls = [pmap({k: v for k, v in c.items() if k in _CALL}) for c in calls]
+        calls = [FrozenMap({k: v for k, v in c.items() if k in _CALL}) for c in calls]
         out = out.set("tool_calls", pvector(calls))
     return out
 

@@ -13,7 +13,9 @@ import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import pvector
+
+from ..frozen import FrozenMap
 
 __all__ = [
     "MIME_TYPES",
@@ -63,7 +65,7 @@ class UnsupportedPartError(ValueError):
     """A content part the target dialect cannot carry (with on_unsupported_part="error")."""
 
 
-def check_part(part: Any) -> PMap:
+def check_part(part: Any) -> FrozenMap:
     """Return a part as a pmap, or raise ValueError saying what is wrong with it.
 
     >>> check_part({"type": "text", "text": "hi"})["text"]
@@ -79,7 +81,7 @@ def check_part(part: Any) -> PMap:
     if kind == "text":
         if not isinstance(part.get("text"), str):
             raise ValueError("a text part needs a string 'text'")
-        return pmap(part)
+        return FrozenMap(part)
     if kind not in MEDIA:
         raise ValueError(f"unknown content part type {kind!r}: expected 'text' or one of {MEDIA}")
     has_data, has_url = part.get("data") is not None, part.get("url") is not None
@@ -90,10 +92,10 @@ def check_part(part: Any) -> PMap:
     for key in ("data", "url", "mimeType", "name"):
         if part.get(key) is not None and not isinstance(part[key], str):
             raise ValueError(f"an {kind} part's {key!r} must be a string")
-    return pmap(part)
+    return FrozenMap(part)
 
 
-def check_parts(parts: Any) -> tuple[PMap, ...]:
+def check_parts(parts: Any) -> tuple[FrozenMap, ...]:
     """Return a prompt's parts checked (a non-empty list of parts), or raise ValueError."""
     if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
         raise ValueError("a prompt is a string or a non-empty list of content parts")
@@ -115,7 +117,7 @@ def prompt_message(
     *,
     on_unsupported_part: str = "error",
     max_part_bytes: int | None = None,
-) -> PMap:
+) -> FrozenMap:
     """Return the user message of a prompt in a dialect: a string, or a list of parts.
 
     >>> prompt_message("anthropic", [{"type": "text", "text": "hi"}])["content"][0]["type"]
@@ -196,7 +198,7 @@ def unsupported(part: Mapping, dialect: str, policy: str, why: str = "") -> Mapp
     if policy == "error":
         reason = f": {why}" if why else ""
         raise UnsupportedPartError(f"{dialect} cannot carry the {_describe(part)} part{reason}")
-    return pmap({"type": "text", "text": placeholder(part, dialect)})
+    return FrozenMap({"type": "text", "text": placeholder(part, dialect)})
 
 
 def data_url(mime_type: str, data: str) -> str:
@@ -248,16 +250,16 @@ def to_openai(part: Mapping, policy: str = "error") -> Mapping:
     _check_part(part)
     kind, mime = part["type"], part.get("mimeType")
     if kind == "text":
-        return pmap({"type": "text", "text": part["text"]})
+        return FrozenMap({"type": "text", "text": part["text"]})
     if kind == "image":
         url = part.get("url") or data_url(mime, part["data"])
-        return pmap({"type": "image_url", "image_url": pmap({"url": url})})
+        return FrozenMap({"type": "image_url", "image_url": FrozenMap({"url": url})})
     if kind == "file" and part.get("data") is not None:
         inner = {"file_data": data_url(mime, part["data"]), "filename": _filename(part)}
-        return pmap({"type": "file", "file": pmap(inner)})
+        return FrozenMap({"type": "file", "file": FrozenMap(inner)})
     if kind == "audio" and part.get("data") is not None and audio_format(mime):
-        inner = pmap({"data": part["data"], "format": audio_format(mime)})
-        return pmap({"type": "input_audio", "input_audio": inner})
+        inner = FrozenMap({"data": part["data"], "format": audio_format(mime)})
+        return FrozenMap({"type": "input_audio", "input_audio": inner})
     why = "only base64 wav or mp3 audio" if kind == "audio" else "a file by URL"
     return unsupported(part, "openai", policy, why)
 
@@ -281,20 +283,22 @@ def _check_part(part: Any) -> None:
         raise ValueError(f"a {kind} part with 'data' needs a string 'mimeType': {part!r:.120}")
 
 
-def _source(part: Mapping) -> PMap:
+def _source(part: Mapping) -> FrozenMap:
     if part.get("url") is not None:
-        return pmap({"type": "url", "url": part["url"]})
+        return FrozenMap({"type": "url", "url": part["url"]})
     # The request schema's media types are lower case (a mime type is case-insensitive).
-    return pmap({"type": "base64", "media_type": part["mimeType"].lower(), "data": part["data"]})
+    return FrozenMap(
+        {"type": "base64", "media_type": part["mimeType"].lower(), "data": part["data"]}
+    )
 
 
 _TITLE_MAX = 500  # the request schema's longest document title
 
 
-def _document(part: Mapping, source: Mapping) -> PMap:
+def _document(part: Mapping, source: Mapping) -> FrozenMap:
     block = {"type": "document", "source": source}
     name = part.get("name")
-    return pmap({**block, "title": name[:_TITLE_MAX]} if name else block)
+    return FrozenMap({**block, "title": name[:_TITLE_MAX]} if name else block)
 
 
 def to_anthropic(part: Mapping, policy: str = "error") -> Mapping:
@@ -308,9 +312,9 @@ def to_anthropic(part: Mapping, policy: str = "error") -> Mapping:
     _check_part(part)
     kind, mime = part["type"], (part.get("mimeType") or "").lower()
     if kind == "text":
-        return pmap({"type": "text", "text": part["text"]})
+        return FrozenMap({"type": "text", "text": part["text"]})
     if kind == "image" and (part.get("url") is not None or mime in _ANTHROPIC_IMAGES):
-        return pmap({"type": "image", "source": _source(part)})
+        return FrozenMap({"type": "image", "source": _source(part)})
     if kind == "file" and (mime == "application/pdf" or (not mime and part.get("url"))):
         return _document(part, _source(part))
     if kind == "file" and mime == "text/plain" and part.get("data") is not None:
@@ -318,7 +322,7 @@ def to_anthropic(part: Mapping, policy: str = "error") -> Mapping:
             text = base64.b64decode(part["data"], validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
             return unsupported(part, "anthropic", policy, "its text is not base64 UTF-8")
-        source = pmap({"type": "text", "media_type": "text/plain", "data": text})
+        source = FrozenMap({"type": "text", "media_type": "text/plain", "data": text})
         return _document(part, source)
     why = {"audio": "no audio input", "image": f"image type {mime!r}"}.get(kind, f"file {mime!r}")
     return unsupported(part, "anthropic", policy, why)
@@ -327,7 +331,7 @@ def to_anthropic(part: Mapping, policy: str = "error") -> Mapping:
 # ---- wire block -> neutral part (None: not a content part) -----------------------------
 
 
-def _media(kind: str, mime: str | None, data: str | None, url: str | None, name: Any) -> PMap:
+def _media(kind: str, mime: str | None, data: str | None, url: str | None, name: Any) -> FrozenMap:
     out: dict = {"type": kind}
     if mime:
         out["mimeType"] = mime
@@ -337,10 +341,10 @@ def _media(kind: str, mime: str | None, data: str | None, url: str | None, name:
         out["url"] = url
     if isinstance(name, str) and name:
         out["name"] = name
-    return pmap(out)
+    return FrozenMap(out)
 
 
-def from_openai(block: Mapping) -> PMap | None:
+def from_openai(block: Mapping) -> FrozenMap | None:
     """Return the neutral part of a chat completions content part (None if it is not one).
 
     >>> p = from_openai({"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}})
@@ -349,9 +353,9 @@ def from_openai(block: Mapping) -> PMap | None:
     """
     kind = block.get("type")
     if kind == "text":
-        return pmap({"type": "text", "text": block.get("text") or ""})
+        return FrozenMap({"type": "text", "text": block.get("text") or ""})
     if kind == "refusal":
-        return pmap({"type": "text", "text": block.get("refusal") or ""})
+        return FrozenMap({"type": "text", "text": block.get("refusal") or ""})
     if kind == "image_url":
         url = (block.get("image_url") or {}).get("url") or ""
         split = split_data_url(url)
@@ -371,7 +375,7 @@ def from_openai(block: Mapping) -> PMap | None:
     return None
 
 
-def from_anthropic(block: Mapping) -> PMap | None:
+def from_anthropic(block: Mapping) -> FrozenMap | None:
     """Return the neutral part of a messages content block (None if it is not one).
 
     >>> p = from_anthropic({"type": "image", "source": {"type": "url", "url": "https://x/a.png"}})
@@ -380,7 +384,7 @@ def from_anthropic(block: Mapping) -> PMap | None:
     """
     kind = block.get("type")
     if kind == "text":
-        return pmap({"type": "text", "text": block.get("text") or ""})
+        return FrozenMap({"type": "text", "text": block.get("text") or ""})
     if kind not in ("image", "document"):
         return None
     source = block.get("source") or {}
@@ -437,7 +441,7 @@ def tool_result_blocks(output: Any) -> Any:
     return pvector(blocks) if blocks else "(no output)"
 
 
-def tool_attachments(calls: Sequence[Mapping], results: Sequence[Mapping]) -> PMap | None:
+def tool_attachments(calls: Sequence[Mapping], results: Sequence[Mapping]) -> FrozenMap | None:
     """Return the OpenAI chat user message carrying the media parts of a turn's tool
     results (a tool message holds text only), or None when there are none.
 
@@ -449,7 +453,7 @@ def tool_attachments(calls: Sequence[Mapping], results: Sequence[Mapping]) -> PM
         output = r["output"]
         media = [p for p in output if p["type"] != "text"] if is_parts(output) else []
         if media:
-            content.append(pmap({"type": "text", "text": f"Attached by tool {c['name']} "
+            content.append(FrozenMap({"type": "text", "text": f"Attached by tool {c['name']} "
                                  f"(call {c['id']}):"}))  # fmt: skip
             content.extend(to_openai(p, "text") for p in media)
-    return pmap({"role": "user", "content": pvector(content)}) if content else None
+    return FrozenMap({"role": "user", "content": pvector(content)}) if content else None

@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
 from ..errors import ProviderError
+from ..frozen import FrozenMap
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
@@ -84,9 +85,9 @@ KEY_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # where a client finds its k
 OWNED_PARAMS = ("model", "input", "tools", "stream", "instructions")
 
 
-def tool_entry(t: Mapping) -> PMap:
+def tool_entry(t: Mapping) -> FrozenMap:
     """Return one tool map's declaration in a request body's `tools` (a function tool)."""
-    return pmap(
+    return FrozenMap(
         {
             "type": "function",
             "name": t["name"],
@@ -138,7 +139,7 @@ def _output_message(item: Mapping) -> Mapping | None:
         return None
     if not isinstance(item.get("id"), str):
         text = "".join(p.get("text") or p.get("refusal") or "" for p in kept)
-        return pmap({"role": "assistant", "content": text}) if text else None
+        return FrozenMap({"role": "assistant", "content": text}) if text else None
     return {**item, "status": item.get("status") or "completed", "content": kept}
 
 
@@ -305,9 +306,9 @@ def with_output(params: Mapping, spec: Mapping) -> dict:
     """Return request params asking for an answer in the structured-output `spec`:
     `text.format` of type json_schema (other `text` settings kept)."""
     given = params.get("text") if params else None
-    fmt = pmap({"type": "json_schema", "name": spec["name"], "schema": spec["schema"],
+    fmt = FrozenMap({"type": "json_schema", "name": spec["name"], "schema": spec["schema"],
                 "strict": spec["strict"]})  # fmt: skip
-    return {**params, "text": pmap({**(given or {}), "format": fmt})}
+    return {**params, "text": FrozenMap({**(given or {}), "format": fmt})}
 
 
 def replayable(messages: Sequence) -> Sequence:
@@ -361,17 +362,17 @@ def owns(message: Mapping) -> bool:
     return isinstance(message.get("items"), (list, tuple, PVector))
 
 
-def output_item(call_id: str, output: Any) -> PMap:
+def output_item(call_id: str, output: Any) -> FrozenMap:
     """Return the `function_call_output` item answering `call_id`."""
-    return pmap({"type": "function_call_output", "call_id": call_id, "output": output})
+    return FrozenMap({"type": "function_call_output", "call_id": call_id, "output": output})
 
 
-def results_message(items: Sequence) -> PMap:
+def results_message(items: Sequence) -> FrozenMap:
     """Return the message holding a turn's `function_call_output` items."""
-    return pmap({"role": "tool", "items": pvector(items)})
+    return FrozenMap({"role": "tool", "items": pvector(items)})
 
 
-def keep_results(message: Mapping, wanted: Any) -> PMap | None:
+def keep_results(message: Mapping, wanted: Any) -> FrozenMap | None:
     """Return a results message with only the outputs `wanted(call_id)` accepts (None: none)."""
     items = message.get("items") or ()
     kept = [
@@ -382,7 +383,7 @@ def keep_results(message: Mapping, wanted: Any) -> PMap | None:
     ]
     if len(kept) == len(items):
         return message
-    return pmap(message).set("items", pvector(kept)) if kept else None
+    return FrozenMap(message).set("items", pvector(kept)) if kept else None
 
 
 # ---- tool results ----------------------------------------------------------------------
@@ -397,7 +398,7 @@ def _output(output: Any) -> Any:
     return to_json(output).decode("utf-8")
 
 
-def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[PMap]:
+def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[FrozenMap]:
     """Return ONE message of `function_call_output` items, in call order (media parts a
     tool returned go inside its output: the API takes input_image and input_file there)."""
     items = [
@@ -418,29 +419,29 @@ def to_part(part: Mapping, policy: str = "error") -> Mapping:
     """
     kind, mime = part["type"], part.get("mimeType")
     if kind == "text":
-        return pmap({"type": "input_text", "text": part["text"]})
+        return FrozenMap({"type": "input_text", "text": part["text"]})
     if kind == "image":
         url = part.get("url") or data_url(mime, part["data"])
-        return pmap({"type": "input_image", "image_url": url, "detail": "auto"})
+        return FrozenMap({"type": "input_image", "image_url": url, "detail": "auto"})
     if kind == "file" and part.get("data") is not None:
         name = part.get("name") or "file"
-        return pmap({"type": "input_file", "file_data": data_url(mime, part["data"]),
+        return FrozenMap({"type": "input_file", "file_data": data_url(mime, part["data"]),
                      "filename": name})  # fmt: skip
     if kind == "file":
-        return pmap({"type": "input_file", "file_url": part["url"]})
+        return FrozenMap({"type": "input_file", "file_url": part["url"]})
     # Its placeholder is text, which this API takes as input_text only (never "text").
     return to_part(unsupported(part, "responses", policy, "no audio input"))
 
 
-def from_part(block: Mapping) -> PMap | None:
+def from_part(block: Mapping) -> FrozenMap | None:
     """Return the neutral part of a Responses content part (None if it is not one)."""
     from .parts import _media
 
     kind = block.get("type")
     if kind in ("input_text", "output_text"):
-        return pmap({"type": "text", "text": block.get("text") or ""})
+        return FrozenMap({"type": "text", "text": block.get("text") or ""})
     if kind == "refusal":
-        return pmap({"type": "text", "text": block.get("refusal") or ""})
+        return FrozenMap({"type": "text", "text": block.get("refusal") or ""})
     if kind == "input_image" and isinstance(block.get("image_url"), str):
         split = split_data_url(block["image_url"])
         return _media("image", *(split or (None, None)), None if split else block["image_url"],
@@ -457,7 +458,7 @@ def from_part(block: Mapping) -> PMap | None:
 
 def user_message_parts(
     parts: Sequence[Mapping], on_unsupported_part: str = "error", max_part_bytes: int | None = None
-) -> PMap:
+) -> FrozenMap:
     """Return a user message whose content is a list of Responses input parts.
 
     >>> user_message_parts([{"type": "text", "text": "hi"}])["content"][0]["type"]
@@ -465,13 +466,13 @@ def user_message_parts(
     """
     checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
     content = pvector(to_part(p, on_unsupported_part) for p in checked)
-    return pmap({"role": "user", "content": content})
+    return FrozenMap({"role": "user", "content": content})
 
 
 # ---- decoding an answer ----------------------------------------------------------------
 
 
-def _usage(u: Any) -> PMap:
+def _usage(u: Any) -> FrozenMap:
     if not isinstance(u, Mapping):
         return usage(None, None)
     inputs = u.get("input_tokens_details")
@@ -541,7 +542,7 @@ def _read_output(output: Sequence) -> tuple[list, str, str, list]:
 _ENDS = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
-def _parse_response(data: Mapping) -> PMap:
+def _parse_response(data: Mapping) -> FrozenMap:
     _failed(data)
     items, text, refusal, calls = _read_output(_list(data.get("output"), "output"))
     status = data.get("status") if isinstance(data.get("status"), str) else None
@@ -553,14 +554,14 @@ def _parse_response(data: Mapping) -> PMap:
         message = {"role": "assistant", "items": pvector(items)}
         if isinstance(data.get("id"), str):
             message["response_id"] = data["id"]
-    frozen = pvector(pmap(c) for c in calls)
+    frozen = pvector(FrozenMap(c) for c in calls)
     model = data.get("model") if isinstance(data.get("model"), str) else None
     end = _ENDS.get(reason, "incomplete") if status == "incomplete" else None
     return turn(message, text, frozen, _usage(data.get("usage")), finish, model, end=end,
                 refusal=refusal or None)  # fmt: skip
 
 
-def parse_response(data: Mapping | bytes | str) -> PMap:
+def parse_response(data: Mapping | bytes | str) -> FrozenMap:
     """Return the normalized turn of a Responses response (an object, or its JSON).
 
     A failed response (status "failed", an `error`) is a ProviderError with its message;
@@ -578,7 +579,7 @@ def parse_response(data: Mapping | bytes | str) -> PMap:
         raise malformed(e) from None
 
 
-def stream_turn(acc: ResponsesStream) -> PMap:
+def stream_turn(acc: ResponsesStream) -> FrozenMap:
     """Return the normalized turn of a finished stream: `parse_response` of the response it
     stands for (see responses_stream.final_response, which raises for a cut stream)."""
     return parse_response(final_response(acc))

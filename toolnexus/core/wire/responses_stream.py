@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import pvector
 
+from ..frozen import FrozenMap
 from .common import MALFORMED, MalformedResponse, malformed, name_text, stream_cut
 from .sse import load_json, stream_error
 
@@ -38,9 +39,9 @@ class ResponsesStream(NamedTuple):
     cut short (`final_response` raises).
     """
 
-    items: PMap = pmap()
-    args: PMap = pmap()  # output_index -> pvector of argument fragments
-    text: PMap = pmap()  # output_index -> pvector of text fragments
+    items: FrozenMap = FrozenMap()
+    args: FrozenMap = FrozenMap()  # output_index -> pvector of argument fragments
+    text: FrozenMap = FrozenMap()  # output_index -> pvector of text fragments
     final: Mapping | None = None
     model: str | None = None
 
@@ -80,7 +81,7 @@ def _named(acc: ResponsesStream, data: Mapping) -> int | None:
     return hits[0] if hits else None
 
 
-def _append(table: PMap, index: int, piece: str) -> PMap:
+def _append(table: FrozenMap, index: int, piece: str) -> FrozenMap:
     return table.set(index, table.get(index, pvector()).append(piece))
 
 

@@ -26,9 +26,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
 from ..errors import ProviderError, excerpt
+from ..frozen import FrozenMap
 from ..walk import map_strings
 from .inband import envelope, error_fields
 from .jsonload import MAX_BYTES, load
@@ -233,7 +234,7 @@ def _whole(text: str, where: str) -> str:
     return joined
 
 
-_PMAP, _PVECTOR = type(pmap()), type(pvector())
+_FROZEN, _PVECTOR = FrozenMap, type(pvector())
 # Leaves a decoded value holds besides strings: nothing to look into.
 _LEAVES = frozenset({type(None), bool, int, float})
 
@@ -245,8 +246,8 @@ def _has_surrogate(value: Any) -> bool:
     kind = type(value)
     if kind is str:
         return not value.isascii() and _SURROGATE.search(value) is not None
-    if kind is _PMAP:
-        items = value.itervalues()
+    if kind is _FROZEN:
+        items = value.values()
     elif kind is _PVECTOR or kind is list or kind is tuple:
         items = value
     elif kind in _LEAVES:

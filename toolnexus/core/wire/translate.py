@@ -27,8 +27,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PSet, PVector, pmap, pset, pvector
+from pyrsistent import PSet, PVector, pset, pvector
 
+from ..frozen import FrozenMap
 from ..transcript import freeze_transcript
 from . import DIALECTS as CODECS
 from . import parts as P
@@ -59,7 +60,7 @@ class Translated(NamedTuple):
 
     messages: PVector
     system: str
-    ids: PMap
+    ids: FrozenMap
 
 
 def valid_tool_id(id: Any, dialect: str) -> bool:
@@ -138,7 +139,9 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
 
 # Each dialect's text part, the one part a system message may list there (chat "text",
 # Responses "input_text", Anthropic "text" blocks): read off each codec's own writer.
-_TEXT_PART = {d: c.to_part(pmap({"type": "text", "text": "-"}))["type"] for d, c in CODECS.items()}
+_TEXT_PART = {
+    d: c.to_part(FrozenMap({"type": "text", "text": "-"}))["type"] for d, c in CODECS.items()
+}
 _TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
 
 
@@ -155,12 +158,12 @@ def _native_system(message: Mapping, dialect: str) -> bool:
     )
 
 
-def _system_message(message: Mapping, dialect: str, policy: str) -> PMap:
+def _system_message(message: Mapping, dialect: str, policy: str) -> FrozenMap:
     """Return a system message with its content as text, valid in every dialect: its text
     parts joined, each media part as `policy` says (no dialect takes media there)."""
     content = message.get("content")
     if isinstance(content, str):
-        return pmap({"role": message.get("role"), "content": content})
+        return FrozenMap({"role": message.get("role"), "content": content})
     said = []
     for b in _blocks(message):
         if b.get("type") in _TEXT_KINDS:
@@ -168,7 +171,7 @@ def _system_message(message: Mapping, dialect: str, policy: str) -> PMap:
         else:
             part = part_of(b, "openai")
             said.append(P.unsupported(part, dialect, policy, "not in a system message")["text"])
-    return pmap({"role": message.get("role"), "content": "".join(said)})
+    return FrozenMap({"role": message.get("role"), "content": "".join(said)})
 
 
 def _native_openai(message: Mapping) -> bool:
@@ -376,7 +379,7 @@ def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[_InOrder]:
 # ---- reading a message into neutral items ----------------------------------------------
 def _content_parts(content: Any) -> list:
     if isinstance(content, str):
-        return [pmap({"type": "text", "text": content})]
+        return [FrozenMap({"type": "text", "text": content})]
     source = "openai" if any(b.get("type") in _OPENAI_BLOCKS for b in content) else "anthropic"
     return [part_of(b, source) for b in content if isinstance(b, Mapping)]
 
@@ -424,7 +427,7 @@ def _responses_items(m: Mapping, ids: Mapping) -> list[tuple]:
         elif kind == "message" or (kind is None and item.get("role") == "assistant"):
             content = item.get("content")
             if isinstance(content, str):
-                parts.append(pmap({"type": "text", "text": content}))
+                parts.append(FrozenMap({"type": "text", "text": content}))
             else:
                 parts += [R.from_part(b) for b in _blocks(item) if R.from_part(b) is not None]
     return [("assistant", parts, calls, extras, {})]
@@ -438,7 +441,7 @@ def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
     """Return (content parts, calls as (id, name, raw args, the call's own fields),
     anthropic-only blocks kept, the message's own fields: what only openai carries)."""
     content, calls, extras = m.get("content"), [], []
-    parts = [pmap({"type": "text", "text": content})] if isinstance(content, str) else []
+    parts = [FrozenMap({"type": "text", "text": content})] if isinstance(content, str) else []
     own = {k: v for k, v in m.items() if k not in _READ_MESSAGE}
     for c in m.get("tool_calls") or ():
         fn = c.get("function") or {}
@@ -494,7 +497,7 @@ def translate(
         raise ValueError(f"on_unsupported_part must be one of {P.POLICIES}")
     frozen = freeze_transcript(transcript)
     if _unchanged(frozen, dialect, keep_system):
-        return Translated(frozen, "", pmap())
+        return Translated(frozen, "", FrozenMap())
     plan = _id_plan(frozen, dialect)
     moved = [any(k != v for k, v in p.items()) for p in plan]
     out: list = []
@@ -524,7 +527,7 @@ def translate(
             pending.extend(_items(m, ids))
     write()
     renamed = {new: old for p in plan for old, new in p.items() if old != new}
-    return Translated(pvector(out), "\n\n".join(system), pmap(renamed))
+    return Translated(pvector(out), "\n\n".join(system), FrozenMap(renamed))
 
 
 def _continues_results(message: Mapping, pending: list) -> bool:

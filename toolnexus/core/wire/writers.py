@@ -11,8 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from ..frozen import FrozenMap
 from . import DIALECTS as CODECS
 from . import parts as P
 from . import responses as R
@@ -41,12 +42,12 @@ def _args_input(raw: Any) -> Mapping:
     if isinstance(raw, Mapping):
         return raw
     if not isinstance(raw, str) or not raw.strip():
-        return pmap()
+        return FrozenMap()
     try:
         value = json.loads(raw)
     except ValueError:
         value = None
-    return value if isinstance(value, Mapping) else pmap({"INVALID_JSON": raw})
+    return value if isinstance(value, Mapping) else FrozenMap({"INVALID_JSON": raw})
 
 
 def args_text(raw: Any) -> str:
@@ -57,14 +58,14 @@ def part_of(block: Mapping, source: str) -> Mapping:
     """Return the neutral part of a content block; an unknown block becomes a bare part."""
     reader = P.from_openai if source == "openai" else P.from_anthropic
     part = reader(block) or P.from_openai(block) or P.from_anthropic(block) or R.from_part(block)
-    return part if part is not None else pmap({"type": block.get("type") or "unknown"})
+    return part if part is not None else FrozenMap({"type": block.get("type") or "unknown"})
 
 
 # ---- writing neutral items in a dialect ------------------------------------------------
 
 
 def _unsupported_block(block: Mapping, dialect: str, policy: str) -> Mapping:
-    return P.unsupported(pmap({"type": block.get("type") or "unknown"}), dialect, policy)
+    return P.unsupported(FrozenMap({"type": block.get("type") or "unknown"}), dialect, policy)
 
 
 def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
@@ -73,7 +74,7 @@ def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
     for p in parts:
         if p.get("type") == "text":
             if p.get("text"):  # an empty text block is rejected, and says nothing
-                out.append(encode(pmap({"type": "text", "text": p["text"]}), policy))
+                out.append(encode(FrozenMap({"type": "text", "text": p["text"]}), policy))
         elif p.get("type") in P.MEDIA:
             out.append(encode(p, policy))
         else:  # its placeholder is text, in the dialect's own text part
@@ -93,7 +94,7 @@ def _result_content(content: Any, dialect: str, policy: str) -> Any:
     return pvector(_wire_parts(parts, dialect, policy))
 
 
-def _openai_result(i: Any, content: Any, policy: str, media: list) -> PMap:
+def _openai_result(i: Any, content: Any, policy: str, media: list) -> FrozenMap:
     """Return the tool message of a result; its media parts (Anthropic tool_result image
     or document blocks) join `media`, for the user message after the turn's results."""
     if isinstance(content, (list, tuple, PVector)):
@@ -101,21 +102,21 @@ def _openai_result(i: Any, content: Any, policy: str, media: list) -> PMap:
         if any(p.get("type") in P.MEDIA and p.get("type") != "audio" for p in parts):
             shown = [p for p in parts if p.get("type") in ("text", *P.MEDIA)]
             media.extend(p for p in shown if p.get("type") != "text")
-            return pmap({"role": "tool", "tool_call_id": i, "content": P.tool_text(shown)})
+            return FrozenMap({"role": "tool", "tool_call_id": i, "content": P.tool_text(shown)})
     body = _result_content(content, "openai", policy)
-    return pmap({"role": "tool", "tool_call_id": i, "content": body})
+    return FrozenMap({"role": "tool", "tool_call_id": i, "content": body})
 
 
-def _media_message(media: list) -> list[PMap]:
+def _media_message(media: list) -> list[FrozenMap]:
     if not media:
         return []
-    note = pmap({"type": "text", "text": "Attached by the tools above:"})
+    note = FrozenMap({"type": "text", "text": "Attached by the tools above:"})
     content = pvector([note, *(P.to_openai(p, "text") for p in media)])
     media.clear()
-    return [pmap({"role": "user", "content": content})]
+    return [FrozenMap({"role": "user", "content": content})]
 
 
-def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
+def _openai_messages(items: list[tuple], policy: str) -> list[FrozenMap]:
     out: list = []
     media: list = []  # tool results' media, sent after the turn's results
     for item in items:
@@ -123,13 +124,13 @@ def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
         if kind != "result":
             out.extend(_media_message(media))
         if kind == "system":
-            out.append(pmap({"role": "system", "content": item[1]}))
+            out.append(FrozenMap({"role": "system", "content": item[1]}))
         elif kind == "user":
             content = item[1]
             if not isinstance(content, str):
                 content = pvector(_wire_parts(content, "openai", policy))
             if content:
-                out.append(pmap({"role": "user", "content": content}))
+                out.append(FrozenMap({"role": "user", "content": content}))
         elif kind == "result":
             _, i, content, _error = item
             out.append(_openai_result(i, content, policy, media))
@@ -140,7 +141,7 @@ def _openai_messages(items: list[tuple], policy: str) -> list[PMap]:
 
 def _openai_assistant(
     parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
+) -> list[FrozenMap]:
     for b in extras:
         if b.get("type") not in _DROPPED_ON_OPENAI and not _server_side(b):
             parts = [*parts, _unsupported_block(b, "openai", policy)]
@@ -148,21 +149,21 @@ def _openai_assistant(
     msg: dict = {**own, "role": "assistant", "content": text or None}
     if calls:
         msg["tool_calls"] = pvector(
-            pmap({**mine, "id": i, "type": "function",
-                  "function": pmap({"name": name, "arguments": args_text(raw)})})
+            FrozenMap({**mine, "id": i, "type": "function",
+                  "function": FrozenMap({"name": name, "arguments": args_text(raw)})})
             for i, name, raw, mine in calls
         )  # fmt: skip
-    return [pmap(msg)] if (text or calls or own.get("refusal")) else []
+    return [FrozenMap(msg)] if (text or calls or own.get("refusal")) else []
 
 
-def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
+def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
     out: list = []
     system: list = []
     results: list = []  # the tool_result blocks waiting to go as one user message
 
     def flush() -> None:
         if results:
-            out.append(pmap({"role": "user", "content": pvector(results)}))
+            out.append(FrozenMap({"role": "user", "content": pvector(results)}))
             results.clear()
 
     for item in items:
@@ -171,7 +172,7 @@ def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], li
             _, i, content, error = item
             block = {"type": "tool_result", "tool_use_id": i,
                      "content": _result_content(content, "anthropic", policy)}  # fmt: skip
-            results.append(pmap({**block, "is_error": True} if error else block))
+            results.append(FrozenMap({**block, "is_error": True} if error else block))
             continue
         flush()
         if kind == "system":
@@ -182,7 +183,7 @@ def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], li
             if not isinstance(content, str):
                 content = pvector(_wire_parts(content, "anthropic", policy))
             if content:
-                out.append(pmap({"role": "user", "content": content}))
+                out.append(FrozenMap({"role": "user", "content": content}))
         else:
             out.extend(_anthropic_assistant(*item[1:], policy))
     flush()
@@ -191,20 +192,20 @@ def _anthropic_messages(items: list[tuple], policy: str) -> tuple[list[PMap], li
 
 def _anthropic_assistant(
     parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
+) -> list[FrozenMap]:
     refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
     if isinstance(refusal, str) and refusal:
-        parts = [*parts, pmap({"type": "text", "text": refusal})]
+        parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
     extras = [b for b in extras if b.get("type") not in _REASONING_OF["responses"]]
     blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
     blocks += [
-        pmap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
+        FrozenMap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
         for i, name, raw, _ in calls
     ]
-    return [pmap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
+    return [FrozenMap({"role": "assistant", "content": pvector(blocks)})] if blocks else []
 
 
-def _responses_messages(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
+def _responses_messages(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
     out: list = []
     results: list = []  # the function_call_output items waiting to go as one message
 
@@ -222,13 +223,13 @@ def _responses_messages(items: list[tuple], policy: str) -> tuple[list[PMap], li
         flush()
         if kind == "system":
             if item[1]:
-                out.append(pmap({"role": "system", "content": item[1]}))
+                out.append(FrozenMap({"role": "system", "content": item[1]}))
         elif kind == "user":
             content = item[1]
             if not isinstance(content, str):
                 content = pvector(_wire_parts(content, "responses", policy))
             if content:
-                out.append(pmap({"role": "user", "content": content}))
+                out.append(FrozenMap({"role": "user", "content": content}))
         else:
             out.extend(_responses_assistant(*item[1:], policy))
     flush()
@@ -245,25 +246,25 @@ def _responses_output(content: Any, policy: str) -> Any:
 
 def _responses_assistant(
     parts: list, calls: list, extras: list, own: Mapping, policy: str
-) -> list[PMap]:
+) -> list[FrozenMap]:
     refusal = own.get("refusal")
     if isinstance(refusal, str) and refusal:
-        parts = [*parts, pmap({"type": "text", "text": refusal})]
+        parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
     for b in extras:
         reasoning = b.get("type") in (*_REASONING_OF["anthropic"], *_REASONING_OF["responses"])
         if not reasoning and not _server_side(b):
             parts = [*parts, _unsupported_block(b, "responses", policy)]
     text = "".join(p.get("text") or "" for p in parts if p.get("type") == "text")
     reasoning = [b for b in extras if b.get("type") in _REASONING_OF["responses"]]
-    made = [pmap({"type": "function_call", "call_id": i, "name": name,
+    made = [FrozenMap({"type": "function_call", "call_id": i, "name": name,
                   "arguments": args_text(raw)}) for i, name, raw, _ in calls]  # fmt: skip
     if not reasoning and not made:
-        return [pmap({"role": "assistant", "content": text})] if text else []
-    said = [pmap({"role": "assistant", "content": text})] if text else []
-    return [pmap({"role": "assistant", "items": pvector([*reasoning, *said, *made])})]
+        return [FrozenMap({"role": "assistant", "content": text})] if text else []
+    said = [FrozenMap({"role": "assistant", "content": text})] if text else []
+    return [FrozenMap({"role": "assistant", "items": pvector([*reasoning, *said, *made])})]
 
 
-def _openai_written(items: list[tuple], policy: str) -> tuple[list[PMap], list[str]]:
+def _openai_written(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
     return _openai_messages(items, policy), []
 
 

@@ -1,0 +1,71 @@
+"""What a runtime remembers is bounded by bytes (issue 35): MEMO_BYTES of the remembered
+conversations' JSON, least recently used dropped, over real exchanges."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+import toolnexus.runtime as rt
+from toolnexus import create_client, run
+from toolnexus.store import in_memory_store
+from toolnexus.testing import openai_response, text_reply
+
+ANSWER = json.dumps(openai_response(text_reply("Noted."))).encode()
+
+
+def _client():
+    answer = lambda request: httpx.Response(  # noqa: E731
+        200, content=ANSWER, headers={"content-type": "application/json"}
+    )
+    return create_client(base_url="http://model.test/v1", model="m", store=in_memory_store(),
+                         transport=httpx.MockTransport(answer))  # fmt: skip
+
+
+def _history(n: int, size: int) -> list[dict]:
+    return [{"role": ("user", "assistant")[i % 2], "content": "x" * size} for i in range(n)]
+
+
+def test_the_memo_keeps_at_most_its_bytes_and_the_most_recent_conversations(monkeypatch):
+    monkeypatch.setattr(rt, "MEMO_BYTES", 64_000)
+    c = _client()
+    for i in range(8):  # each about 20 KB of JSON: three fit
+        run(c, "hi", history=_history(20, 1000), id=f"c{i}")
+        assert c.runtime.remembered_bytes() <= 64_000
+    kept = [i for i in range(8) if c.runtime.recall(f"c{i}") is not None]
+    assert kept == [5, 6, 7]
+    sizes = [rt.memo_bytes(c.runtime.recall(f"c{i}")) for i in kept]
+    assert sum(sizes) == c.runtime.remembered_bytes() and all(s > 20_000 for s in sizes)
+
+
+def test_a_conversation_past_the_bound_alone_is_not_remembered_and_still_answers(monkeypatch):
+    monkeypatch.setattr(rt, "MEMO_BYTES", 10_000)
+    c = _client()
+    run(c, "hi", history=_history(4, 100), id="small")
+    r = run(c, "hi", history=_history(30, 1000), id="big")
+    assert r["text"] == "Noted." and c.runtime.recall("big") is None
+    assert c.runtime.recall("small") is not None
+    again = run(c, "more", id="big")  # loaded from the store: the same conversation goes on
+    assert len(again["messages"]) == len(r["messages"]) + 2
+
+
+def test_forget_and_close_give_the_bytes_back():
+    c = _client()
+    run(c, "hi", history=_history(4, 100), id="a")
+    assert c.runtime.remembered_bytes() > 0
+    c.runtime.forget("a")
+    assert c.runtime.remembered_bytes() == 0
+    run(c, "hi", history=_history(4, 100), id="b")
+    c.runtime.close()
+    assert c.runtime.remembered_bytes() == 0
+
+
+@pytest.mark.parametrize("n", [1, 50])
+def test_the_default_bound_is_documented_and_holds(n):
+    assert rt.MEMO_BYTES == 16 * 1024 * 1024
+    c = _client()
+    for i in range(n):
+        run(c, "hi", history=_history(10, 200), id=f"d{i}")
+    assert 0 < c.runtime.remembered_bytes() <= rt.MEMO_BYTES

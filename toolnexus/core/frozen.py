@@ -1,0 +1,169 @@
+"""Immutable JSON values that keep their order: `FrozenMap`, `freeze`, `thaw`.
+
+Rule 1: pure; imports pyrsistent only.
+
+A JSON object keeps the order its author wrote and the order a provider sent (design:
+"order is data"). pyrsistent's `pmap` iterates in string-hash order, which changes with
+`PYTHONHASHSEED`, so the same transcript would go out as other bytes in every process:
+a structured-output schema's fields reordered, a provider's prompt cache missed.
+`FrozenMap` is an immutable dict: insertion order is iteration order, `json` encodes it
+in C as it is (nothing thawed first), and it has pmap's verbs (`set`, `remove`,
+`discard`, `update`) returning new maps. Arrays stay pyrsistent `pvector`s (ordered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NoReturn
+
+from pyrsistent import PMap, PSet, PVector, pset, pvector
+
+__all__ = ["FrozenMap", "freeze", "thaw"]
+
+
+def _immutable(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(
+        f"'{type(self).__name__}' is immutable: use .set(), .remove(), .discard() or"
+        " .update(), which return a new map"
+    )
+
+
+class FrozenMap(dict):
+    """An immutable, hashable map that iterates in insertion order (a JSON object).
+
+    >>> m = FrozenMap({"zeta": 1, "alpha": 2})
+    >>> list(m.set("mid", 3)), list(m)
+    (['zeta', 'alpha', 'mid'], ['zeta', 'alpha'])
+    >>> m["beta"] = 4
+    Traceback (most recent call last):
+    ...
+    TypeError: 'FrozenMap' is immutable: use .set(), .remove(), .discard() or .update(), \
+which return a new map
+    """
+
+    __slots__ = ("_hash",)
+
+    __setitem__ = __delitem__ = _immutable
+    clear = pop = popitem = setdefault = _immutable
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = hash(frozenset(self.items()))
+            return self._hash
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({dict.__repr__(self)})"
+
+    def __reduce__(self) -> tuple:
+        # pickle and copy would rebuild a dict subclass item by item, through __setitem__
+        return (FrozenMap, (dict(self),))
+
+    def __or__(self, other: Any) -> FrozenMap:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return self.update(other)
+
+    def __ror__(self, other: Any) -> FrozenMap:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return FrozenMap(other).update(self)
+
+    __ior__ = __or__  # `m |= x` rebinds m to a new map, as `+=` does for a tuple
+
+    def copy(self) -> FrozenMap:  # type: ignore[override]
+        """Return the map itself: an immutable value needs no copy."""
+        return self
+
+    def set(self, key: Any, value: Any) -> FrozenMap:
+        """Return a new map with `key` set to `value` (a new key goes last)."""
+        out = FrozenMap(self)
+        dict.__setitem__(out, key, value)
+        return out
+
+    def remove(self, key: Any) -> FrozenMap:
+        """Return a new map without `key` (KeyError when it is not there)."""
+        if key not in self:
+            raise KeyError(key)
+        return self.discard(key)
+
+    def discard(self, key: Any) -> FrozenMap:
+        """Return a new map without `key` (the map itself when it is not there)."""
+        if key not in self:
+            return self
+        out = FrozenMap(self)
+        dict.__delitem__(out, key)
+        return out
+
+    def update(self, *maps: Mapping | Iterable, **fields: Any) -> FrozenMap:  # type: ignore[override]
+        """Return a new map with the keys of `maps` and `fields` set, later ones winning."""
+        out = FrozenMap(self)
+        for m in maps:
+            dict.update(out, m)
+        if fields:
+            dict.update(out, fields)
+        return out
+
+
+_EMPTY_VECTOR = pvector()
+
+
+def freeze(value: Any) -> Any:
+    """Return `value` with every dict a FrozenMap and every list a pvector, in order.
+
+    Frozen input comes back as the same object; a pyrsistent pmap becomes a FrozenMap
+    (in the order it iterates: it kept no other); tuples stay tuples, sets become psets.
+
+    >>> v = freeze([{"b": 1, "a": [2, {"c": 3}]}])
+    >>> v
+    pvector([FrozenMap({'b': 1, 'a': pvector([2, FrozenMap({'c': 3})])})])
+    >>> freeze(v) is v
+    True
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is FrozenMap:
+        return _freeze_map(value)
+    if kind is PVector or kind is type(_EMPTY_VECTOR):
+        return _freeze_vector(value)
+    if isinstance(value, dict | PMap):
+        return FrozenMap({k: freeze(v) for k, v in value.items()})
+    if kind is list:
+        return pvector([freeze(v) for v in value])
+    if kind is tuple:
+        return tuple(freeze(v) for v in value)
+    if kind is set or kind is frozenset:
+        return pset(value)
+    return value
+
+
+def _freeze_map(m: FrozenMap) -> FrozenMap:
+    frozen = {k: freeze(v) for k, v in m.items()}
+    return m if all(frozen[k] is v for k, v in m.items()) else FrozenMap(frozen)
+
+
+def _freeze_vector(v: PVector) -> PVector:
+    frozen = [freeze(x) for x in v]
+    return v if all(a is b for a, b in zip(frozen, v, strict=True)) else pvector(frozen)
+
+
+def thaw(value: Any) -> Any:
+    """Return `value` as plain dicts and lists, in order (the inverse of `freeze`).
+
+    >>> thaw(freeze({"b": [1], "a": {"c": 2}}))
+    {'b': [1], 'a': {'c': 2}}
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if isinstance(value, dict | PMap):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list | PVector):
+        return [thaw(v) for v in value]
+    if kind is tuple:
+        return tuple(thaw(v) for v in value)
+    if isinstance(value, PSet):
+        return set(value)
+    return value
