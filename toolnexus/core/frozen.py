@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from pyrsistent import PMap, PSet, PVector, pset, pvector
 
-__all__ = ["FrozenMap", "freeze", "thaw"]
+__all__ = ["FrozenMap", "freeze", "thaw", "known_json", "keep_json"]
 
 
 def _immutable(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
@@ -41,7 +41,9 @@ class FrozenMap(dict):
 which return a new map
     """
 
-    __slots__ = ("_hash",)
+    # _hash and _json: what is derived from the value once (its hash, its JSON text as a
+    # request carries it: see known_json), kept since the value never changes.
+    __slots__ = ("_hash", "_json")
 
     __setitem__ = __delitem__ = _immutable
     clear = pop = popitem = setdefault = _immutable
@@ -104,6 +106,21 @@ which return a new map
         if fields:
             dict.update(out, fields)
         return out
+
+
+def known_json(m: FrozenMap) -> bytes | None:
+    """Return the JSON text (UTF-8) kept with a map by `keep_json`, or None."""
+    return getattr(m, "_json", None)
+
+
+def keep_json(m: FrozenMap, text: bytes) -> bytes:
+    """Keep `text`, the compact JSON of `m` (its keys in its order), with `m`; return it.
+
+    A frozen value never changes, so its text stays right: a message encoded once, or
+    read from a store's row, is not encoded again for the next request.
+    """
+    m._json = text
+    return text
 
 
 _EMPTY_VECTOR = pvector()

@@ -24,12 +24,13 @@ from ..core.frozen import FrozenMap, thaw
 from ..core.transcript import (
     FORMAT_VERSION,
     TranscriptFormatError,
-    check_message,
     freeze_transcript,
     json_text,
     readable,
 )
-from ..core.wire.jsonload import load
+from ._decode import READERS as _READERS
+from ._decode import read_message_row as _read_v1
+from ._decode import read_rows_at_once
 from .errors import StoreCorruptError
 
 GENESIS = "0" * 32  # the digest of the empty transcript
@@ -275,7 +276,8 @@ class Memo:
         if not all(map(operator.eq, _seqs(rows), range(k, count))):
             return None
         try:
-            new = [_read_v1(text) for text in texts]
+            new = read_rows_at_once(texts)
+            new = [_read_v1(text) for text in texts] if new is None else new
         except (ValueError, TypeError):
             return None  # the whole read names the row
         transcript = known.transcript.extend(new) if new else known.transcript
@@ -396,8 +398,11 @@ def _starts(transcript: Sequence, prefix: Sequence) -> bool:
 def _texts(rows: Sequence) -> tuple[str, ...] | None:
     """Return the rows' texts as str (a driver may give bytes), or None if one is not
     UTF-8 (decoding then names the row)."""
+    texts = tuple(map(_second, rows))
+    if all(map(str.__instancecheck__, texts)):  # the usual case, checked at C speed
+        return texts
     try:
-        return tuple(t.decode() if type(t) is bytes else t for _, t in rows)
+        return tuple(t.decode() if type(t) is bytes else t for t in texts)
     except UnicodeDecodeError:
         return None
 
@@ -413,8 +418,15 @@ def _list_texts(bodies: list) -> tuple[str, ...] | None:
         return None
 
 
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
+
+
 def _seqs(rows: Sequence) -> Iterable:
-    return (seq for seq, _ in rows)
+    return map(_first, rows)
+
+
+def _numbered_from(rows: Sequence, start: int) -> bool:
+    return all(map(operator.eq, _seqs(rows), range(start, start + len(rows))))
 
 
 def _numbered(rows: Sequence, count: object) -> bool:
@@ -476,28 +488,6 @@ def _fail(backend: str, id: str, why: str) -> StoreCorruptError:
     )
 
 
-def _freeze_json(value: Any) -> Any:
-    """Return parsed JSON as pmaps and pvectors (faster than a generic freeze)."""
-    kind = type(value)
-    if kind is dict:
-        return FrozenMap({k: _freeze_json(v) for k, v in value.items()})
-    if kind is list:
-        return pvector([_freeze_json(v) for v in value])
-    return value
-
-
-def _read_v1(text: str | bytes) -> FrozenMap:
-    message = load(text)  # bounded: a row nested 100,000 deep is only corrupt
-    if type(message) is not dict:
-        raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")
-    check_message(message)  # a TranscriptFormatError is a ValueError: the row is corrupt
-    return _freeze_json(message)
-
-
-# Per format version, how to read one message row; older versions get a reader here.
-_READERS = {1: _read_v1}
-
-
 def decode_rows(
     backend: str,
     id: str,
@@ -524,6 +514,11 @@ def decode_rows(
             id,
             f"unknown format version {version!r} (this toolnexus reads {sorted(_READERS)})",
         )
+    rows = list(rows)
+    if reader is _read_v1 and not known and rows and _numbered_from(rows, start):
+        at_once = read_rows_at_once(list(map(_second, rows)))  # the usual cold read
+        if at_once is not None and count == len(at_once):
+            return pvector(at_once)
     messages = []
     for expected, (seq, text) in enumerate(rows, start):
         if seq != expected:

@@ -14,7 +14,7 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from ..errors import ProviderError
-from ..frozen import FrozenMap, freeze
+from ..frozen import FrozenMap, freeze, keep_json, known_json
 from .inband import inband_error
 from .jsonload import load
 
@@ -226,7 +226,10 @@ def message_text(value: Any) -> str:
 def message_json(value: Any) -> bytes:
     """Return `message_text(value)` as UTF-8: what a request body carries for a message,
     kept once per message so a body is one join of them (a lone surrogate raises
-    UnicodeEncodeError)."""
+    UnicodeEncodeError). A FrozenMap keeps its text (see `keep_json`): encoded once."""
+    if type(value) is FrozenMap:
+        text = known_json(value)
+        return text if text is not None else keep_json(value, _encode(value).encode("utf-8"))
     return _encode(value).encode("utf-8")
 
 

@@ -1,0 +1,132 @@
+"""Reading message rows, pure: one row (`read_message_row`), or every row of a
+transcript in one pass of json's C decoder (`read_rows_at_once`).
+
+Rule 1: imports core/ only; no I/O.
+
+A cold load (a conversation this process never saw) decodes every row. Row by row, that
+is a call of the bounded loader, a check and a freeze per message: several times what
+encoding the history costs. Here the rows are joined into one JSON array and decoded
+at once, every object made a FrozenMap by the decoder itself; only the messages whose
+rows hold an array are walked again (their lists made pvectors). Each message keeps its
+row's text as its JSON (`keep_json`): the row is exactly what `message_json` would
+write for it (compact, its keys in its order), so the next request reuses it instead
+of encoding the message again.
+
+Anything unusual (a row that is not one message, may nest too deep, or mixes str and
+bytes) returns None: the caller reads row by row, which names the corrupt row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import add, contains, le, methodcaller
+from typing import Any
+
+from pyrsistent import pvector
+
+from ..core.frozen import FrozenMap, keep_json
+from ..core.transcript import check_message
+from ..core.wire.jsonload import MAX_BYTES, MAX_DEPTH, load
+
+__all__ = ["READERS", "read_message_row", "read_rows_at_once"]
+
+
+def _freeze_json(value: Any) -> Any:
+    """Return parsed JSON as FrozenMaps and pvectors (faster than a generic freeze)."""
+    kind = type(value)
+    if kind is dict:
+        return FrozenMap({k: _freeze_json(v) for k, v in value.items()})
+    if kind is list:
+        return pvector([_freeze_json(v) for v in value])
+    return value
+
+
+def read_message_row(text: str | bytes) -> FrozenMap:
+    """Return the message of one row (format version 1), keeping the row as its JSON;
+    ValueError when the row is not one (corrupt)."""
+    message = load(text)  # bounded: a row nested 100,000 deep is only corrupt
+    if type(message) is not dict:
+        raise ValueError(f"not a message (a map with a string 'role'): {message!r:.100}")
+    check_message(message)  # a TranscriptFormatError is a ValueError: the row is corrupt
+    frozen = _freeze_json(message)
+    keep_json(frozen, text.encode("utf-8") if type(text) is str else bytes(text))
+    return frozen
+
+
+# Per format version, how to read one message row; older versions get a reader here.
+READERS = {1: read_message_row}
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Objects become FrozenMaps in the C decoder itself (a type is the cheapest hook there is).
+_DECODER = json.JSONDecoder(object_hook=FrozenMap, parse_constant=_not_json)
+
+
+def _kind(texts: Sequence) -> type | None:
+    first = type(texts[0])
+    if first not in (str, bytes) or not all(map(isinstance, texts, repeat(first))):
+        return None
+    return first
+
+
+def _shallow(texts: Sequence, kind: type) -> bool:
+    """Whether no row can nest deeper than MAX_DEPTH (at C speed): a row that could holds
+    MAX_DEPTH opening brackets, so is twice as long at least; only those are counted."""
+    long = list(compress(texts, map(le, repeat(2 * MAX_DEPTH), map(len, texts))))
+    if not long:
+        return True
+    curly, square = ("{", "[") if kind is str else (b"{", b"[")
+    opens = map(add, map(methodcaller("count", curly), long),
+                map(methodcaller("count", square), long))  # fmt: skip
+    return max(opens) < MAX_DEPTH  # the array around them adds one level
+
+
+def _frozen_lists(value: Any) -> Any:
+    """Return a decoded value (objects already FrozenMaps) with every list a pvector."""
+    kind = type(value)
+    if kind is list:
+        return pvector([_frozen_lists(v) for v in value])
+    if kind is FrozenMap and any(type(v) in (list, FrozenMap) for v in value.values()):
+        return FrozenMap({k: _frozen_lists(v) for k, v in value.items()})
+    return value
+
+
+def read_rows_at_once(texts: Sequence[str | bytes]) -> list | None:
+    """Return the messages of message rows (JSON texts) decoded at once, each keeping its
+    row's text as its JSON; None when the rows need reading one by one."""
+    if not texts:
+        return []
+    kind = _kind(texts)
+    if kind is None or max(map(len, texts)) > MAX_BYTES or not _shallow(texts, kind):
+        return None
+    sep = "," if kind is str else b","
+    joined = ("[" if kind is str else b"[") + sep.join(texts) + ("]" if kind is str else b"]")
+    try:
+        out = _DECODER.decode(joined if kind is str else joined.decode("utf-8"))
+    except (ValueError, TypeError, RecursionError):
+        return None
+    if type(out) is not list or len(out) != len(texts):
+        return None  # a row that is not one value
+    if not all(map(isinstance, out, repeat(FrozenMap))):
+        return None
+    # A message: a string role, and tool calls (if any) a list (or null). Checked at C
+    # speed over every message; only those whose row holds an array are walked again.
+    if not all(map(str.__instancecheck__, map(methodcaller("get", "role"), out))):
+        return None
+    calls = map(methodcaller("get", "tool_calls"), out)
+    if not all(map(_CALLS.__contains__, map(type, calls))):
+        return None
+    for i in compress(range(len(out)), map(contains, texts, repeat("[" if kind is str else b"["))):
+        out[i] = _frozen_lists(out[i])
+    raw = texts if kind is bytes else map(methodcaller("encode", "utf-8"), texts)
+    deque(map(keep_json, out, raw), maxlen=0)
+    return out
+
+
+_CALLS = frozenset({list, type(None)})  # what json makes of a list, or null
