@@ -97,7 +97,7 @@ for _ in range(20):
     one()
 for _ in range(n):
     one()
-'''
+'''  # noqa: E501
 
 
 def callgrind(arm: str, n: int, root: str) -> int:

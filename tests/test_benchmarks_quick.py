@@ -165,3 +165,16 @@ def test_turn_growth_quick(capsys):
     assert all(f["cpu_ms"] > 0 for f in figures.values())
     out = capsys.readouterr().out
     assert "json.dumps" in out and "sqlite other" in out and "sqlite cold" in out
+
+
+def test_service_routing_quick(capsys):
+    """Sticky and round-robin routing over two example workers (SQLite, a small memo)."""
+    report = load("service/routing").main(["--quick"])
+    modes = report["modes"]
+    assert set(modes) == {"sticky", "round-robin"} and report["round-robin/sticky"] > 0
+    for r in modes.values():
+        assert r["errors"] == 0 and r["rps"] > 0 and r["worker_cpu_ms_per_request"] > 0
+        assert r["p50_ms"] >= 50  # the fake model's latency is a floor
+        assert len(r["peak_rss_mb"]) == 2 and all(m > 0 for m in r["peak_rss_mb"])
+        assert sum(r["per_worker_requests"]) == r["requests"]  # both workers counted
+    assert "round-robin / sticky" in capsys.readouterr().out

@@ -103,3 +103,37 @@ def test_a_memo_extended_in_place_counts_only_the_new_rows():
     memo.remember("c", t, "d", 10, texts)
     assert first == sum(map(len, texts[:4]))
     assert memo.remembered_bytes() == sum(map(len, texts))
+
+
+def test_the_bound_comes_from_toolnexus_memo_bytes():
+    assert rt.memo_bytes_bound({}) == rt.DEFAULT_MEMO_BYTES == 16 * 1024 * 1024
+    assert rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": ""}) == rt.DEFAULT_MEMO_BYTES
+    assert rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": " 64000000 "}) == 64_000_000
+    assert rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": "0"}) == 0  # remember nothing
+    for bad in ("16MiB", "-1", "1e6", "²"):
+        with pytest.raises(ValueError, match="TOOLNEXUS_MEMO_BYTES"):
+            rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": bad})
+
+
+def test_a_process_started_with_toolnexus_memo_bytes_keeps_that_bound(tmp_path):
+    """A service worker's bound: set in its environment, held over real exchanges."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import toolnexus.runtime as rt, tests.test_memo_bound as t\n"
+        "from toolnexus import run\n"
+        "c = t._client()\n"
+        "for i in range(6):\n"
+        "    run(c, 'hi', history=t._history(20, 1000), id=f'c{i}')\n"
+        "    assert c.runtime.remembered_bytes() <= 50_000\n"
+        "kept = [i for i in range(6) if c.runtime.recall(f'c{i}') is not None]\n"
+        "print(rt.MEMO_BYTES, kept)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "TOOLNEXUS_MEMO_BYTES": "50000",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert out.split() == ["50000", "[4,", "5]"]  # two of about 20 KB fit in 50,000

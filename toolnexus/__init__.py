@@ -33,6 +33,7 @@ from .core.toolkit import (
     tool_names,
 )
 from .core.wire.common import to_json
+from .fallback import Fallback, fallback
 from .toolkit import toolkit
 
 if _typing.TYPE_CHECKING:  # type checkers see the lazy names below as what they are
@@ -68,6 +69,7 @@ _LAZY = {
 
 __all__ = [
     "Client",
+    "Fallback",
     "close",
     "OutputError",
     "ProviderError",
@@ -94,6 +96,7 @@ __all__ = [
     "define_tool",
     "execute",
     "execute_tool",
+    "fallback",
     "file",
     "file_url",
     "forget",

@@ -24,6 +24,8 @@ from .core.wire.parts import check_prompt
 from .drivers import sync
 from .drivers.guard import Guard
 from .exchange import performed
+from .fallback import Fallback, Legs, chained
+from .fallback import table as chain_table
 
 # What `toolkit=` takes: toolkit(...), a list of tools (made one), or None.
 ToolkitArg = FrozenMap | Sequence[Mapping[str, Any]] | None
@@ -92,18 +94,37 @@ def _id(conversation_id: str | None, id: str | None) -> str | None:
     return conversation_id if conversation_id is not None else id
 
 
-def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_schema=None):
-    """Return (flow, context) of one exchange."""
-    _check_run(prompt, conversation_id)
+def _cfg(client: Client, streaming: bool, output: Any) -> Mapping:
+    """Return the flow configuration of one exchange of `client` (`output`: its spec)."""
     cfg = client.plan[streaming]
     learned = client.runtime.omitted(cfg["omission_key"])  # what the server refused before
     if learned - cfg["omitted"]:
         cfg = {**cfg, "omitted": cfg["omitted"] | learned}
-    if output_schema is not None:  # checked before anything is sent
-        cfg = {**cfg, "output": output_spec(output_schema)}
+    if output is not None:
+        cfg = {**cfg, "output": output}
+    return cfg
+
+
+def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_schema=None):
+    """Return (flow, context) of one exchange (the contexts of a chain's clients: Legs)."""
+    _check_run(prompt, conversation_id)
+    output = output_spec(output_schema) if output_schema is not None else None  # checked first
+    emit = client.plan["emit"]
+    if isinstance(client, Fallback):
+        cfg, ctx = chained(client, lambda c: _cfg(c, streaming, output),
+                           lambda c: _context(c, emit))  # fmt: skip
+    else:
+        cfg, ctx = _cfg(client, streaming, output), _context(client, emit)
     tk = _toolkit(client, toolkit, conversation_id)
     flow = exchange_flow(cfg, prompt, tk, history, conversation_id)
-    return performed(flow, cfg["exchange"]), _context(client, client.plan["emit"])
+    return performed(flow, cfg["exchange"]), ctx
+
+
+def _table(make: Callable, ctx: Any, guard: Guard, streaming: bool) -> Mapping:
+    """Return the effect table of an exchange: `make`'s (the driver's), or a chain's."""
+    if isinstance(ctx, Legs):
+        return chain_table(make, ctx, guard, streaming)
+    return make(ctx, guard, streaming)
 
 
 # ---- the sync driver ------------------------------------------------------------------
@@ -118,7 +139,7 @@ def _exhaust(events: Iterator) -> Any:
 
 
 def run(
-    client: Client,
+    client: Client | Fallback,
     prompt: str | Sequence[Mapping],
     *,
     toolkit: ToolkitArg = None,
@@ -142,7 +163,7 @@ def run(
     flow, ctx = _setup(client, prompt, toolkit, history, cid, False, output_schema)
     guard = Guard(client.timeout_ms, cancel)
     t = otel.exchange_trace(client, cid, False)
-    table = otel.traced(sync.handlers(ctx, guard, False), t, False)
+    table = otel.traced(_table(sync.handlers, ctx, guard, False), t, False)
     if t is None:
         return cast("RunResult", _exhaust(sync.drive(flow, table)))
     try:
@@ -155,7 +176,7 @@ def run(
 
 
 def stream(
-    client: Client,
+    client: Client | Fallback,
     prompt: str | Sequence[Mapping],
     *,
     toolkit: ToolkitArg = None,
@@ -179,7 +200,8 @@ def stream(
     guard = Guard(client.timeout_ms, cancel)
     t = otel.exchange_trace(client, cid, True)
     try:
-        result = yield from sync.drive(flow, otel.traced(sync.handlers(ctx, guard, True), t, False))
+        table = otel.traced(_table(sync.handlers, ctx, guard, True), t, False)
+        result = yield from sync.drive(flow, table)
     except BaseException as e:
         if t is not None:
             t.abort(e)
@@ -196,7 +218,7 @@ def _done(result: FrozenMap) -> StreamEvent:
 
 
 def ask(
-    client: Client,
+    client: Client | Fallback,
     prompt: str,
     *,
     toolkit: ToolkitArg = None,
@@ -218,7 +240,7 @@ def ask(
     raise RuntimeError("stream ended without a done event")  # pragma: no cover
 
 
-def conversation(client: Client, *, toolkit: ToolkitArg = None) -> dict:
+def conversation(client: Client | Fallback, *, toolkit: ToolkitArg = None) -> dict:
     """Return {"send", "messages", "reset"} closures keeping history in process (no store)."""
     messages = [freeze_transcript(None)]
 
@@ -244,7 +266,8 @@ async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming,
     flow, ctx = _setup(client, prompt, toolkit, history, cid, streaming, output_schema)
     guard = Guard(client.timeout_ms, cancel)
     t = otel.exchange_trace(client, cid, streaming)
-    events = aio.adrive(flow, otel.traced(aio.ahandlers(ctx, guard, streaming), t, True))
+    table = otel.traced(_table(aio.ahandlers, ctx, guard, streaming), t, True)
+    events = aio.adrive(flow, table)
     try:
         async for event in events:
             if t is not None and event["type"] == "__result__":
@@ -260,7 +283,7 @@ async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming,
 
 
 async def arun(
-    client: Client,
+    client: Client | Fallback,
     prompt: str | Sequence[Mapping],
     *,
     toolkit: ToolkitArg = None,
@@ -283,7 +306,7 @@ async def arun(
 
 
 async def astream(
-    client: Client,
+    client: Client | Fallback,
     prompt: str | Sequence[Mapping],
     *,
     toolkit: ToolkitArg = None,
@@ -308,7 +331,7 @@ async def astream(
 
 
 async def aask(
-    client: Client,
+    client: Client | Fallback,
     prompt: str,
     *,
     toolkit: ToolkitArg = None,
@@ -359,7 +382,7 @@ def forget_in(store: Mapping, log: Mapping | None, conversation_id: str,
     return {"conversation_id": conversation_id, "log_entries": removed}
 
 
-def forget(client: Client, conversation_id: str) -> dict:
+def forget(client: Client | Fallback, conversation_id: str) -> dict:
     """Remove a conversation's transcript, its message-log entries and what the client's
     runtime derived from it (its memo, its lookup tool); return {"conversation_id",
     "log_entries"}. Taken under the conversation's lock, so no exchange saves it meanwhile.

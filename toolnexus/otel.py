@@ -13,7 +13,8 @@ is made where its effect is performed, with its real start and end:
     search_memory         the store's load (and the message log's search)
     upsert_memory         the store's save
     create_memory         the message log's record of the exchange
-  and span events on the parent for the conversation lock (acquired, with its wait).
+  and span events on the parent for the conversation lock (acquired, with its wait) and
+  for each failover of a fallback chain (toolnexus.failover, with the error's kind).
 
 Content (messages, tool arguments and results, the log's query) only with
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true. See docs/observability.md.
@@ -185,6 +186,20 @@ def _server(endpoint: Any) -> dict:
     return out
 
 
+def _leg(request: Mapping) -> dict:
+    """Return the provider and server of a request a fallback chain's other client sends
+    (core.failover; the exchange's own are the primary's), else nothing."""
+    client = request.get("client")
+    if not request.get("leg") or not isinstance(client, Mapping) or not client.get("base_url"):
+        return {}
+    import httpx
+
+    url = httpx.URL(client["base_url"])
+    port = url.port if url.port is not None else 443 if url.scheme == "https" else 80
+    return {"gen_ai.provider.name": provider_name(client["style"], url.host),
+            "server.address": url.host, "server.port": port}  # fmt: skip
+
+
 def _usage_attrs(span: Any, usage: Mapping) -> None:
     if not usage:
         return
@@ -258,7 +273,7 @@ def _chat_start(t: Trace, request: Mapping) -> Any:
     body = request["body"]
     model = body.get("model") or t.model
     attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model,
-                             **t.server}  # fmt: skip
+                             **t.server, **_leg(request)}  # fmt: skip
     if t.streaming:
         attrs["gen_ai.request.stream"] = True
     for ours, theirs in (("max_tokens", "gen_ai.request.max_tokens"),
@@ -379,7 +394,34 @@ def traced(table: Mapping[str, Any], t: Trace | None, asynchronous: bool) -> Map
     llm = _async_llm if asynchronous else _sync_llm
     tools = otel_ops.async_tools if asynchronous else otel_ops.sync_tools
     return {**table, "llm": llm(t, table["llm"]), "tools": tools(t, table["tools"]),
-            "io": otel_ops.io(t, table["io"], asynchronous)}  # fmt: skip
+            "io": otel_ops.io(t, table["io"], asynchronous),
+            "metric": _metric(t, table["metric"])}  # fmt: skip
+
+
+def _metric(t: Trace, inner: Callable) -> Callable:
+    """Return the metric handler that also records a failover (a fallback chain's) as an
+    event of the exchange's span: the models, the failure's kind, status and type."""
+
+    def metric(event: Mapping) -> Any:
+        if event.get("event") == "failover":
+            t.event("toolnexus.failover", _failover_attrs(event))
+        return inner(event)
+
+    return metric
+
+
+def _failover_attrs(event: Mapping) -> dict:
+    attrs = {"gen_ai.request.model": str(event.get("to_model")),
+             "toolnexus.failover.from_model": str(event.get("model")),
+             "toolnexus.failover.kind": str(event.get("kind")),
+             "toolnexus.failover.status": str(event.get("status")),
+             "error.type": str(event.get("error")),
+             "toolnexus.failover.turn": int(event.get("turn") or 0)}  # fmt: skip
+    for side in ("from", "to"):
+        client = event.get(side)
+        if isinstance(client, Mapping):
+            attrs[f"toolnexus.failover.{side}_style"] = str(client.get("style"))
+    return attrs
 
 
 def traced_log(log: Mapping, runtime: Any = None, key: Callable[[str], str] = str) -> Mapping:

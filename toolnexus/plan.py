@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from .core.frozen import FrozenMap
 from .core.wire import DIALECTS
 
 __all__ = ["plan"]
@@ -43,6 +44,14 @@ def _log_fn(log: Mapping | None, strict: bool, emit: Callable) -> Callable | Non
     return record
 
 
+def _served_by(o: Mapping) -> Any:
+    """Return {style, model, base_url} of a client (its base URL as its repr shows it: no
+    credentials); base_url is None for an in-process model."""
+    endpoint = o["endpoint"]
+    base = str(endpoint.base) if endpoint is not None else None
+    return FrozenMap({"style": o["style"], "model": o["model"], "base_url": base})
+
+
 def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     """Return {False: the flow configuration of a plain run, True: of a streaming one,
     "emit": the metric emitter} for a client's fields `o` (read-only maps)."""
@@ -56,6 +65,8 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     base = {
         "dialect": o["style"],
         "model": o["model"],
+        # Who answers: named in each RunResult (a fallback chain's last client: core.failover).
+        "served_by": _served_by(o),
         "system": lambda tk: system_for(system_prompt, tk),
         "params": o["request_params"],
         "hooks": MappingProxyType(dict(o["hooks"])),

@@ -10,6 +10,7 @@ Events (other keys are dropped, so a conversation id or a key never becomes a la
    and cache_read_tokens, cache_write_tokens, reasoning_tokens where reported}}
   {"event": "tool", "tool", "source", "is_error", "duration_s"}
   {"event": "run", "model", "error": bool}
+  {"event": "failover", "model", "to_model", "kind"}  (a fallback chain: toolnexus.fallback)
 `metrics_sink()` is the thread-safe holder a client keeps: {"on_metric", "render", "state"}.
 """
 
@@ -47,6 +48,10 @@ FAMILIES = {
         "histogram", ("tool",), "Duration of tool calls in seconds."),
     "toolnexus_run_errors_total": (
         "counter", ("model",), "Runs that ended with an error, by model."),
+    "toolnexus_failovers_total": (
+        "counter", ("model", "to_model", "kind"),
+        "Exchanges that went on with the next client of a fallback chain, by the model that"
+        " failed, the one asked next and the failure's kind."),
 }  # fmt: skip
 
 _EMPTY_HISTOGRAM = FrozenMap({"buckets": (0,) * len(BUCKETS), "sum": 0.0, "count": 0})
@@ -112,7 +117,14 @@ def _run(e: Mapping) -> list[tuple]:
     return [("count", "toolnexus_run_errors_total", labels, int(bool(e.get("error"))))]
 
 
-_OBSERVERS: dict[str, Callable[[Mapping], list]] = {"llm": _llm, "tool": _tool, "run": _run}
+def _failover(e: Mapping) -> list[tuple]:
+    labels = (_label(e.get("model")), _label(e.get("to_model")), _label(e.get("kind")))
+    return [("count", "toolnexus_failovers_total", labels, 1)]
+
+
+_OBSERVERS: dict[str, Callable[[Mapping], list]] = {
+    "llm": _llm, "tool": _tool, "run": _run, "failover": _failover,
+}  # fmt: skip
 
 
 def observations(event: Any) -> list[tuple]:

@@ -13,8 +13,9 @@ first use and freed by `close()`:
   transcript, it as the next request replays it, and the JSON text of each message, so
   the next exchange that loads that very value (an in-memory store, a read cache) skips
   translating, repairing and re-encoding it. It
-  is bounded by bytes (MEMO_BYTES of the remembered messages' JSON, least recently used
-  dropped; memory is about six times that) and by MEMO_SIZE conversations, and holds
+  is bounded by bytes (MEMO_BYTES of the remembered messages' JSON, 16 MiB unless
+  TOOLNEXUS_MEMO_BYTES says otherwise, least recently used dropped; memory is about six
+  times that) and by MEMO_SIZE conversations, and holds
   the values it describes, so a hit is exact;
 - the toolkit with the message log's lookup tool, per conversation (same bound), so an
   exchange does not rebuild the tool and its request JSON;
@@ -41,13 +42,32 @@ from .drivers.transport import Http, owned_async_client, owned_client
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["Runtime", "MEMO_SIZE", "MEMO_BYTES", "memo_bytes"]
+__all__ = ["Runtime", "MEMO_SIZE", "MEMO_BYTES", "memo_bytes", "memo_bytes_bound"]
 
 MEMO_SIZE = 256  # conversations remembered per runtime
+DEFAULT_MEMO_BYTES = 16 * 1024 * 1024
+
+
+def memo_bytes_bound(env: Mapping[str, str]) -> int:
+    """Return the memo's byte bound: TOOLNEXUS_MEMO_BYTES (an integer >= 0) or 16 MiB.
+
+    >>> memo_bytes_bound({}), memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": "64000000"})
+    (16777216, 64000000)
+    """
+    raw = env.get("TOOLNEXUS_MEMO_BYTES", "").strip()
+    if not raw:
+        return DEFAULT_MEMO_BYTES
+    if not (raw.isascii() and raw.isdigit()):  # isdigit alone takes "²", int() does not
+        raise ValueError(f"TOOLNEXUS_MEMO_BYTES must be a number of bytes, got {raw!r}")
+    return int(raw)
+
+
 # The JSON bytes of the conversations a runtime remembers: 16 MiB is about 100 MB of
-# memory (a message's objects take about six times its JSON), 100 conversations of
-# 1,000 messages. A conversation past it alone is not remembered (it is loaded again).
-MEMO_BYTES = 16 * 1024 * 1024
+# memory (a message's objects take about six times its JSON), 89 conversations of
+# 1,000 messages of about 190 bytes. A conversation past it alone is not remembered (it
+# is loaded again). A process sets it with TOOLNEXUS_MEMO_BYTES, read once at import
+# (a service worker's memory bound: see docs/deployment.md, "What routing costs").
+MEMO_BYTES = memo_bytes_bound(os.environ)
 _UNENCODED_MESSAGE = 512  # bytes counted per message of a memo without texts
 TOOL_THREADS = 16
 IO_THREADS = 256  # threads start on demand: only blocked lock waiters need many

@@ -89,6 +89,7 @@ class RunResult(TypedDict):
     output: Any  # the answer parsed by output_schema (None without one)
     stop_reason: str | None  # the last model turn's own value, verbatim
     refusal: str | None  # a refusal's text, else None
+    served_by: Mapping[str, Any]  # {style, model, base_url} of the client of the last turn
 
 
 class TextEvent(TypedDict):

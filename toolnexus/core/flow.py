@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from . import loading, steps
+from . import failover, loading, steps
 from .errors import ProviderError
 from .frozen import FrozenMap
 from .output import read_output
@@ -91,7 +91,9 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
     """Yield effects until one model turn is decoded, retrying as the policy says."""
     encode = cfg["encode"]
     content = steps.request_content(state, body, known) if encode else None
-    request = {"body": body, "content": content, "turn": turn_no}
+    # "leg": the client of a fallback chain that sends it (core.failover), and who it is.
+    request = {"body": body, "content": content, "turn": turn_no, "leg": cfg.get("leg", 0),
+               "client": cfg.get("served_by")}  # fmt: skip
     attempt = 0
     while True:
         attempt += 1
@@ -246,7 +248,7 @@ def _before_llm(cfg: Mapping, state: steps.State, tk: Any):
     if hook is None:
         return state, tk
     payload = {"messages": state["messages"], "tools": tk, "model": cfg["model"],
-               "turn": state["turns"] + 1}  # fmt: skip
+               "turn": state["turns"] + 1, "client": cfg.get("served_by")}  # fmt: skip
     out = yield ("hook", hook, payload)
     if not out:
         return state, tk
@@ -305,16 +307,28 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     `cfg` holds model, system (a function of the toolkit), params, hooks, max_turns,
     retries, retry_base_ms, rng, on_error, wait_for, transform (a function or None),
     events (whether to yield stream events) and encode (whether to build the bytes);
-    optionally omitted (what requests leave out: see the codecs' `omit`) and
-    remember_omission (called with what a refusal added to it).
+    optionally omitted (what requests leave out: see the codecs' `omit`),
+    remember_omission (called with what a refusal added to it), served_by (the client,
+    named in the result), and legs and fails_over (a fallback chain: core.failover).
     """
-    codec = DIALECTS[state["dialect"]]
-    hooks, events = cfg["hooks"], cfg["events"]
-    encoded_for, tools, known = None, None, {}
+    state, cfg = yield from _loop(cfg, state, tk)
+    return failover.finished(cfg, state)
+
+
+def _params(cfg: Mapping, codec: Any) -> tuple[Mapping, Mapping]:
+    """Return the params of a run's first model turn and of the later ones."""
     first = cfg["params"]
     if cfg.get("output") is not None:  # structured output (core.output)
         first = codec.with_output(first, cfg["output"])
-    later = codec.later_params(first)  # a forced tool_choice holds for the first turn only
+    return first, codec.later_params(first)  # a forced tool_choice: the first turn only
+
+
+def _loop(cfg: Mapping, state: steps.State, tk: Any):
+    """The loop of `run_flow`; returns the final state and the cfg of its last turn."""
+    codec = DIALECTS[state["dialect"]]
+    hooks, events = cfg["hooks"], cfg["events"]
+    encoded_for, tools, known = None, None, {}
+    first, later = _params(cfg, codec)
     while True:
         state, tk = yield from _before_llm(cfg, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
@@ -323,16 +337,25 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
             known = {"tools": (tools, _tools_text(tk, tools, codec))} if cfg["encode"] else {}
         params = first if state["turns"] == 0 else later
         turn_no = state["turns"] + 1
-        turn, cfg = yield from _answer(cfg, codec, state, (tools, tk, params), turn_no, known)
+        try:
+            turn, cfg = yield from _answer(cfg, codec, state, (tools, tk, params), turn_no, known)
+        except ProviderError as e:  # after the client's own retries: the next one's turn?
+            if not (yield from failover.can_fail_over(cfg, e)):
+                raise
+            cfg, state = yield from failover.switch(cfg, state, e, turn_no)
+            codec, encoded_for = DIALECTS[state["dialect"]], None
+            first, later = _params(cfg, codec)
+            continue  # the same turn, asked of the next client (its hooks see it)
         if hooks.get("after_llm"):
             yield ("hook", hooks["after_llm"], {"response": turn, "model": cfg["model"],
-                                                "turn": turn_no})  # fmt: skip
+                                                "turn": turn_no,
+                                                "client": cfg.get("served_by")})  # fmt: skip
         state, calls = steps.on_turn(state, turn, cfg["max_turns"], cfg.get("max_tool_calls"))
         if events:
             yield ("event", _event("usage", usage=turn["usage"]))
         if not calls:
             if steps.is_finished(state):
-                return state
+                return state, cfg
             continue  # a paused turn (pause_turn): the same transcript, sent again
         for c in calls if events else ():
             yield ("event", _event("tool_call", id=c["id"], name=c["name"], args=c["args"]))
@@ -345,9 +368,9 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
                                    output=r["output"], is_error=r["is_error"]))  # fmt: skip
         state = steps.on_results(state, calls, ordered, cfg["max_turns"])
         if pending is not None:
-            return {**state, "status": "pending", "pending": pending}
+            return {**state, "status": "pending", "pending": pending}, cfg
         if steps.is_finished(state):
-            return state
+            return state, cfg
 
 
 # ---- the exchange ---------------------------------------------------------------------
@@ -412,6 +435,8 @@ def _ready(cfg: Mapping, memo: Mapping | None, loaded: Any) -> loading.Loaded:
     """Return the loaded transcript made ready to replay: the memo's own when it is what
     this runtime saved, else its new messages alone when it goes on from that, else whole."""
     dialect, encode = cfg["dialect"], cfg["encode"]
+    if memo is not None and memo.get("dialect", dialect) != dialect:
+        memo = None  # made ready for another client of a fallback chain (core.failover)
     if memo is not None and memo["messages"] is loaded:
         facts = memo.get("facts") if memo["history"] is loaded else None
         return loading.Loaded(memo["history"], "", memo["texts"], facts)
@@ -427,7 +452,8 @@ def _memo(state: steps.State, messages: Any) -> dict:
     history, texts = steps.replayable_history(state)
     added = steps.fresh_messages(state)
     facts = loading.facts_after(state.get("facts"), added, state["dialect"])
-    return {"messages": messages, "history": history, "texts": texts, "facts": facts}
+    return {"messages": messages, "history": history, "texts": texts, "facts": facts,
+            "dialect": state["dialect"]}  # fmt: skip
 
 
 def _with_system(cfg: Mapping, lifted: str) -> Mapping:
@@ -435,7 +461,11 @@ def _with_system(cfg: Mapping, lifted: str) -> Mapping:
     if not lifted:
         return cfg
     system = cfg["system"]
-    return {**cfg, "system": lambda tk: "\n\n".join(x for x in (lifted, system(tk)) if x)}
+    return {
+        **cfg,
+        "lifted": lifted,  # a failover's next client leads with it too
+        "system": lambda tk: "\n\n".join(x for x in (lifted, system(tk)) if x),
+    }
 
 
 def _finish(cfg: Mapping, cid: str | None, held: Any, loaded: Any, state: steps.State, log):
@@ -497,7 +527,8 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
         raise saved[1]
     if cid is not None:
         yield from _released(outcomes[1])
-        if messages is state["messages"]:  # saved as it is (not rebased): remember it
+        # Saved as it is (not rebased) and in one dialect (no failover): remember it.
+        if messages is state["messages"] and not state.get("failed_over"):
             yield ("remember", cid, _memo(state, messages))
     t1 = yield ("clock",)
     yield ("metric", _run_metric(cfg, state, t1 - t0))

@@ -134,7 +134,9 @@ def with_messages(state: State, messages: PVector) -> State:
     fresh = min(state["fresh"], len(messages))  # a rewrite keeps the run's own tail
     # A rewrite may change the history the run started from: its facts (core.loading)
     # no longer hold.
-    return {**state, "messages": messages, "texts": texts, "fresh": fresh, "facts": None}
+    # A rewrite replaces what the run saves, also after a failover (core.failover).
+    return {**state, "messages": messages, "texts": texts, "fresh": fresh, "facts": None,
+            "made": None}  # fmt: skip
 
 
 def request(state: State, model: str, tools: Sequence, system: str, params: Mapping) -> dict:
@@ -323,6 +325,7 @@ def result(state: State, model: str) -> FrozenMap:
             "output": state.get("output"),  # structured output, parsed (core.output)
             "stop_reason": state.get("stop_reason"),
             "refusal": state.get("refusal"),
+            "served_by": state.get("served_by"),  # the client of the last turn (failover)
         }
     )
 

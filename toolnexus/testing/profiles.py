@@ -258,6 +258,8 @@ def expand(reply: Mapping, profile: Mapping | str, dialect: str, events: Callabl
         status, kind, message = _failure(profile, reply["fail_inband"])
         return {"response": profile["error_body"](status, kind, message)}
     stream = events(reply)
+    if stream is not None and dialect == "responses" and reply.get("stream_fail"):
+        return {**reply, "sse_events": _responses_failed(reply, profile, stream)}
     if stream is None or dialect == "responses":
         return {**reply, "prefix": profile["whole_prefix"]} if profile["whole_prefix"] else reply
     if profile["tool_index"] != "count" and dialect == "openai":
@@ -269,6 +271,16 @@ def expand(reply: Mapping, profile: Mapping | str, dialect: str, events: Callabl
     if profile["preamble"]:
         stream = [profile["preamble"], *stream]
     return {**reply, "sse_events": stream}
+
+
+def _responses_failed(reply: Mapping, profile: Mapping, stream: list) -> list:
+    """Return a Responses stream cut after `fail_after` events past its first, then the
+    dialect's own `error` event (the profile's type as its code)."""
+    _, kind, message = _failure(profile, reply["stream_fail"])
+    cut = 1 + int(reply.get("fail_after", 0))
+    error = {"type": "error", "code": kind, "message": message, "param": None,
+             "sequence_number": cut}  # fmt: skip
+    return [*stream[:cut], _sse(error)]
 
 
 def _calls_at_zero(events: list[bytes], whole: bool) -> list[bytes]:
