@@ -10,6 +10,7 @@ import pytest
 
 import toolnexus.runtime as rt
 from toolnexus import create_client, run
+from toolnexus.core.bounds import DEFAULT_MEMO_BYTES
 from toolnexus.store import in_memory_store
 from toolnexus.testing import openai_response, text_reply
 
@@ -106,8 +107,8 @@ def test_a_memo_extended_in_place_counts_only_the_new_rows():
 
 
 def test_the_bound_comes_from_toolnexus_memo_bytes():
-    assert rt.memo_bytes_bound({}) == rt.DEFAULT_MEMO_BYTES == 16 * 1024 * 1024
-    assert rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": ""}) == rt.DEFAULT_MEMO_BYTES
+    assert rt.memo_bytes_bound({}) == DEFAULT_MEMO_BYTES == 16 * 1024 * 1024
+    assert rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": ""}) == DEFAULT_MEMO_BYTES
     assert rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": " 64000000 "}) == 64_000_000
     assert rt.memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": "0"}) == 0  # remember nothing
     for bad in ("16MiB", "-1", "1e6", "²"):

@@ -36,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .core.bounds import memo_bytes_bound
 from .drivers.helpers import Helpers
 from .drivers.transport import Http, owned_async_client, owned_client
 
@@ -45,23 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "MEMO_SIZE", "MEMO_BYTES", "memo_bytes", "memo_bytes_bound"]
 
 MEMO_SIZE = 256  # conversations remembered per runtime
-DEFAULT_MEMO_BYTES = 16 * 1024 * 1024
-
-
-def memo_bytes_bound(env: Mapping[str, str]) -> int:
-    """Return the memo's byte bound: TOOLNEXUS_MEMO_BYTES (an integer >= 0) or 16 MiB.
-
-    >>> memo_bytes_bound({}), memo_bytes_bound({"TOOLNEXUS_MEMO_BYTES": "64000000"})
-    (16777216, 64000000)
-    """
-    raw = env.get("TOOLNEXUS_MEMO_BYTES", "").strip()
-    if not raw:
-        return DEFAULT_MEMO_BYTES
-    if not (raw.isascii() and raw.isdigit()):  # isdigit alone takes "²", int() does not
-        raise ValueError(f"TOOLNEXUS_MEMO_BYTES must be a number of bytes, got {raw!r}")
-    return int(raw)
-
-
 # The JSON bytes of the conversations a runtime remembers: 16 MiB is about 100 MB of
 # memory (a message's objects take about six times its JSON), 89 conversations of
 # 1,000 messages of about 190 bytes. A conversation past it alone is not remembered (it

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from pyrsistent import PVector, pvector
 
+from ..core.bounds import DEFAULT_MEMO_BYTES
 from ..core.frozen import FrozenMap, thaw
 from ..core.transcript import (
     FORMAT_VERSION,
@@ -90,8 +91,7 @@ class Seen(NamedTuple):
     size: int = 0  # the JSON bytes it stands for (see Memo's max_bytes)
 
 
-# The JSON bytes a store value's memo remembers (about six times that in memory).
-MEMO_BYTES = 16 * 1024 * 1024
+MEMO_BYTES = DEFAULT_MEMO_BYTES  # a store value's memo (backends pass TOOLNEXUS_MEMO_BYTES)
 _UNKNOWN_ROW = 512  # bytes counted for a message whose row text is not known
 
 

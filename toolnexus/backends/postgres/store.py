@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from ...core.bounds import memo_bytes_bound
 from ...core.extras import needs_extra
 from ...core.transcript import freeze_transcript
 from ...store import _rows
@@ -156,7 +158,7 @@ class _Pg:
         self.pool, self.owned, self.table, self.timeout = pool, owned, table, timeout
         self.sql, self.fork_sql = _sql.statements(table), _sql.fork_statements(table)
         self.desc = f"postgres({address!r}, table={table!r})"
-        self.memo = _rows.Memo()
+        self.memo = _rows.Memo(max_bytes=memo_bytes_bound(os.environ))
         self.ready = threading.Lock()
         self.created: list[bool] = []
         self.lock = lock

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -9,6 +10,7 @@ from typing import Any
 
 from pyrsistent import pvector
 
+from ...core.bounds import memo_bytes_bound
 from ...core.extras import needs_extra
 from ...core.transcript import freeze_transcript
 from ...store import _rows
@@ -195,7 +197,7 @@ class _Redis:
         self.release_script = client.register_script(_SAVE_RELEASE)
         self.copy = client.register_script(_FORK)
         self.ids_key = prefix + "ids"
-        self.memo = _rows.Memo()
+        self.memo = _rows.Memo(max_bytes=memo_bytes_bound(os.environ))
         self.lock = paired_lock(
             lambda: redis_lock(client, ttl=lock_ttl, prefix=prefix + "lock:", timeout=lock_timeout)
         )

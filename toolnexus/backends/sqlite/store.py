@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ...core.bounds import memo_bytes_bound
 from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
@@ -168,7 +169,7 @@ class _Sqlite:
         self.name, self.timeout, self.durable = name, timeout, durable
         self.desc = f"sqlite({name!r})"
         self.local = threading.local()
-        self.memo = _rows.Memo()
+        self.memo = _rows.Memo(max_bytes=memo_bytes_bound(os.environ))
 
 
 def _conn(st: _Sqlite) -> sqlite3.Connection:
