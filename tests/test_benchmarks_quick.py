@@ -178,3 +178,11 @@ def test_service_routing_quick(capsys):
         assert len(r["peak_rss_mb"]) == 2 and all(m > 0 for m in r["peak_rss_mb"])
         assert sum(r["per_worker_requests"]) == r["requests"]  # both workers counted
     assert "round-robin / sticky" in capsys.readouterr().out
+
+
+def test_instructions_quick(capsys):
+    """Every arm's scenario of the instruction count runs (counting it takes minutes)."""
+    ran = load("instructions").main(["--quick"])
+    assert set(ran) == {"run-inline", "run", "arun", "stream", "httpx", "httpx-async"}
+    out = capsys.readouterr().out
+    assert out.count(" ran") == 6
