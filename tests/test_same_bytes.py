@@ -158,3 +158,16 @@ def test_a_frozen_map_is_an_immutable_value_with_pmaps_verbs():
 
     assert pickle.loads(pickle.dumps(m)) == m and type(copy.deepcopy(m)) is FrozenMap
     assert list(pickle.loads(pickle.dumps(m))) == ["b", "a"]
+
+
+@pytest.mark.parametrize("style", DIALECTS)
+def test_each_request_extends_the_last_one_as_a_byte_prefix(probes, style):
+    """What a provider's prefix cache needs: the next request starts with the bytes of the
+    previous one up to the end of its last message (then the new messages follow)."""
+    bodies = probes[0][style]["warm"]
+    for before, after in zip(bodies, bodies[1:], strict=False):
+        items = json.loads(before)
+        history = items.get("messages", items.get("input"))
+        last = json.dumps(history[-1], ensure_ascii=False, separators=(",", ":"))
+        end = before.rindex(last) + len(last)
+        assert after[:end] == before[:end]
