@@ -166,8 +166,8 @@ def test_each_request_extends_the_last_one_as_a_byte_prefix(probes, style):
     previous one up to the end of its last message (then the new messages follow)."""
     bodies = probes[0][style]["warm"]
     for before, after in zip(bodies, bodies[1:], strict=False):
-        items = json.loads(before)
-        history = items.get("messages", items.get("input"))
+        # the history: the body's first array of objects (messages, input, contents...)
+        history = next(v for v in json.loads(before).values() if isinstance(v, list) and v)
         last = json.dumps(history[-1], ensure_ascii=False, separators=(",", ":"))
         end = before.rindex(last) + len(last)
         assert after[:end] == before[:end]
