@@ -15,6 +15,7 @@ from pyrsistent import PVector, pvector
 
 from ..frozen import FrozenMap
 from . import DIALECTS as CODECS
+from . import gemini_items as GI
 from . import parts as P
 from . import responses as R
 from .common import to_json
@@ -270,4 +271,5 @@ def _openai_written(items: list[tuple], policy: str) -> tuple[list[FrozenMap], l
 
 # Each dialect's writer of neutral items: (messages, system texts lifted out).
 WRITERS = {"openai": _openai_written, "anthropic": lambda items, policy:
-            _anthropic_messages(items, policy), "responses": _responses_messages}  # fmt: skip
+            _anthropic_messages(items, policy), "responses": _responses_messages,
+           "gemini": GI.write}  # fmt: skip
