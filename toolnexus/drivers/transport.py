@@ -130,8 +130,8 @@ def endpoint_url(base_url: str, path_of: Any, query: Mapping | None = None) -> h
     base = httpx.URL(base_url)
     path = httpx.URL(path_of(str(base.copy_with(query=None, fragment=None)))).raw_path
     path, _, own = path.partition(b"?")  # a dialect's own query (Gemini's alt=sse) kept
-    query = b"&".join(q for q in (base.query, own) if q)
-    url = base.copy_with(raw_path=path + (b"?" + query if query else b""), fragment=None)
+    joined = b"&".join(q for q in (base.query, own) if q)
+    url = base.copy_with(raw_path=path + (b"?" + joined if joined else b""), fragment=None)
     return url.copy_merge_params(dict(query)) if query else url
 
 

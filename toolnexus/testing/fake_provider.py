@@ -30,8 +30,10 @@ streamed):
   "raw_usage": {...}         the usage object in the dialect's own shape, verbatim
                              (prompt_tokens_details, cache_read_input_tokens, ...)
 or a function(request_body, dialect) -> reply for dynamic scripts.
-The dialect of a request is read from its path: /chat/completions, /messages or
-/responses (the Responses dialect: see `toolnexus.testing.fake_responses`).
+The dialect of a request is read from its path: /chat/completions, /messages,
+/responses (the Responses dialect: see `toolnexus.testing.fake_responses`) or
+/models/{model}:generateContent (Gemini, streamed at :streamGenerateContent: see
+`toolnexus.testing.fake_gemini`).
 
 A request whose body has `"stream": true` gets real SSE in its dialect: openai
 chunks (text and tool-call arguments in fragments, a usage chunk when
@@ -80,6 +82,7 @@ from .fake_replies import (
     text_reply,
     tool_calls_reply,
 )
+from .fake_gemini import gemini_error, is_gemini_path, is_stream_path
 from .fake_responses import expand, keep
 from .validators import SPECS, schema_checks_on, schema_problems, validate_request
 
@@ -179,6 +182,8 @@ def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
     Problems are "path: why" strings; OpenAI's `param` is the first one's path.
     """
     message = "; ".join(problems)
+    if dialect == "gemini":  # Google's envelope (fake_gemini)
+        return gemini_error(400, message)
     if dialect in ("openai", "responses"):
         param = next((m[1] for p in problems if (m := PARAM.match(p))), None)
         error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
@@ -201,6 +206,8 @@ PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": 
 
 
 def _dialect_of_path(path: str) -> str | None:
+    if is_gemini_path(path):  # .../models/{model}:generateContent (the model in the path)
+        return "gemini"
     return next((d for end, d in PATHS.items() if path.endswith(end)), None)
 
 
@@ -313,7 +320,7 @@ def _answer(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, request
         keep(fp.kept, seen, reply, fp.model, seq)
     if "response" in reply:  # the provider's own shape, verbatim
         return _send(h, 200, json.dumps(reply["response"]).encode())
-    if body.get("stream") is True:
+    if body.get("stream") is True or (dialect == "gemini" and is_stream_path(h.path)):
         return _stream(h, fp, reply, stream_events(reply, body, dialect, fp.model, seq))
     answer = json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode()
     _send(h, 200, reply.get("prefix", b"") + answer)  # a profile's bytes before the JSON
