@@ -295,7 +295,7 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
     target, streamed = _targets(base_url, codec, o)
     endpoint = Endpoint(target, headers, codec, key, base=base_url,
                         secret_headers=tuple(o["secret_headers"] or ()),
-                        stream_target=streamed)  # fmt: skip
+                        stream_url=streamed)  # fmt: skip
     return _build(o, runtime, endpoint)
 
 

@@ -183,17 +183,14 @@ class Endpoint:
                  "secret_names", "stream_target")  # fmt: skip
 
     def __init__(self, target: Any, headers: Mapping, codec: Any, key: str | None, base: str = "",
-                 secret_headers: Collection[str] = (), stream_target: Any = None):  # fmt: skip
+                 secret_headers: Collection[str] = (), stream_url: Any = None):  # fmt: skip
         given = httpx.URL(target)
         # A URL's user:password@ goes as the Basic header httpx would make of it, and
         # leaves the URL: no log line (httpx's "HTTP Request:"), error or traceback that
         # prints the URL can show it.
         self.target = given.copy_with(username=None, password=None) if given.userinfo else given
         self.url, self.codec = _shown(self.target), codec
-        # Where a stream is asked for when the dialect's URL says so (Gemini), else the same.
-        streamed = httpx.URL(stream_target) if stream_target is not None else None
-        self.stream_target = (self.target if streamed is None else
-                              streamed.copy_with(username=None, password=None))  # fmt: skip
+        self.stream_target = self.target.copy_with(raw_path=httpx.URL(stream_url or given).raw_path)
         self.base = _shown(httpx.URL(base)) if base else self.url  # for a client's repr
         # Normalized once; a user's framing headers are dropped (httpx sets the real ones).
         kept = {k: v for k, v in headers.items() if k.lower() not in _FRAMING}
@@ -302,8 +299,7 @@ class Http:
         if self.agent:
             headers = headers.copy()
             headers.setdefault("user-agent", user_agent())
-        # A copy of the timeouts: a host's event hook may change a request's extensions.
-        extensions = {"timeout": dict(self._timeouts(timeout))}
+        extensions = {"timeout": dict(self._timeouts(timeout))}  # a copy: hooks may change it
         target = ep.stream_target if stream else ep.target
         return self.client.build_request("POST", target, content=content, headers=headers,
                                          extensions=extensions)  # fmt: skip

@@ -21,16 +21,36 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["gemini_response", "gemini_stream", "gemini_error", "validate_gemini_request",
-           "is_gemini_path", "is_stream_path"]  # fmt: skip
+__all__ = [
+    "gemini_response",
+    "gemini_stream",
+    "gemini_error",
+    "validate_gemini_request",
+    "is_gemini_path",
+    "is_stream_path",
+]
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
-_FINISH = {"length": "MAX_TOKENS", "max_tokens": "MAX_TOKENS", "content_filter": "SAFETY",
-           "stop": "STOP", "end_turn": "STOP", "tool_calls": "STOP", "tool_use": "STOP"}  # fmt: skip
+_FINISH = {
+    "length": "MAX_TOKENS",
+    "max_tokens": "MAX_TOKENS",
+    "content_filter": "SAFETY",
+    "stop": "STOP",
+    "end_turn": "STOP",
+    "tool_calls": "STOP",
+    "tool_use": "STOP",
+}
 # A Google RPC status for each HTTP status the fake answers with.
-STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-          404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
-          504: "DEADLINE_EXCEEDED"}  # fmt: skip
+STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 
 def is_gemini_path(path: str) -> bool:
@@ -60,7 +80,9 @@ def _args(arguments: Any) -> Any:
 
 
 def _parts(reply: Mapping, seq: int) -> list[dict]:
-    out: list[dict] = [{"text": t["thinking"], "thought": True} for t in reply.get("thinking") or ()]
+    out: list[dict] = [
+        {"text": t["thinking"], "thought": True} for t in reply.get("thinking") or ()
+    ]
     sig = _signature(reply, seq)
     if reply.get("content"):
         out.append({"text": reply["content"]})
@@ -81,21 +103,29 @@ def _usage(reply: Mapping) -> dict:
     if reply.get("raw_usage"):
         return dict(reply["raw_usage"])
     u = reply.get("usage") or DEFAULT_USAGE
-    return {"promptTokenCount": u["prompt_tokens"], "candidatesTokenCount": u["completion_tokens"],
-            "totalTokenCount": u["prompt_tokens"] + u["completion_tokens"]}  # fmt: skip
+    return {
+        "promptTokenCount": u["prompt_tokens"],
+        "candidatesTokenCount": u["completion_tokens"],
+        "totalTokenCount": u["prompt_tokens"] + u["completion_tokens"],
+    }
 
 
 def gemini_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> dict:
     """Return the GenerateContentResponse of a reply."""
-    out: dict = {"candidates": [], "usageMetadata": _usage(reply), "modelVersion": model,
-                 "responseId": f"fake{seq}resp"}  # fmt: skip
+    out: dict = {
+        "candidates": [],
+        "usageMetadata": _usage(reply),
+        "modelVersion": model,
+        "responseId": f"fake{seq}resp",
+    }
     if reply.get("blocked"):
         out["promptFeedback"] = {"blockReason": reply["blocked"]}
         return out
     finish = reply.get("finish")
     content: dict = {"role": "model", "parts": _parts(reply, seq)}
-    out["candidates"] = [{"content": content, "finishReason": _FINISH.get(finish, finish or "STOP"),
-                          "index": 0}]  # fmt: skip
+    out["candidates"] = [
+        {"content": content, "finishReason": _FINISH.get(finish, finish or "STOP"), "index": 0}
+    ]
     return out
 
 
@@ -151,14 +181,20 @@ def _list(value: Any) -> list:
 
 def _calls(content: Any) -> list:
     parts = _list(content.get("parts")) if isinstance(content, Mapping) else []
-    return [p["functionCall"] for p in parts
-            if isinstance(p, Mapping) and isinstance(p.get("functionCall"), Mapping)]  # fmt: skip
+    return [
+        p["functionCall"]
+        for p in parts
+        if isinstance(p, Mapping) and isinstance(p.get("functionCall"), Mapping)
+    ]
 
 
 def _answers(content: Any) -> list:
     parts = _list(content.get("parts")) if isinstance(content, Mapping) else []
-    return [p["functionResponse"] for p in parts
-            if isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping)]  # fmt: skip
+    return [
+        p["functionResponse"]
+        for p in parts
+        if isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping)
+    ]
 
 
 def _key(x: Mapping) -> Any:
@@ -192,11 +228,15 @@ def validate_gemini_request(body: Mapping) -> list[str]:
             if _key(a) in asked:
                 asked.remove(_key(a))
             else:
-                problems.append(f"contents[{i}]: functionResponse {_key(a)!r} answers no"
-                                " functionCall of the content before it")  # fmt: skip
+                problems.append(
+                    f"contents[{i}]: functionResponse {_key(a)!r} answers no"
+                    " functionCall of the content before it"
+                )
         if before and (c.get("role") != "user" or asked):
-            problems.append(f"contents[{i - 1}]: functionCall {asked or [_key(x) for x in before]!r}"
-                            " not answered in the next (user) content")  # fmt: skip
+            problems.append(
+                f"contents[{i - 1}]: functionCall {asked or [_key(x) for x in before]!r}"
+                " not answered in the next (user) content"
+            )
     last = contents[-1]
     if _calls(last):
         problems.append(f"contents[{len(contents) - 1}]: its functionCall parts are not answered")

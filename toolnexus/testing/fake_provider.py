@@ -72,6 +72,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from . import profiles
+from .fake_gemini import gemini_error, is_gemini_path, is_stream_path
 from .fake_replies import (
     RESPONSES,
     anthropic_response,
@@ -82,7 +83,6 @@ from .fake_replies import (
     text_reply,
     tool_calls_reply,
 )
-from .fake_gemini import gemini_error, is_gemini_path, is_stream_path
 from .fake_responses import expand, keep
 from .validators import SPECS, schema_checks_on, schema_problems, validate_request
 

@@ -44,8 +44,9 @@ def schema_validator() -> Any:
     document = _closed(json.loads(text))
     resource = referencing.jsonschema.DRAFT202012.create_resource(document)
     registry = referencing.Registry().with_resource(_URI, resource)
-    return Draft202012Validator({"$ref": f"{_URI}#/$defs/GenerateContentRequest"},
-                                registry=registry)  # fmt: skip
+    return Draft202012Validator(
+        {"$ref": f"{_URI}#/$defs/GenerateContentRequest"}, registry=registry
+    )
 
 
 def schema_problems(body: Mapping, limit: int = 3) -> list[str]:

@@ -111,8 +111,13 @@ def stream_body(body: Mapping) -> Mapping:
 
 def tool_entry(t: Mapping) -> FrozenMap:
     """Return one tool map's function declaration (see `encode_tools`, which groups them)."""
-    return FrozenMap({"name": t["name"], "description": t["description"],
-                      "parametersJsonSchema": t["input_schema"]})  # fmt: skip
+    return FrozenMap(
+        {
+            "name": t["name"],
+            "description": t["description"],
+            "parametersJsonSchema": t["input_schema"],
+        }
+    )
 
 
 def _is_declaration(entry: Mapping) -> bool:
@@ -187,8 +192,7 @@ def with_output(params: Mapping, spec: Mapping) -> dict:
     check_schema(spec["schema"], f"output schema {spec['name']!r}")
     given = (params or {}).get("generationConfig") or {}
     given = {k: v for k, v in given.items() if k != "responseSchema"}
-    config = {**given, "responseMimeType": "application/json",
-              "responseJsonSchema": spec["schema"]}  # fmt: skip
+    config = {**given, "responseMimeType": "application/json", "responseJsonSchema": spec["schema"]}
     return {**(params or {}), "generationConfig": FrozenMap(config)}
 
 
@@ -229,8 +233,9 @@ def from_part(block: Mapping) -> FrozenMap | None:
             mime = given.get("mimeType") if isinstance(given.get("mimeType"), str) else None
             kind = _kind(mime)
             data = given[place] if place == "data" else None
-            return _media(kind, mime, data, None if data else given[place],
-                          given.get("displayName"))  # fmt: skip
+            return _media(
+                kind, mime, data, None if data else given[place], given.get("displayName")
+            )
     return None
 
 
@@ -253,8 +258,9 @@ def user_message_parts(
     {'text': 'hi'}
     """
     checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]
-    return FrozenMap({"role": "user",
-                      "parts": pvector(to_part(p, on_unsupported_part) for p in checked)})  # fmt: skip
+    return FrozenMap(
+        {"role": "user", "parts": pvector(to_part(p, on_unsupported_part) for p in checked)}
+    )
 
 
 # ---- the request -----------------------------------------------------------------------
@@ -265,8 +271,9 @@ def _text(content: Any) -> str:
         return content
     if not isinstance(content, _LIST):
         return ""
-    return "".join(b["text"] for b in content
-                   if isinstance(b, Mapping) and isinstance(b.get("text"), str))  # fmt: skip
+    return "".join(
+        b["text"] for b in content if isinstance(b, Mapping) and isinstance(b.get("text"), str)
+    )
 
 
 def _request_parts(m: Mapping, names: Mapping) -> list:
@@ -337,8 +344,11 @@ def replayable(messages: Sequence) -> Sequence:
     """Return the messages the API accepts: the same object when nothing is dropped
     (an empty answer goes: no part of it could be sent)."""
     names: dict = {}
-    bad = [i for i, m in enumerate(messages)
-           if m.get("role") == "assistant" and not _request_parts(m, names)]  # fmt: skip
+    bad = [
+        i
+        for i, m in enumerate(messages)
+        if m.get("role") == "assistant" and not _request_parts(m, names)
+    ]
     if not bad:
         return messages
     drop = set(bad)
@@ -356,8 +366,11 @@ def owns(message: Mapping) -> bool:
 def _calls(message: Mapping) -> list:
     if message.get("role") != "assistant" or not owns(message):
         return []
-    return [p["functionCall"] for p in message["parts"]
-            if isinstance(p, Mapping) and isinstance(p.get("functionCall"), Mapping)]  # fmt: skip
+    return [
+        p["functionCall"]
+        for p in message["parts"]
+        if isinstance(p, Mapping) and isinstance(p.get("functionCall"), Mapping)
+    ]
 
 
 def call_ids(message: Mapping) -> tuple[str, ...]:
@@ -367,8 +380,11 @@ def call_ids(message: Mapping) -> tuple[str, ...]:
 
 def result_items(message: Mapping) -> Sequence:
     """Return the functionResponse parts of a results message."""
-    return tuple(p for p in message.get("parts") or ()
-                 if isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping))  # fmt: skip
+    return tuple(
+        p
+        for p in message.get("parts") or ()
+        if isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping)
+    )
 
 
 def result_ids(message: Mapping) -> tuple[str, ...]:
@@ -394,9 +410,12 @@ def results_message(items: Sequence) -> FrozenMap:
 def keep_results(message: Mapping, wanted: Any) -> FrozenMap | None:
     """Return a results message with only the answers `wanted(call_id)` accepts (None: none)."""
     parts = message.get("parts") or ()
-    kept = [p for p in parts
-            if not (isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping))
-            or wanted(p["functionResponse"].get("id"))]  # fmt: skip
+    kept = [
+        p
+        for p in parts
+        if not (isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping))
+        or wanted(p["functionResponse"].get("id"))
+    ]
     if len(kept) == len(parts):
         return message
     return FrozenMap(message).set("parts", pvector(kept)) if kept else None

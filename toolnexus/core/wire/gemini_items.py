@@ -62,8 +62,11 @@ def items(m: Mapping, ids: Mapping) -> list[tuple]:
     parts = [p for p in m.get("parts") or () if isinstance(p, Mapping)]
     role = m.get("role")
     if role == "tool":
-        return [_result(p["functionResponse"], ids) for p in parts
-                if isinstance(p.get("functionResponse"), Mapping)]  # fmt: skip
+        return [
+            _result(p["functionResponse"], ids)
+            for p in parts
+            if isinstance(p.get("functionResponse"), Mapping)
+        ]
     content = [c for c in map(G.from_part, parts) if c is not None]
     if role != "assistant":
         return [("user", content)] if content else []
@@ -122,11 +125,15 @@ def _assistant(parts: list, calls: list, extras: list, own: Mapping, policy: str
         parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
     for b in extras:
         kind = b.get("type")
-        server = isinstance(kind, str) and (kind.endswith("_tool_result") or kind in (
-            "server_tool_use", "mcp_tool_use", "container_upload"))  # fmt: skip
+        server = isinstance(kind, str) and (
+            kind.endswith("_tool_result")
+            or kind in ("server_tool_use", "mcp_tool_use", "container_upload")
+        )
         if kind not in _REASONING and not server:
-            parts = [*parts, P.unsupported(FrozenMap({"type": kind or "unknown"}), "gemini",
-                                           policy)]  # fmt: skip
+            parts = [
+                *parts,
+                P.unsupported(FrozenMap({"type": kind or "unknown"}), "gemini", policy),
+            ]
     made = _parts(parts, policy)
     for n, (i, name, raw, _) in enumerate(calls):
         call = {"functionCall": FrozenMap({"id": i, "name": name, "args": _args(raw)})}
@@ -154,8 +161,9 @@ def write(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
             text, media = _result_value(content, policy)
             made = G.output_item(i, text, "", bool(error))
             if media:
-                made = made.set("functionResponse", made["functionResponse"].set(
-                    "parts", pvector(media)))  # fmt: skip
+                made = made.set(
+                    "functionResponse", made["functionResponse"].set("parts", pvector(media))
+                )
             results.append(made)
             continue
         flush()

@@ -33,16 +33,26 @@ from .common import (
 )
 from .sse import load_json, stream_error
 
-__all__ = ["GeminiStream", "parse_response", "stream_start", "stream_event", "stream_turn",
-           "ENDS"]  # fmt: skip
+__all__ = ["GeminiStream", "parse_response", "stream_start", "stream_event", "stream_turn", "ENDS"]
 
 _LIST = (list, tuple, PVector)
 
 # finishReason -> how the loop ends a turn without tool calls (common.turn's `end`)
-_FILTERED = ("SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "MODEL_ARMOR",
-             "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "JAILBREAK")  # fmt: skip
-ENDS = MappingProxyType({"STOP": None, "MAX_TOKENS": "max_tokens",
-                         **dict.fromkeys(_FILTERED, "content_filter")})  # fmt: skip
+_FILTERED = (
+    "SAFETY",
+    "RECITATION",
+    "PROHIBITED_CONTENT",
+    "BLOCKLIST",
+    "SPII",
+    "MODEL_ARMOR",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "JAILBREAK",
+)
+ENDS = MappingProxyType(
+    {"STOP": None, "MAX_TOKENS": "max_tokens", **dict.fromkeys(_FILTERED, "content_filter")}
+)
 
 
 def _end(reason: str | None) -> str | None:
@@ -137,9 +147,16 @@ def _parse_response(data: Mapping) -> FrozenMap:
         refusal = text or said or f"blocked by Gemini: {blocked or reason}"
     message = {"role": "assistant", "parts": pvector(parts)} if parts else EMPTY_ANSWER
     model = data.get("modelVersion") if isinstance(data.get("modelVersion"), str) else None
-    return turn(message, text, pvector(FrozenMap(c) for c in calls),
-                _usage(data.get("usageMetadata")), blocked or reason, model, end=end,
-                refusal=refusal)  # fmt: skip
+    return turn(
+        message,
+        text,
+        pvector(FrozenMap(c) for c in calls),
+        _usage(data.get("usageMetadata")),
+        blocked or reason,
+        model,
+        end=end,
+        refusal=refusal,
+    )
 
 
 def parse_response(data: Mapping | bytes | str) -> FrozenMap:
@@ -190,10 +207,13 @@ def _joins(last: Mapping, p: Mapping) -> bool:
     """Return whether a streamed text part continues the text part before it."""
     plain = {"text", "thought", "thoughtSignature"}
     return (
-        isinstance(p.get("text"), str) and isinstance(last.get("text"), str)
-        and not p.get("thoughtSignature") and set(p) <= plain and set(last) <= plain
+        isinstance(p.get("text"), str)
+        and isinstance(last.get("text"), str)
+        and not p.get("thoughtSignature")
+        and set(p) <= plain
+        and set(last) <= plain
         and bool(p.get("thought")) == bool(last.get("thought"))
-    )  # fmt: skip
+    )
 
 
 def _add(acc: GeminiStream, p: Mapping, n: int) -> tuple[GeminiStream, tuple]:
@@ -208,8 +228,11 @@ def _add(acc: GeminiStream, p: Mapping, n: int) -> tuple[GeminiStream, tuple]:
     acc = acc._replace(parts=parts)
     if isinstance(p.get("functionCall"), Mapping):
         call = p["functionCall"]
-        return acc, (_delta(type="tool_call_start", index=n, id=call.get("id"),
-                            name=name_text(call.get("name"))),)  # fmt: skip
+        return acc, (
+            _delta(
+                type="tool_call_start", index=n, id=call.get("id"), name=name_text(call.get("name"))
+            ),
+        )
     if isinstance(p.get("text"), str) and p["text"]:
         kind = "thinking" if p.get("thought") is True else "text"
         return acc, (_delta(type=kind, delta=p["text"]),)
@@ -242,8 +265,11 @@ def _stream_event(acc: GeminiStream, event: Mapping) -> tuple[GeminiStream, tupl
         deltas += more
     reason = first.get("finishReason") or _blocked(data)
     said = first.get("finishMessage")
-    acc = acc._replace(last=data, reason=reason if isinstance(reason, str) else acc.reason,
-                       finish_message=said if isinstance(said, str) else acc.finish_message)  # fmt: skip
+    acc = acc._replace(
+        last=data,
+        reason=reason if isinstance(reason, str) else acc.reason,
+        finish_message=said if isinstance(said, str) else acc.finish_message,
+    )
     return acc, deltas
 
 

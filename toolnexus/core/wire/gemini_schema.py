@@ -15,14 +15,49 @@ from pyrsistent import PVector
 __all__ = ["KEYWORDS", "UnsupportedSchemaError", "check_schema"]
 
 # The documented keywords (JSON Schema's, and the OpenAPI Schema fields Gemini also reads).
-KEYWORDS = frozenset({
-    "$id", "$defs", "$ref", "$anchor", "$schema", "$comment", "type", "format", "title",
-    "description", "enum", "const", "items", "prefixItems", "minItems", "maxItems",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf",
-    "oneOf", "allOf", "properties", "additionalProperties", "required", "propertyOrdering",
-    "default", "examples", "example", "nullable", "pattern", "minLength", "maxLength",
-    "minProperties", "maxProperties", "uniqueItems", "definitions",
-})  # fmt: skip
+KEYWORDS = frozenset(
+    {
+        "$id",
+        "$defs",
+        "$ref",
+        "$anchor",
+        "$schema",
+        "$comment",
+        "type",
+        "format",
+        "title",
+        "description",
+        "enum",
+        "const",
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "properties",
+        "additionalProperties",
+        "required",
+        "propertyOrdering",
+        "default",
+        "examples",
+        "example",
+        "nullable",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minProperties",
+        "maxProperties",
+        "uniqueItems",
+        "definitions",
+    }
+)
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions"})  # name -> schema
 _SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _SCHEMAS = frozenset({"items", "additionalProperties"})
@@ -38,10 +73,11 @@ def check_schema(schema: Any, what: str) -> None:
     keyword outside the subset Gemini takes.
 
     >>> check_schema({"type": "object", "properties": {"not": {"type": "string"}}}, "t")
-    >>> check_schema({"type": "object", "patternProperties": {}}, "tool 'f'")
-    Traceback (most recent call last):
-    ...
-    toolnexus.core.wire.gemini_schema.UnsupportedSchemaError: tool 'f': Gemini does not take the JSON Schema keyword 'patternProperties' (at #); its subset: ...
+    >>> try:
+    ...     check_schema({"type": "object", "patternProperties": {}}, "tool 'f'")
+    ... except UnsupportedSchemaError as e:
+    ...     str(e).split(";")[0]
+    "tool 'f': Gemini does not take the JSON Schema keyword 'patternProperties' (at #)"
     """
     bad = _first_unknown(schema, "#")
     if bad is not None:
@@ -60,11 +96,15 @@ def _first_unknown(schema: Any, where: str) -> tuple[str, str] | None:
             return key, where
         found = None
         if key in _SCHEMA_MAPS and isinstance(value, Mapping):
-            found = next((f for n, v in value.items()
-                          if (f := _first_unknown(v, f"{where}/{key}/{n}"))), None)  # fmt: skip
+            found = next(
+                (f for n, v in value.items() if (f := _first_unknown(v, f"{where}/{key}/{n}"))),
+                None,
+            )
         elif key in _SCHEMA_LISTS and isinstance(value, _LIST):
-            found = next((f for n, v in enumerate(value)
-                          if (f := _first_unknown(v, f"{where}/{key}/{n}"))), None)  # fmt: skip
+            found = next(
+                (f for n, v in enumerate(value) if (f := _first_unknown(v, f"{where}/{key}/{n}"))),
+                None,
+            )
         elif key in _SCHEMAS:
             found = _first_unknown(value, f"{where}/{key}")
         if found is not None:
