@@ -9,9 +9,9 @@ The script's replies are the fake provider's neutral ones ("content", "tool_call
   "blocked": reason          no candidate: `promptFeedback.blockReason`
 A call has an `id` only where the script gives one (the Developer API mostly sends none).
 Neutral finishes are Gemini's: "length" is MAX_TOKENS, "content_filter" SAFETY.
-A streamed reply's text comes in pieces, one chunk each, the signature on an empty last
-part when there is no call (as Gemini 3 sends it); "stream_error" becomes an error chunk
-halfway through.
+A streamed reply's text comes in pieces, one chunk each, its signature on the first
+("signature_apart": True: on an empty part of its own after them, as Gemini 3 sends
+it); "stream_error" becomes an error chunk halfway through.
 """
 
 from __future__ import annotations
@@ -147,9 +147,12 @@ def gemini_stream(
         text, sig = p.get("text"), p.get("thoughtSignature")
         if isinstance(text, str) and "functionCall" not in p:
             bare = {k: v for k, v in p.items() if k not in ("text", "thoughtSignature")}
-            chunks += [[{**bare, "text": text[i : i + piece]}] for i in range(0, len(text), piece)]
-            if sig:  # Gemini 3: the signature on an empty part of the last chunk
-                chunks.append([{"text": "", "thoughtSignature": sig}])
+            pieces = [{**bare, "text": text[i : i + piece]} for i in range(0, len(text), piece)]
+            if sig and reply.get("signature_apart"):  # Gemini 3: on an empty last part
+                pieces.append({"text": "", "thoughtSignature": sig})
+            elif sig:  # on the first piece of the text, as gemini-2.5 sends it
+                pieces[0] = {**pieces[0], "thoughtSignature": sig}
+            chunks += [[x] for x in pieces]
         else:
             chunks.append([p])
     chunks = chunks or [[{"text": ""}]]

@@ -34,7 +34,7 @@ from .gemini_read import (
     stream_turn,
 )
 from .gemini_schema import check_schema
-from .parts import check_part_size, check_parts, is_parts, split_data_url, unsupported
+from .parts import MIME_TYPES, check_part_size, check_parts, is_parts, split_data_url
 
 __all__ = [
     "url",
@@ -202,7 +202,7 @@ def with_output(params: Mapping, spec: Mapping) -> dict:
 def to_part(part: Mapping, policy: str = "error") -> FrozenMap:
     """Return the Gemini part of a neutral part: text, inlineData (base64) or fileData (a URI).
 
-    >>> to_part({"type": "image", "mimeType": "image/png", "data": "aGk="})["inlineData"]
+    >>> dict(to_part({"type": "image", "mimeType": "image/png", "data": "aGk="})["inlineData"])
     {'mimeType': 'image/png', 'data': 'aGk='}
     """
     kind = part["type"]
@@ -214,9 +214,10 @@ def to_part(part: Mapping, policy: str = "error") -> FrozenMap:
     split = split_data_url(part.get("url") or "")
     if split is not None:
         return FrozenMap({"inlineData": FrozenMap({"mimeType": split[0], "data": split[1]})})
-    if not mime:  # the API needs a media type beside a URI
-        return to_part(unsupported(part, "gemini", policy, "a URI without its mimeType"))
-    return FrozenMap({"fileData": FrozenMap({"mimeType": mime, "fileUri": part["url"]})})
+    url = part["url"]
+    mime = mime or MIME_TYPES.get(url.rpartition(".")[2].lower())  # else the API judges it
+    made = {"mimeType": mime, "fileUri": url} if mime else {"fileUri": url}
+    return FrozenMap({"fileData": FrozenMap(made)})
 
 
 def from_part(block: Mapping) -> FrozenMap | None:
@@ -254,7 +255,7 @@ def user_message_parts(
 ) -> FrozenMap:
     """Return a user message holding Gemini parts.
 
-    >>> user_message_parts([{"type": "text", "text": "hi"}])["parts"][0]
+    >>> dict(user_message_parts([{"type": "text", "text": "hi"}])["parts"][0])
     {'text': 'hi'}
     """
     checked = [check_part_size(p, max_part_bytes) for p in check_parts(parts)]

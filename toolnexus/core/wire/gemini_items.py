@@ -19,13 +19,14 @@ from pyrsistent import PVector, pvector
 from ..frozen import FrozenMap
 from . import gemini as G
 from . import parts as P
+from . import responses as R
 from .common import to_json
 
 __all__ = ["items", "native", "write", "FOREIGN_SIGNATURE"]
 
 FOREIGN_SIGNATURE = "skip_thought_signature_validator"
 _LIST = (list, tuple, PVector)
-_REASONING = frozenset({"thinking", "redacted_thinking", "reasoning"})
+_REASONING = frozenset({"thinking", "redacted_thinking", "reasoning", "gemini_parts"})
 
 
 # ---- reading -------------------------------------------------------------------------
@@ -77,7 +78,10 @@ def items(m: Mapping, ids: Mapping) -> list[tuple]:
             i = call.get("id")
             args = call.get("args") if isinstance(call.get("args"), Mapping) else FrozenMap()
             calls.append((ids.get(i, i), call.get("name") or "", args, {}))
-    return [("assistant", content, calls, [], {})]
+    # The turn as it came, for a rewrite back to Gemini (ids remapped): thoughts and
+    # signatures stay where they were. Every other writer drops it (writers._REASONING_OF).
+    kept = [FrozenMap({"type": "gemini_parts", "parts": pvector(parts)})]
+    return [("assistant", content, calls, kept, {})]
 
 
 # ---- writing -------------------------------------------------------------------------
@@ -111,15 +115,36 @@ def _parts(parts: Sequence[Mapping], policy: str) -> list:
 def _result_value(content: Any, policy: str) -> tuple[str, list]:
     if content is None or isinstance(content, str):
         return content or "", []
-    from .writers import part_of  # writers imports this module: read at call time
-
-    parts = [part_of(b, "anthropic") for b in content if isinstance(b, Mapping)]
-    text = "\n".join(p["text"] for p in parts if p.get("type") == "text" and p.get("text"))
+    parts = [_part_of(b) for b in content if isinstance(b, Mapping)]
+    text = "".join(p["text"] for p in parts if p.get("type") == "text" and p.get("text"))
     media = _parts([p for p in parts if p.get("type") != "text"], policy)
     return text, [m for m in media if "text" not in m]
 
 
+def _part_of(block: Mapping) -> Mapping:
+    """Return the neutral part of another dialect's result block (unknown: a bare part)."""
+    part = P.from_anthropic(block) or P.from_openai(block) or R.from_part(block)
+    return part if part is not None else FrozenMap({"type": block.get("type") or "unknown"})
+
+
+def _as_it_came(given: Sequence, calls: list) -> list[FrozenMap]:
+    """Return a Gemini turn's own parts with its calls' new ids, in order."""
+    ids = iter(i for i, *_ in calls)
+    out = []
+    for p in given:
+        call = p.get("functionCall") if isinstance(p, Mapping) else None
+        if isinstance(call, Mapping):
+            p = FrozenMap(p).set("functionCall", FrozenMap(call).set("id", next(ids)))
+        out.append(p)
+    return out
+
+
 def _assistant(parts: list, calls: list, extras: list, own: Mapping, policy: str) -> list:
+    mine = [b for b in extras if b.get("type") == "gemini_parts"]
+    if mine:  # a Gemini turn rewritten for its new ids
+        return [
+            FrozenMap({"role": "assistant", "parts": pvector(_as_it_came(mine[0]["parts"], calls))})
+        ]
     refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
     if isinstance(refusal, str) and refusal:
         parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
@@ -129,7 +154,7 @@ def _assistant(parts: list, calls: list, extras: list, own: Mapping, policy: str
             kind.endswith("_tool_result")
             or kind in ("server_tool_use", "mcp_tool_use", "container_upload")
         )
-        if kind not in _REASONING and not server:
+        if kind not in _REASONING and not server:  # (gemini_parts: handled above)
             parts = [
                 *parts,
                 P.unsupported(FrozenMap({"type": kind or "unknown"}), "gemini", policy),
