@@ -7,6 +7,7 @@ The script's replies are the fake provider's neutral ones ("content", "tool_call
   "signature": str | False   the thoughtSignature of the turn's first call (or of the
                              text when there is no call); default "sig-<n>", False: none
   "blocked": reason          no candidate: `promptFeedback.blockReason`
+  "refusal": str             finishReason SAFETY, the text as its finishMessage
 A call has an `id` only where the script gives one (the Developer API mostly sends none).
 Neutral finishes are Gemini's: "length" is MAX_TOKENS, "content_filter" SAFETY.
 A streamed reply's text comes in pieces, one chunk each, its signature on the first
@@ -121,11 +122,13 @@ def gemini_response(reply: Mapping, model: str = "fake-model", seq: int = 0) -> 
     if reply.get("blocked"):
         out["promptFeedback"] = {"blockReason": reply["blocked"]}
         return out
-    finish = reply.get("finish")
+    finish = reply.get("finish") or ("SAFETY" if reply.get("refusal") else None)
     content: dict = {"role": "model", "parts": _parts(reply, seq)}
     out["candidates"] = [
         {"content": content, "finishReason": _FINISH.get(finish, finish or "STOP"), "index": 0}
     ]
+    if reply.get("refusal"):  # what a blocked answer says (finishMessage)
+        out["candidates"][0]["finishMessage"] = reply["refusal"]
     return out
 
 
@@ -161,6 +164,7 @@ def gemini_stream(
         c: dict = {"content": {"role": "model", "parts": parts}, "index": 0}
         if n == len(chunks) - 1:
             c["finishReason"] = candidate["finishReason"]
+            c.update({k: v for k, v in candidate.items() if k == "finishMessage"})
         out.append(_sse({**whole, "candidates": [c]}))
     if reply.get("stream_error") is not None:
         err = reply["stream_error"]

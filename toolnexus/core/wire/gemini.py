@@ -60,7 +60,7 @@ __all__ = [
 
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")  # where a client finds its key, in order
 # The body fields the loop sets on every request: request_params may not name them.
-OWNED_PARAMS = ("contents", "tools", "systemInstruction")
+OWNED_PARAMS = ("model", "contents", "tools", "systemInstruction")  # the model: in the URL
 VERSION = "v1beta"
 _LIST = (list, tuple, PVector)
 

@@ -4,7 +4,8 @@ normalized turn. `gemini` (the dialect's codec) exposes these as its own.
 Every finishReason ends honestly: STOP is the answer; MAX_TOKENS (with or without parts)
 is cut short ("max_tokens"); the safety family (SAFETY, RECITATION, PROHIBITED_CONTENT,
 BLOCKLIST, SPII, IMAGE_*, MODEL_ARMOR) and a prompt blocked by `promptFeedback.blockReason`
-are a refusal ("content_filter"); the rest (MALFORMED_FUNCTION_CALL, OTHER, ...) is
+are a refusal (the turn's `refusal`, as Anthropic's stop_reason "refusal": the exchange
+is not kept as context); the rest (MALFORMED_FUNCTION_CALL, OTHER, ...) is
 "incomplete", never a silent done.
 """
 
@@ -51,7 +52,7 @@ _FILTERED = (
     "JAILBREAK",
 )
 ENDS = MappingProxyType(
-    {"STOP": None, "MAX_TOKENS": "max_tokens", **dict.fromkeys(_FILTERED, "content_filter")}
+    {"STOP": None, "MAX_TOKENS": "max_tokens", **dict.fromkeys(_FILTERED, "refusal")}
 )
 
 
@@ -140,11 +141,11 @@ def _parse_response(data: Mapping) -> FrozenMap:
     parts, text, calls = _read_parts(data, given or ())
     reason = first.get("finishReason") if isinstance(first.get("finishReason"), str) else None
     blocked = _blocked(data)
-    end = "content_filter" if blocked else _end(reason)
+    end = "refusal" if blocked else _end(reason)
     refusal = None
-    if end == "content_filter":
+    if end == "refusal":  # said as a refusal, not as an answer (see common.turn)
         said = first.get("finishMessage") if isinstance(first.get("finishMessage"), str) else ""
-        refusal = text or said or f"blocked by Gemini: {blocked or reason}"
+        refusal, end = text or said or f"blocked by Gemini: {blocked or reason}", None
     message = {"role": "assistant", "parts": pvector(parts)} if parts else EMPTY_ANSWER
     model = data.get("modelVersion") if isinstance(data.get("modelVersion"), str) else None
     return turn(
