@@ -202,7 +202,9 @@ def _problems(body: Mapping, seen: Mapping, dialect: str, schema: bool) -> list[
 
 
 # The path each dialect posts to (the last segment of its URL).
-PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses"}
+# (Gemini's: .../models/{model}:generateContent, streamed at :streamGenerateContent?alt=sse)
+PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses",
+         ":generateContent": "gemini"}  # fmt: skip
 
 
 def _dialect_of_path(path: str) -> str | None:

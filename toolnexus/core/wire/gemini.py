@@ -110,22 +110,21 @@ def stream_body(body: Mapping) -> Mapping:
 
 
 def tool_entry(t: Mapping) -> FrozenMap:
-    """Return one tool map's function declaration (see `encode_tools`, which groups them)."""
-    return FrozenMap(
-        {
-            "name": t["name"],
-            "description": t["description"],
-            "parametersJsonSchema": t["input_schema"],
-        }
-    )
+    """Return one tool map's entry in a request's `tools`: a Tool of its one function
+    declaration (`encode_tools` joins them into one Tool)."""
+    made = {"name": t["name"], "description": t["description"],
+            "parametersJsonSchema": t["input_schema"]}  # fmt: skip
+    return FrozenMap({"functionDeclarations": pvector([FrozenMap(made)])})
 
 
-def _is_declaration(entry: Mapping) -> bool:
-    return "parametersJsonSchema" in entry and "name" in entry
+def _declarations(entry: Mapping) -> Sequence:
+    """Return the function declarations of a Tool entry (none: a provider tool)."""
+    decls = entry.get("functionDeclarations")
+    return decls if isinstance(decls, _LIST) else ()
 
 
 def encode_tools(toolkit: Any) -> Sequence:
-    """Return the `tools` list of a request body: ONE tool of all function declarations,
+    """Return the `tools` list of a request body: ONE Tool of all function declarations,
     then the provider tools meant for Gemini, verbatim.
 
     A schema outside the subset Gemini takes is a ValueError naming the tool and keyword.
@@ -134,11 +133,11 @@ def encode_tools(toolkit: Any) -> Sequence:
         return ()
     made = toolkit.get("wire") or {}
     entries = made["gemini"] if "gemini" in made else [tool_entry(t) for t in toolkit["tools"]]
-    decls = [e for e in entries if _is_declaration(e)]
+    decls = [d for e in entries for d in _declarations(e)]
     for d in decls:
-        check_schema(d["parametersJsonSchema"], f"tool {d['name']!r}")
+        check_schema(d.get("parametersJsonSchema"), f"tool {d.get('name')!r}")
     out = [FrozenMap({"functionDeclarations": pvector(decls)})] if decls else []
-    return pvector([*out, *(e for e in entries if not _is_declaration(e))])
+    return pvector([*out, *(e for e in entries if not _declarations(e))])
 
 
 def cache_tools(tools: Sequence) -> Sequence:
