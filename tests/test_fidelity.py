@@ -302,8 +302,9 @@ def _gemini_chunk(text, **more):
                             **more}], "modelVersion": "m"}  # fmt: skip
 
 
-GEMINI_WHOLE = [_gemini_chunk(""), _gemini_chunk("Hel"), {**_gemini_chunk("lo", finishReason="STOP"),
-                "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2}}]  # fmt: skip
+GEMINI_WHOLE = [_gemini_chunk(""), _gemini_chunk("Hel"),
+                {**_gemini_chunk("lo", finishReason="STOP"),
+                 "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2}}]  # fmt: skip
 WHOLE = {"openai": OPENAI_WHOLE, "anthropic": ANTHROPIC_WHOLE, "responses": RESPONSES_WHOLE,
          "gemini": GEMINI_WHOLE}  # fmt: skip
 BEFORE_TEXT = {"openai": 1, "anthropic": 2, "responses": 1, "gemini": 1}  # nothing shown yet

@@ -210,12 +210,14 @@ def transcripts(
 ) -> st.SearchStrategy[list[dict]]:
     """Return a strategy of valid transcripts: turns with parallel tool-call groups.
 
-    `dialect` is "openai", "anthropic", "responses", "gemini" or None (any). Every tool call is answered
-    right after its message; anthropic user messages may hold several text blocks and
-    assistant turns thinking blocks. `system`: None for a random leading system message
-    (openai and responses: anthropic carries it in the body), True or False to force it.
-    Responses turns hold their items (reasoning with encrypted content, messages,
-    function calls) and one message of function_call_output items per round.
+    `dialect` is a row of the registry ("openai", "anthropic", "responses", "gemini") or None
+    (any). Every tool call is answered right after its message; anthropic user messages
+    may hold several text blocks and assistant turns thinking blocks. `system`: None for a
+    random leading system message (not anthropic: it carries it in the body), True or
+    False to force it. Responses turns hold their items (reasoning with encrypted content,
+    messages, function calls) and one message of function_call_output items per round;
+    Gemini turns their parts (thoughts, text, signed functionCalls), then one message of
+    functionResponse parts.
     """
     if dialect is None:
         return st.one_of(*(transcripts(d, max_turns=max_turns, system=system) for d in DIALECTS))

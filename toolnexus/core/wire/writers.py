@@ -25,7 +25,8 @@ __all__ = ["WRITERS", "part_of", "args_text"]
 # Each dialect's own reasoning among an assistant's extras: no other dialect carries it
 # (Gemini's "gemini_parts" is its turn as it came, thoughts and signatures: gemini_items).
 _REASONING_OF = {"anthropic": frozenset({"thinking", "redacted_thinking"}),
-                 "responses": frozenset({"reasoning"}), "gemini": frozenset({"gemini_parts"})}  # fmt: skip
+                 "responses": frozenset({"reasoning"}),
+                 "gemini": frozenset({"gemini_parts"})}  # fmt: skip
 _DROPPED_ON_OPENAI = frozenset().union(*_REASONING_OF.values())
 
 
@@ -199,8 +200,8 @@ def _anthropic_assistant(
     refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
     if isinstance(refusal, str) and refusal:
         parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
-    extras = [b for b in extras
-              if b.get("type") not in _REASONING_OF["responses"] | _REASONING_OF["gemini"]]  # fmt: skip
+    theirs = _REASONING_OF["responses"] | _REASONING_OF["gemini"]
+    extras = [b for b in extras if b.get("type") not in theirs]
     blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
     blocks += [
         FrozenMap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
