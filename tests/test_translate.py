@@ -371,6 +371,7 @@ def _project_parts(m: dict, out: dict, index: dict, dialect: str) -> None:
         elif "functionResponse" in p:
             answer = p["functionResponse"]["response"]
             said_back = answer.get("output", answer.get("error", ""))
+            said_back = said_back if isinstance(said_back, str) else _text(said_back)
             out["results"].append((index[p["functionResponse"]["id"]], said_back))
         elif p.get("thought") or "text" not in p:
             if _media(p, dialect):

@@ -213,8 +213,8 @@ def to_part(part: Mapping, policy: str = "error") -> FrozenMap:
     split = split_data_url(part.get("url") or "")
     if split is not None:
         return FrozenMap({"inlineData": FrozenMap({"mimeType": split[0], "data": split[1]})})
-    url = part["url"]
-    mime = mime or MIME_TYPES.get(url.rpartition(".")[2].lower())  # else the API judges it
+    url = part["url"]  # the API wants a URI's media type: its extension's (parts' table)
+    mime = mime or MIME_TYPES.get(url.rpartition(".")[2].lower())
     made = {"mimeType": mime, "fileUri": url} if mime else {"fileUri": url}
     return FrozenMap({"fileData": FrozenMap(made)})
 
@@ -289,6 +289,8 @@ def _request_parts(m: Mapping, names: Mapping) -> list:
             continue
         if p.get("text") == "" and not p.get("thoughtSignature") and len(p) <= 2:
             continue
+        if p.get("thought") is True and not p.get("thoughtSignature"):
+            continue  # a thought summary: the signatures carry the model's state
         answer = p.get("functionResponse")
         if isinstance(answer, Mapping) and not answer.get("name"):
             name = names.get(answer.get("id"), "")

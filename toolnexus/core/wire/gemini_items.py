@@ -48,6 +48,8 @@ def _result(answer: Mapping, ids: Mapping) -> tuple:
     response = answer.get("response") if isinstance(answer.get("response"), Mapping) else {}
     error = "error" in response and "output" not in response
     value = response.get("error" if error else "output", response or "")
+    if _text_blocks(value):  # a result that was a list of text parts: kept a list
+        return ("result", ids.get(i, i), pvector(FrozenMap(b) for b in value), error)
     text = value if isinstance(value, str) else to_json(value).decode("utf-8")
     media = [G.from_part(p) for p in answer.get("parts") or () if isinstance(p, Mapping)]
     media = [m for m in media if m is not None]
@@ -80,7 +82,10 @@ def items(m: Mapping, ids: Mapping) -> list[tuple]:
             calls.append((ids.get(i, i), call.get("name") or "", args, {}))
     # The turn as it came, for a rewrite back to Gemini (ids remapped): thoughts and
     # signatures stay where they were. Every other writer drops it (writers._REASONING_OF).
-    kept = [FrozenMap({"type": "gemini_parts", "parts": pvector(parts)})]
+    thought = "".join(p["text"] for p in parts
+                      if p.get("thought") is True and isinstance(p.get("text"), str))  # fmt: skip
+    mine = {"type": "gemini_parts", "parts": pvector(parts)}
+    kept = [FrozenMap({**mine, "thinking": thought} if thought else mine)]  # (core.genai reads it)
     return [("assistant", content, calls, kept, {})]
 
 
@@ -112,10 +117,19 @@ def _parts(parts: Sequence[Mapping], policy: str) -> list:
     return out
 
 
-def _result_value(content: Any, policy: str) -> tuple[str, list]:
+def _text_blocks(value: Any) -> bool:
+    return isinstance(value, (list, tuple, PVector)) and bool(value) and all(
+        isinstance(b, Mapping) and set(b) == {"type", "text"} and b["type"] == "text"
+        and isinstance(b["text"], str) for b in value)  # fmt: skip
+
+
+def _result_value(content: Any, policy: str) -> tuple[Any, list]:
     if content is None or isinstance(content, str):
         return content or "", []
     parts = [_part_of(b) for b in content if isinstance(b, Mapping)]
+    if parts and all(p.get("type") == "text" for p in parts):  # text parts stay a list
+        said = [FrozenMap({"type": "text", "text": p.get("text") or ""}) for p in parts]
+        return pvector(said), []
     text = "".join(p["text"] for p in parts if p.get("type") == "text" and p.get("text"))
     media = _parts([p for p in parts if p.get("type") != "text"], policy)
     return text, [m for m in media if "text" not in m]
@@ -159,7 +173,11 @@ def _assistant(parts: list, calls: list, extras: list, own: Mapping, policy: str
                 *parts,
                 P.unsupported(FrozenMap({"type": kind or "unknown"}), "gemini", policy),
             ]
-    made = _parts(parts, policy)
+    # Reasoning imported unsigned (core.genai) stays as a thought; a request leaves it out.
+    made = [FrozenMap({"text": b["thinking"], "thought": True}) for b in extras
+            if b.get("type") == "thinking" and not b.get("signature")
+            and isinstance(b.get("thinking"), str) and b["thinking"]]  # fmt: skip
+    made += _parts(parts, policy)
     for n, (i, name, raw, _) in enumerate(calls):
         call = {"functionCall": FrozenMap({"id": i, "name": name, "args": _args(raw)})}
         if n == 0:  # a call Gemini did not make has no signature of its own
