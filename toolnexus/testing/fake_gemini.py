@@ -159,7 +159,8 @@ def gemini_stream(
         else:
             chunks.append([p])
     chunks = chunks or [[{"text": ""}]]
-    out = []
+    # A first chunk of metadata only: a failure cued after it reaches no consumer.
+    out = [_sse({k: v for k, v in whole.items() if k != "candidates"})]
     for n, parts in enumerate(chunks):
         c: dict = {"content": {"role": "model", "parts": parts}, "index": 0}
         if n == len(chunks) - 1:

@@ -338,7 +338,8 @@ def _serve(h: BaseHTTPRequestHandler, fp: FakeProvider) -> None:
     seen, refused = _refusal(fp, body, dialect)
     if refused is not None:
         return _send(h, 400, refused)
-    reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq)
+    streamed = body.get("stream") is True or (dialect == "gemini" and is_stream_path(h.path))
+    reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq, streamed)
     _answer(h, fp, reply, (body, seen, dialect, seq))
 
 
@@ -363,7 +364,8 @@ def _handler(fp: FakeProvider) -> type:
     return type("Handler", (_Handler,), {"fp": fp})
 
 
-def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, seq: int) -> Mapping:
+def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, seq: int,
+                streamed: bool) -> Mapping:  # fmt: skip
     """Return a reply as the provider's profile sends it (testing.profiles); a plain
     provider uses its dialect's official profile for the profile-only keys."""
     if fp.profile is None and not profiles.KEYS.intersection(reply):
@@ -371,7 +373,7 @@ def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, s
     name = fp.profile or ("anthropic" if dialect == "anthropic" else "openai")
 
     def events(r: Mapping) -> list | None:
-        return stream_events(r, body, dialect, fp.model, seq) if body.get("stream") else None
+        return stream_events(r, body, dialect, fp.model, seq) if streamed else None
 
     return profiles.expand(reply, name, dialect, events)
 

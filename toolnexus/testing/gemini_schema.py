@@ -3,7 +3,8 @@
 The discovery document's schemas are open, but the live API refuses an unknown field
 ("Invalid JSON payload received. Unknown name ..."): each schema naming `properties`
 is read here with `additionalProperties: false`. Free objects (a call's `args`, a
-`response`, a `parametersJsonSchema`) stay open, as the API keeps them.
+`response`, a `parametersJsonSchema`) stay open, as the API keeps them. Fields are read
+under their JSON (camelCase) names: the API takes the proto (snake_case) names too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ def _closed(node: Any) -> Any:
     return out
 
 
+def _camel(value: Any) -> Any:
+    """Return a body with every field under its JSON name: the API takes the proto name too
+    (`parameters_json_schema` for `parametersJsonSchema`), which the schema does not name."""
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    if not isinstance(value, Mapping):
+        return value
+    return {_camel_name(k): _camel(v) for k, v in value.items()}
+
+
+def _camel_name(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest) if rest and head else name
+
+
 @functools.cache
 def schema_validator() -> Any:
     """Return the (cached) validator of GenerateContentRequest, every object closed."""
@@ -56,7 +72,7 @@ def schema_problems(body: Mapping, limit: int = 3) -> list[str]:
     ["(body): Additional properties are not allowed ('model' was unexpected)"]
     """
     out = []
-    for error in schema_validator().iter_errors(body):
+    for error in schema_validator().iter_errors(_camel(body)):
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         out.append(f"{path.lstrip('.') or '(body)'}: {error.message}")
         if len(out) >= limit:
