@@ -607,6 +607,13 @@ _entries_plan = st.lists(
 )
 
 
+def _entry_name(entry) -> str:
+    """Return the name of a tools entry in any dialect's shape (Gemini's: its declaration)."""
+    if "functionDeclarations" in entry:
+        return entry["functionDeclarations"][0]["name"]
+    return entry.get("name") or entry["function"]["name"]
+
+
 @given(_entries_plan, st.integers(1, 4))
 def test_a_toolkit_sends_ours_then_theirs_however_it_was_registered(plan, chunk):
     items = []
@@ -622,7 +629,7 @@ def test_a_toolkit_sends_ours_then_theirs_however_it_was_registered(plan, chunk)
     for d in DIALECTS:
         names = [t["name"] for t in items if "execute" in t]
         names += [t["name"] for t in items if "execute" not in t and t["style"] in (None, d)]
-        assert [e.get("name") or e["function"]["name"] for e in whole["wire"][d]] == names
+        assert [_entry_name(e) for e in whole["wire"][d]] == names
         assert stepwise["wire"][d] == whole["wire"][d]
         assert stepwise["wire_json"][d] == whole["wire_json"][d]
 
