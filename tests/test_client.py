@@ -292,7 +292,7 @@ def test_unreachable_endpoint_is_a_provider_error():
 @pytest.mark.parametrize(
     "opts, error, match",
     [
-        ({"base_url": "http://x", "model": "m", "style": "gemini"}, ValueError, "unknown style"),
+        ({"base_url": "http://x", "model": "m", "style": "cohere"}, ValueError, "unknown style"),
         ({"model": "m"}, TypeError, "base_url"),
         ({"base_url": "http://x"}, TypeError, "model"),
         ({"base_url": "http://x", "model": ""}, ValueError, "model is required"),

@@ -18,6 +18,7 @@ from toolnexus.core.wire import anthropic, openai, sse
 from toolnexus.core.wire.common import EMPTY_ANSWER, encode_body, is_empty_answer
 from toolnexus.core.wire.jsonload import JSONLimitError, load, nesting_exceeds
 from toolnexus.testing import anthropic_response, openai_response
+from toolnexus.testing.fake_gemini import gemini_response
 from toolnexus.testing.fake_responses import responses_response
 
 ALL = sorted(_REGISTRY)  # every row of the dialect registry
@@ -108,6 +109,10 @@ def test_name_error_for_anything_but_a_non_empty_string(name):
 
 CODECS = _REGISTRY
 VALID = {
+    "gemini": gemini_response(
+        {"content": "hi", "tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1}}],
+         "thinking": [{"thinking": "hm"}]}  # fmt: skip
+    ),
     "responses": responses_response(
         {
             "content": "hi",
@@ -238,5 +243,6 @@ def test_body_takes_any_stored_history_and_never_sends_an_empty_answer(style, hi
     (it raised KeyError on an anthropic assistant message without content)."""
     codec = CODECS[style]
     sent = codec.body("m", codec.replayable(pvector(freeze(m) for m in history)), [], "", {})
-    assert not any(is_empty_answer(m) for m in sent.get("messages", sent.get("input")))
+    said = next(sent[k] for k in ("messages", "input", "contents") if k in sent)
+    assert not any(is_empty_answer(m) for m in said)
     encode_body(sent)

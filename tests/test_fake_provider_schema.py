@@ -23,19 +23,22 @@ from toolnexus.testing.validators import schema_problems, validate_request
 DATA = Path(__file__).resolve().parent / "data"  # copied from shared/: see data/README.md
 SPECS, FIXTURES = DATA / "specs", DATA / "fixtures" / "sse"
 SHIPPED = Path(derive.__file__).resolve().parent
-PATHS = {"openai": "/chat/completions", "anthropic": "/messages", "responses": "/responses"}
+PATHS = {"openai": "/chat/completions", "anthropic": "/messages", "responses": "/responses",
+         "gemini": "/models/m:generateContent"}  # fmt: skip
 U = {"role": "user", "content": "q"}
 # The least each API takes: the base of every refusal below (itself accepted).
 VALID = {
     "openai": {"model": "m", "messages": [U]},
     "anthropic": {"model": "m", "max_tokens": 64, "messages": [U]},
     "responses": {"model": "m", "input": [U]},
+    "gemini": {"contents": [{"role": "user", "parts": [{"text": "q"}]}]},
 }
 TOOL = {
     "openai": lambda name: {"type": "function", "function": {"name": name, "parameters": {}}},
     "anthropic": lambda name: {"name": name, "input_schema": {"type": "object"}},
     "responses": lambda name: {"type": "function", "name": name, "parameters": {},
                                "strict": False},
+    "gemini": lambda name: {"functionDeclarations": [{"name": name, "parametersJsonSchema": {}}]},
 }  # fmt: skip
 OPENAI_SHAPED = ("openai", "responses")  # OpenAI's error shape, with its `param`
 
@@ -49,6 +52,9 @@ def refusal(resp: httpx.Response, dialect: str) -> str:
     """Assert a 400 in the provider's own error shape; return its message."""
     assert resp.status_code == 400, resp.text
     body = resp.json()
+    if dialect == "gemini":  # Google's envelope
+        assert set(body) == {"error"} and body["error"]["status"] == "INVALID_ARGUMENT"
+        return body["error"]["message"]
     if dialect in OPENAI_SHAPED:
         assert set(body) == {"error"}
         assert set(body["error"]) == {"message", "type", "param", "code"}
@@ -201,7 +207,9 @@ def _request(dialect: str, transcript: list, prompt: str) -> dict:
         "type": "object", "properties": {"a": {"type": "integer"}}}})
         for n in ("add", "get_weather", "search", "lookup_2")]  # fmt: skip
     messages = freeze(transcript).append(codec.user_message(prompt))
-    return thaw(codec.body("m", messages, tools, "be brief", {"temperature": 0.2}))
+    params = {"generationConfig": {"temperature": 0.2}} if dialect == "gemini" else {
+        "temperature": 0.2}  # (Gemini's sampling settings are in its generationConfig)
+    return thaw(codec.body("m", messages, tools, "be brief", params))
 
 
 @given(

@@ -25,6 +25,7 @@ ALL = sorted(_REGISTRY)  # every row of the dialect registry
 PATHS = {dialect: path for path, dialect in FAKE_PATHS.items()}
 # The least a request needs: the fake provider answers 400 to one its API would refuse.
 HI = [{"role": "user", "content": "hi"}]
+STREAM_PATHS = {"gemini": "/models/m:streamGenerateContent?alt=sse"}
 BODY = {"model": "m", "max_tokens": 64, "messages": HI}
 
 
@@ -33,7 +34,8 @@ def post_stream(http: httpx.Client, url: str, dialect: str, body: dict | None = 
     codec = DIALECTS[dialect]
     body = codec.stream_body(body or codec.body("m", HI, [], "", {}))
     state, acc, deltas, chunks = sse.start(), codec.stream_start(), [], 0
-    with http.stream("POST", url + PATHS[dialect], json=body) as resp:
+    path = STREAM_PATHS.get(dialect, PATHS[dialect])  # Gemini asks by its URL
+    with http.stream("POST", url + path, json=body) as resp:
         assert resp.status_code == 200, resp.read()
         assert resp.headers["content-type"] == "text/event-stream"
         for chunk in resp.iter_raw():

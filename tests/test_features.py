@@ -33,8 +33,19 @@ from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 STYLES = sorted(_REGISTRY)  # every row of the dialect registry
 
 
+def _said(content: dict):
+    """Return a Gemini content's text when it is only text, else its parts."""
+    parts = content["parts"]
+    plain = all(set(p) == {"text"} for p in parts)
+    return "".join(p["text"] for p in parts) if plain else parts
+
+
 def _sent(body: dict) -> list:
-    """Return a request's messages (chat, messages) or input items (Responses)."""
+    """Return a request's messages (chat, messages), input items (Responses) or contents
+    (Gemini: as messages of role and content, "model" being the assistant)."""
+    if "contents" in body:
+        return [{"role": {"model": "assistant"}.get(c["role"], c["role"]), "content": _said(c)}
+                for c in body["contents"]]  # fmt: skip
     return body["messages"] if "messages" in body else body["input"]
 
 

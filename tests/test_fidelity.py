@@ -296,9 +296,19 @@ RESPONSES_WHOLE = [
      "status": "completed", "output": [_MSG], "usage": {"input_tokens": 3,
                                                          "output_tokens": 2}}},
 ]  # fmt: skip
-WHOLE = {"openai": OPENAI_WHOLE, "anthropic": ANTHROPIC_WHOLE, "responses": RESPONSES_WHOLE}
-BEFORE_TEXT = {"openai": 1, "anthropic": 2, "responses": 1}  # nothing for the consumer yet
-AFTER_TEXT = {"openai": 2, "anthropic": 3, "responses": 2}  # "Hel" went, the end never came
+
+def _gemini_chunk(text, **more):
+    return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "index": 0,
+                            **more}], "modelVersion": "m"}  # fmt: skip
+
+
+GEMINI_WHOLE = [_gemini_chunk(""), _gemini_chunk("Hel"),
+                {**_gemini_chunk("lo", finishReason="STOP"),
+                 "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2}}]  # fmt: skip
+WHOLE = {"openai": OPENAI_WHOLE, "anthropic": ANTHROPIC_WHOLE, "responses": RESPONSES_WHOLE,
+         "gemini": GEMINI_WHOLE}  # fmt: skip
+BEFORE_TEXT = {"openai": 1, "anthropic": 2, "responses": 1, "gemini": 1}  # nothing shown yet
+AFTER_TEXT = {"openai": 2, "anthropic": 3, "responses": 2, "gemini": 2}  # "Hel" went, no end
 CUT_STYLES = sorted(WHOLE)  # every row of the registry has its whole stream here
 
 

@@ -149,7 +149,10 @@ def test_media_system_and_reasoning_survive_every_dialect(style):
     assert schema_problems(MEDIA) == []
     back = from_genai(MEDIA, style=style)
     assert back[0] == {"role": "system", "content": "be brief"}  # kept in place
-    assert to_genai(back) == MEDIA
+    want = thaw(MEDIA)
+    if style == "gemini":  # a file URI goes with its media type there: its extension's
+        want[1]["parts"][2]["mime_type"] = "image/png"
+    assert to_genai(back) == want
 
 
 @pytest.mark.parametrize("style", sorted(DIALECTS))
@@ -230,8 +233,8 @@ def test_bad_messages_are_a_clear_error(messages, message):
 
 
 def test_an_unknown_style_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown style 'gemini'"):
-        from_genai([], style="gemini")
+    with pytest.raises(ValueError, match="unknown style 'cohere'"):
+        from_genai([], style="cohere")
 
 
 # ---- the CLI ---------------------------------------------------------------------------

@@ -12,8 +12,7 @@ from toolnexus.core import flow
 from toolnexus.core import steps as loop
 from toolnexus.core.frozen import FrozenMap, thaw
 from toolnexus.core.wire import DIALECTS
-from toolnexus.testing import anthropic_response, openai_response
-from toolnexus.testing.fake_responses import responses_response
+from toolnexus.testing.fake_replies import RESPONSES as RESPONSE  # one row per dialect
 
 dialects = st.sampled_from(sorted(DIALECTS))  # every row of the registry
 names = st.sampled_from(["echo", "add", "missing"])
@@ -27,8 +26,6 @@ replies = st.one_of(
         lambda cs: {"tool_calls": [{"name": n, "arguments": a} for n, a in cs]}
     ),
 )
-RESPONSE = {"openai": openai_response, "anthropic": anthropic_response,
-            "responses": responses_response}  # fmt: skip
 
 
 def decoded(dialect, reply, seq):

@@ -33,6 +33,7 @@ from toolnexus import (
 )
 from toolnexus.core.wire import DIALECTS
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
+from toolnexus.testing.fake_gemini import is_stream_path
 
 needs_schemas = pytest.mark.skipif(not available(), reason="jsonschema is not installed")
 
@@ -401,7 +402,9 @@ def test_a_provider_tool_goes_only_to_the_style_it_names(style):
     tools = fp.requests[0]["body"]["tools"]
     theirs = [t for t in tools if t.get("type") not in (None, "function")]
     assert (
-        theirs == {"anthropic": [WEB_SEARCH], "responses": [RESPONSES_SEARCH], "openai": []}[style]
+        theirs
+        == {"anthropic": [WEB_SEARCH], "responses": [RESPONSES_SEARCH], "openai": [],
+            "gemini": []}[style]
     )
     assert spec_problems(fp.requests[0]["body"], style) == []
 
@@ -434,7 +437,7 @@ def test_provider_tools_are_values_of_the_toolkit():
         ({"type": "function", "name": "f"}, None, "define_tool"),
         ({"type": "web_search", "max": float("nan")}, None, "JSON"),
         ({"type": "web_search", "when": object()}, None, "JSON"),
-        ({"type": "web_search"}, "gemini", "unknown style"),
+        ({"type": "web_search"}, "cohere", "unknown style"),
         ({"type": "web_search", "name": 3}, None, "name"),
     ],
 )
@@ -478,6 +481,7 @@ def test_request_params_the_loop_sets_are_refused_at_create_client(style):
         "openai": ["model", "messages", "tools", "stream"],
         "anthropic": ["model", "messages", "tools", "stream", "system"],
         "responses": ["model", "input", "tools", "stream", "instructions"],
+        "gemini": ["model", "contents", "tools", "systemInstruction"],
     }[style]
     for key in owned:
         with pytest.raises(ValueError, match=f"request_params may not set \\['{key}'\\]"):
@@ -512,11 +516,15 @@ def test_request_params_that_is_not_a_mapping_is_refused():
 # ---- body_transform is the last step -------------------------------------------------
 
 
-def _recording(seen):
+# A field each request schema takes ("metadata"; Gemini's request has "labels" instead).
+FIELD = {"gemini": "labels"}
+
+
+def _recording(seen, style="openai"):
     def transform(body):
         seen.append(body)
         out = {k: v for k, v in body.items() if k != "stream_options"}
-        return {**out, "metadata": {"user_id": "u7"}}  # a field every schema takes
+        return {**out, FIELD.get(style, "metadata"): {"user_id": "u7"}}
 
     return transform
 
@@ -527,17 +535,19 @@ def test_body_transform_sees_and_decides_the_body_as_sent(style, streamed):
     seen: list = []
     script = [tool_calls_reply(("add", {"a": 1, "b": 2})), text_reply("3")]
     with fake_provider(script) as fp:
-        c = _client(fp, style, body_transform=_recording(seen), prompt_cache=True)
+        c = _client(fp, style, body_transform=_recording(seen, style), prompt_cache=True)
         r = _run(c, "1+2?", streamed, toolkit=toolkit(add), conversation_id="t")
     assert r["text"] == "3" and len(seen) == 2 == len(fp.requests)
     for made, request in zip(seen, fp.requests, strict=True):
         body = request["body"]
-        # The transform saw what the loop made, `stream` included ...
-        assert made.get("stream", False) is streamed
+        # The transform saw what the loop made, `stream` included (Gemini: in the URL) ...
+        by_url = is_stream_path(request["path"])
+        assert (made.get("stream", False) or by_url) is streamed
         # ... and what it returned is exactly what went out: nothing added after it.
-        assert body["metadata"] == {"user_id": "u7"} and "stream_options" not in body
-        assert body.get("stream", False) is streamed
-        assert set(body) == set(made) - {"stream_options"} | {"metadata"}
+        field = FIELD.get(style, "metadata")
+        assert body[field] == {"user_id": "u7"} and "stream_options" not in body
+        assert (body.get("stream", False) or by_url) is streamed
+        assert set(body) == set(made) - {"stream_options"} | {field}
 
 
 def test_body_transform_sees_the_server_state_request():
@@ -597,6 +607,13 @@ _entries_plan = st.lists(
 )
 
 
+def _entry_name(entry) -> str:
+    """Return the name of a tools entry in any dialect's shape (Gemini's: its declaration)."""
+    if "functionDeclarations" in entry:
+        return entry["functionDeclarations"][0]["name"]
+    return entry.get("name") or entry["function"]["name"]
+
+
 @given(_entries_plan, st.integers(1, 4))
 def test_a_toolkit_sends_ours_then_theirs_however_it_was_registered(plan, chunk):
     items = []
@@ -612,7 +629,7 @@ def test_a_toolkit_sends_ours_then_theirs_however_it_was_registered(plan, chunk)
     for d in DIALECTS:
         names = [t["name"] for t in items if "execute" in t]
         names += [t["name"] for t in items if "execute" not in t and t["style"] in (None, d)]
-        assert [e.get("name") or e["function"]["name"] for e in whole["wire"][d]] == names
+        assert [_entry_name(e) for e in whole["wire"][d]] == names
         assert stepwise["wire"][d] == whole["wire"][d]
         assert stepwise["wire_json"][d] == whole["wire_json"][d]
 

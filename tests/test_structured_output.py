@@ -83,6 +83,9 @@ def test_a_json_schema_answer_is_asked_for_parsed_and_checked(style):
     elif style == "responses":
         assert body["text"] == {"format": {"type": "json_schema", "name": "output",
                                            "schema": WEATHER, "strict": True}}  # fmt: skip
+    elif style == "gemini":
+        assert body["generationConfig"] == {"responseMimeType": "application/json",
+                                            "responseJsonSchema": WEATHER}  # fmt: skip
     else:
         assert body["output_config"] == {"format": {"type": "json_schema", "schema": WEATHER}}
     _check_specs(fp, style)
@@ -188,6 +191,6 @@ def test_every_verb_takes_output_schema(style):
 
         outs.append(asyncio.run(last_event())["result"]["output"])
     assert [thaw(o) for o in outs] == [{"city": "Oslo", "temp": 3}] * 7
-    asked = ("response_format", "output_config", "text")  # each dialect's own way
+    asked = ("response_format", "output_config", "text", "generationConfig")  # each one's way
     assert all(sum(k in r["body"] for k in asked) == 1 for r in fp.requests)
     _check_specs(fp, style)

@@ -219,6 +219,10 @@ def test_repair_synthesizes_interrupted_results_in_the_dialect_shape(dialect, da
                 synth = [i for i in m["items"] if i["output"] == tx.INTERRUPTED]
                 assert m["role"] == "tool" and synth
                 assert all(i["type"] == "function_call_output" for i in synth)
+            elif dialect == "gemini":  # one message of functionResponse parts
+                synth = [p["functionResponse"] for p in m["parts"]
+                         if p["functionResponse"]["response"].get("output") == tx.INTERRUPTED]
+                assert m["role"] == "tool" and synth
             else:
                 assert m["role"] == "user"
                 synth = [b for b in m["content"] if b["content"] == tx.INTERRUPTED]
@@ -396,7 +400,14 @@ UNANSWERED["responses"] = [
     {"role": "assistant", "items": [{"type": "function_call", "call_id": "c1", "name": "w",
                                      "arguments": "{}"}]},
 ]  # fmt: skip
+UNANSWERED["gemini"] = [
+    {"role": "user", "content": "weather?"},
+    {"role": "assistant", "parts": [{"functionCall": {"id": "c1", "name": "w", "args": {}},
+                                     "thoughtSignature": "c2ln"}]},
+]  # fmt: skip
 SENT_RESULT = {
+    "gemini": {"role": "tool", "parts": [{"functionResponse": {
+        "id": "c1", "name": "", "response": {"output": tx.INTERRUPTED}}}]},  # fmt: skip
     "responses": {
         "role": "tool",
         "items": [{"type": "function_call_output", "call_id": "c1", "output": tx.INTERRUPTED}],
@@ -432,7 +443,7 @@ def test_a_stored_transcript_ending_in_an_unanswered_call_is_sent_repaired(diale
     codec = DIALECTS[dialect]
     want = [*UNANSWERED[dialect], SENT_RESULT[dialect], codec.user_message("and now?")]
     body = codec.body("m", freeze(want), [], "", {})
-    key = "messages" if "messages" in body else "input"
+    key = next(k for k in ("messages", "input", "contents") if k in body)
     assert fp.requests[0]["body"][key] == thaw(body[key])
     assert r["text"] == "sunny"
     assert thaw(store["get"]("c"))[2] == SENT_RESULT[dialect]

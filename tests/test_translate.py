@@ -174,6 +174,7 @@ _ODD = {
     "openai": ["functions.get_weather:", "call ", "tool/use#", "ünï:", "call_"],
     "anthropic": ["toolu_" + "A" * 40 + "_", "toolu_", "x-"],
     "responses": ["functions.get_weather:", "call_" + "B" * 60, "call_"],
+    "gemini": ["functions/get weather#", "call_" + "C" * 70, "call_"],
 }
 
 
@@ -182,7 +183,16 @@ def _with_odd_ids(t: list, dialect: str, draw) -> list:
     out, current = [], {}
     for m in t:
         m = json.loads(json.dumps(m))
-        if "items" in m:  # a Responses turn (its function_calls) or its outputs
+        if "parts" in m:  # a Gemini turn (its functionCalls) or its functionResponses
+            if m["role"] == "assistant":
+                prefix = draw(st.sampled_from(_ODD[dialect]))
+                calls = [p["functionCall"] for p in m["parts"] if "functionCall" in p]
+                current = {c["id"]: f"{prefix}{k}" for k, c in enumerate(calls)}
+            for p in m["parts"]:
+                said = p.get("functionCall") or p.get("functionResponse")
+                if said:
+                    said["id"] = current[said["id"]]
+        elif "items" in m:  # a Responses turn (its function_calls) or its outputs
             if m["role"] == "assistant":
                 prefix = draw(st.sampled_from(_ODD[dialect]))
                 calls = [i for i in m["items"] if i.get("type") == "function_call"]
@@ -241,6 +251,10 @@ def _with_fidelity(t: list, dialect: str, draw) -> list:
                            "status": "completed",
                            "content": [{"type": "refusal", "refusal": "I can't."}]}  # fmt: skip
                 m = {**m, "items": [secret, refusal]}
+        elif m["role"] == "assistant" and "parts" in m and draw(st.booleans()):
+            thought = {"text": SECRET, "thought": True, "thoughtSignature": SECRET}
+            m = {**m, "parts": [thought, *({**p, "thoughtSignature": SECRET} if "functionCall"
+                                           in p else p for p in m["parts"])]}  # fmt: skip
         elif m["role"] == "assistant" and draw(st.booleans()):
             if dialect == "openai":
                 m = {**m, **draw(st.sampled_from([_EXTRA, {"reasoning_content": SECRET}]))}
@@ -301,6 +315,8 @@ def project(messages, dialect: str) -> dict:
         blocks = content if isinstance(content, list) else []
         if "items" in m:
             _project_items(m, out, index)
+        elif "parts" in m:
+            _project_parts(m, out, index, dialect)
         elif role == "system":
             out["system"].append(content)
         elif role == "tool":
@@ -345,6 +361,29 @@ def _project_items(m: dict, out: dict, index: dict) -> None:
                 out["answers"].append(said)
 
 
+def _project_parts(m: dict, out: dict, index: dict, dialect: str) -> None:
+    """Project a Gemini message of parts (a prompt, a turn, its functionResponses)."""
+    said = ""
+    for p in m["parts"]:
+        if "functionCall" in p:
+            index[p["functionCall"]["id"]] = len(out["calls"])
+            out["calls"].append((p["functionCall"]["name"], p["functionCall"]["args"]))
+        elif "functionResponse" in p:
+            answer = p["functionResponse"]["response"]
+            said_back = answer.get("output", answer.get("error", ""))
+            said_back = said_back if isinstance(said_back, str) else _text(said_back)
+            out["results"].append((index[p["functionResponse"]["id"]], said_back))
+        elif p.get("thought") or "text" not in p:
+            if _media(p, dialect):
+                out["media"].append(_media(p, dialect))
+        elif m["role"] == "assistant":
+            said += p["text"]
+        else:
+            out["user"].append(p["text"])
+    if said:
+        out["answers"].append(said)
+
+
 def _spec_valid(body: dict, dialect: str) -> None:
     if available():
         assert spec_problems(body, dialect) == []
@@ -382,6 +421,10 @@ def own_fields(messages) -> list:
             continue
         if "items" in m:  # a Responses turn: its reasoning items
             out += [i for i in m["items"] if i.get("type") == "reasoning"]
+            continue
+        if "parts" in m:  # a Gemini turn: its thoughts and signatures
+            out += [{k: v for k, v in p.items() if k != "functionCall"} for p in m["parts"]
+                    if p.get("thought") or "thoughtSignature" in p]  # fmt: skip
             continue
         out.append({k: v for k, v in m.items() if k not in ("role", "content", "tool_calls")})
         out += [{k: v for k, v in c.items() if k not in ("id", "type", "function")}

@@ -292,10 +292,21 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
         **dict(o["headers"] or {}),
     }
     _check_http(o)
-    target = endpoint_url(base_url, codec.url, o["default_query"])
+    target, streamed = _targets(base_url, codec, o)
     endpoint = Endpoint(target, headers, codec, key, base=base_url,
-                        secret_headers=tuple(o["secret_headers"] or ()))  # fmt: skip
+                        secret_headers=tuple(o["secret_headers"] or ()),
+                        stream_url=streamed)  # fmt: skip
     return _build(o, runtime, endpoint)
+
+
+def _targets(base_url: str, codec: Any, o: Mapping) -> tuple[Any, Any]:
+    """Return the URLs a client posts to, whole and streamed (None: the same one). A
+    dialect whose URL names the model and the stream (Gemini's `model_url`) has two."""
+    model_url = getattr(codec, "model_url", None)
+    if model_url is None:
+        return endpoint_url(base_url, codec.url, o["default_query"]), None
+    return tuple(endpoint_url(base_url, lambda b, s=s: model_url(b, o["model"], s),
+                              o["default_query"]) for s in (False, True))  # fmt: skip
 
 
 def _check_http(o: Mapping) -> None:
@@ -333,7 +344,7 @@ def create_client(
     *,
     base_url: str,
     model: str,
-    style: Literal["openai", "anthropic", "responses"] = "openai",
+    style: Literal["openai", "anthropic", "responses", "gemini"] = "openai",
     api_key: str | None = None,
     headers: Mapping[str, str] | None = None,
     secret_headers: Sequence[str] | None = None,
@@ -367,11 +378,14 @@ def create_client(
     server_state: bool = False,
     keep_refused: bool = False,
 ) -> Client:
-    """Return a client value for a chat completions, Anthropic messages or Responses endpoint.
+    """Return a client value for a chat completions, Anthropic messages, Responses or
+    Gemini endpoint.
 
     base_url, model: where and what to ask; style: "openai" (POST /chat/completions),
-    "anthropic" (POST /v1/messages) or "responses" (POST /responses). api_key: else
-    OPENAI_API_KEY / OPENROUTER_API_KEY / ANTHROPIC_API_KEY; it reaches request headers
+    "anthropic" (POST /v1/messages), "responses" (POST /responses) or "gemini" (POST
+    /v1beta/models/{model}:generateContent, the key in x-goog-api-key). api_key: else
+    OPENAI_API_KEY / OPENROUTER_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY /
+    GOOGLE_API_KEY; it reaches request headers
     only, as do headers= that carry a credential (authorization, *-key, *token*, cookie,
     secret_headers): never sent to another origin, masked like the key.
     system_prompt leads every request. max_turns: model turns per run (10);

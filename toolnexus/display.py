@@ -98,12 +98,32 @@ def _item_rows(role: str, item: Mapping, names: dict) -> list[Row]:
     return []  # reasoning is not part of the answer shown, other items say nothing here
 
 
+def _part_rows(role: str, part: Mapping, names: dict) -> list[Row]:
+    """Return the rows of one part of a Gemini message (its thoughts are not shown)."""
+    call, answer = part.get("functionCall"), part.get("functionResponse")
+    if isinstance(call, Mapping):
+        names[call.get("id")] = call.get("name", "?")
+        return [Row("call", role, f"{call.get('name', '?')}({_json(call.get('args', {}))})")]
+    if isinstance(answer, Mapping):
+        said = answer.get("response") if isinstance(answer.get("response"), Mapping) else {}
+        value = said.get("output", said.get("error", ""))
+        name = names.get(answer.get("id"), answer.get("name") or "?")
+        text = value if isinstance(value, str) else _json(value)
+        return [Row("result", name, text, "error" in said and "output" not in said)]
+    text = part.get("text")
+    return [Row("message", role, text)] if isinstance(text, str) and text and not part.get(
+        "thought") else []  # fmt: skip
+
+
 def _message_rows(m: Mapping, names: dict) -> list[Row]:
     """Return the rows of one message (any dialect); `names` maps call ids to tool names."""
     role = m.get("role", "?")
     content = m.get("content")
     if isinstance(m.get("items"), Sequence):  # a message of items: one row per item
         rows = [r for i in m["items"] if isinstance(i, Mapping) for r in _item_rows(role, i, names)]
+        return rows or [Row("message", role, "")]
+    if isinstance(m.get("parts"), Sequence):  # a Gemini message of parts: a row per part
+        rows = [r for p in m["parts"] if isinstance(p, Mapping) for r in _part_rows(role, p, names)]
         return rows or [Row("message", role, "")]
     if role == "tool":  # openai tool result
         return [Row("result", names.get(m.get("tool_call_id"), m.get("tool_call_id", "?")),

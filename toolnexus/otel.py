@@ -65,7 +65,7 @@ def _capture_content() -> bool:
     return os.environ.get(CONTENT_ENV, "").strip().lower() in ("true", "1", "yes")
 
 
-PROVIDERS = {"openai": "openai", "anthropic": "anthropic"}  # the style's wire format
+PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}  # by wire format
 # Hosts whose provider the conventions name (a best guess, as they ask): anything else
 # is named by the wire format it speaks.
 HOSTS = {

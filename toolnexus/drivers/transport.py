@@ -129,8 +129,9 @@ def endpoint_url(base_url: str, path_of: Any, query: Mapping | None = None) -> h
     """
     base = httpx.URL(base_url)
     path = httpx.URL(path_of(str(base.copy_with(query=None, fragment=None)))).raw_path
-    query_part = b"?" + base.query if base.query else b""
-    url = base.copy_with(raw_path=path.split(b"?")[0] + query_part, fragment=None)
+    path, _, own = path.partition(b"?")  # a dialect's own query (Gemini's alt=sse) kept
+    joined = b"&".join(q for q in (base.query, own) if q)
+    url = base.copy_with(raw_path=path + (b"?" + joined if joined else b""), fragment=None)
     return url.copy_merge_params(dict(query)) if query else url
 
 
@@ -179,16 +180,17 @@ class Endpoint:
     """Where and how to POST: URL, headers (with the key), the codec; the key stays hidden."""
 
     __slots__ = ("url", "base", "target", "headers", "stream_headers", "codec", "scrub", "hides",
-                 "secret_names")  # fmt: skip
+                 "secret_names", "stream_target")  # fmt: skip
 
     def __init__(self, target: Any, headers: Mapping, codec: Any, key: str | None, base: str = "",
-                 secret_headers: Collection[str] = ()):  # fmt: skip
+                 secret_headers: Collection[str] = (), stream_url: Any = None):  # fmt: skip
         given = httpx.URL(target)
         # A URL's user:password@ goes as the Basic header httpx would make of it, and
         # leaves the URL: no log line (httpx's "HTTP Request:"), error or traceback that
         # prints the URL can show it.
         self.target = given.copy_with(username=None, password=None) if given.userinfo else given
         self.url, self.codec = _shown(self.target), codec
+        self.stream_target = self.target.copy_with(raw_path=httpx.URL(stream_url or given).raw_path)
         self.base = _shown(httpx.URL(base)) if base else self.url  # for a client's repr
         # Normalized once; a user's framing headers are dropped (httpx sets the real ones).
         kept = {k: v for k, v in headers.items() if k.lower() not in _FRAMING}
@@ -297,9 +299,9 @@ class Http:
         if self.agent:
             headers = headers.copy()
             headers.setdefault("user-agent", user_agent())
-        # A copy of the timeouts: a host's event hook may change a request's extensions.
-        extensions = {"timeout": dict(self._timeouts(timeout))}
-        return self.client.build_request("POST", ep.target, content=content, headers=headers,
+        extensions = {"timeout": dict(self._timeouts(timeout))}  # a copy: hooks may change it
+        target = ep.stream_target if stream else ep.target
+        return self.client.build_request("POST", target, content=content, headers=headers,
                                          extensions=extensions)  # fmt: skip
 
 

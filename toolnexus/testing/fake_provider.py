@@ -30,8 +30,10 @@ streamed):
   "raw_usage": {...}         the usage object in the dialect's own shape, verbatim
                              (prompt_tokens_details, cache_read_input_tokens, ...)
 or a function(request_body, dialect) -> reply for dynamic scripts.
-The dialect of a request is read from its path: /chat/completions, /messages or
-/responses (the Responses dialect: see `toolnexus.testing.fake_responses`).
+The dialect of a request is read from its path: /chat/completions, /messages,
+/responses (the Responses dialect: see `toolnexus.testing.fake_responses`) or
+/models/{model}:generateContent (Gemini, streamed at :streamGenerateContent: see
+`toolnexus.testing.fake_gemini`).
 
 A request whose body has `"stream": true` gets real SSE in its dialect: openai
 chunks (text and tool-call arguments in fragments, a usage chunk when
@@ -70,6 +72,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from . import profiles
+from .fake_gemini import gemini_error, is_gemini_path, is_stream_path
 from .fake_replies import (
     RESPONSES,
     anthropic_response,
@@ -179,6 +182,8 @@ def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
     Problems are "path: why" strings; OpenAI's `param` is the first one's path.
     """
     message = "; ".join(problems)
+    if dialect == "gemini":  # Google's envelope (fake_gemini)
+        return gemini_error(400, message)
     if dialect in ("openai", "responses"):
         param = next((m[1] for p in problems if (m := PARAM.match(p))), None)
         error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
@@ -197,10 +202,14 @@ def _problems(body: Mapping, seen: Mapping, dialect: str, schema: bool) -> list[
 
 
 # The path each dialect posts to (the last segment of its URL).
-PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses"}
+# (Gemini's: .../models/{model}:generateContent, streamed at :streamGenerateContent?alt=sse)
+PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses",
+         ":generateContent": "gemini"}  # fmt: skip
 
 
 def _dialect_of_path(path: str) -> str | None:
+    if is_gemini_path(path):  # .../models/{model}:generateContent (the model in the path)
+        return "gemini"
     return next((d for end, d in PATHS.items() if path.endswith(end)), None)
 
 
@@ -313,7 +322,7 @@ def _answer(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, request
         keep(fp.kept, seen, reply, fp.model, seq)
     if "response" in reply:  # the provider's own shape, verbatim
         return _send(h, 200, json.dumps(reply["response"]).encode())
-    if body.get("stream") is True:
+    if body.get("stream") is True or (dialect == "gemini" and is_stream_path(h.path)):
         return _stream(h, fp, reply, stream_events(reply, body, dialect, fp.model, seq))
     answer = json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode()
     _send(h, 200, reply.get("prefix", b"") + answer)  # a profile's bytes before the JSON
@@ -329,7 +338,8 @@ def _serve(h: BaseHTTPRequestHandler, fp: FakeProvider) -> None:
     seen, refused = _refusal(fp, body, dialect)
     if refused is not None:
         return _send(h, 400, refused)
-    reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq)
+    streamed = body.get("stream") is True or (dialect == "gemini" and is_stream_path(h.path))
+    reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq, streamed)
     _answer(h, fp, reply, (body, seen, dialect, seq))
 
 
@@ -354,7 +364,8 @@ def _handler(fp: FakeProvider) -> type:
     return type("Handler", (_Handler,), {"fp": fp})
 
 
-def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, seq: int) -> Mapping:
+def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, seq: int,
+                streamed: bool) -> Mapping:  # fmt: skip
     """Return a reply as the provider's profile sends it (testing.profiles); a plain
     provider uses its dialect's official profile for the profile-only keys."""
     if fp.profile is None and not profiles.KEYS.intersection(reply):
@@ -362,7 +373,7 @@ def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, s
     name = fp.profile or ("anthropic" if dialect == "anthropic" else "openai")
 
     def events(r: Mapping) -> list | None:
-        return stream_events(r, body, dialect, fp.model, seq) if body.get("stream") else None
+        return stream_events(r, body, dialect, fp.model, seq) if streamed else None
 
     return profiles.expand(reply, name, dialect, events)
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .fake_gemini import gemini_response, gemini_stream
 from .fake_responses import responses_response, responses_stream
 
 __all__ = [
@@ -135,7 +136,7 @@ def anthropic_response(reply: Mapping, model: str = "fake-model", seq: int = 0) 
 
 
 RESPONSES = {"openai": openai_response, "anthropic": anthropic_response,
-             "responses": responses_response}  # fmt: skip
+             "responses": responses_response, "gemini": gemini_response}  # fmt: skip
 
 # ---- SSE bodies (pure) ---------------------------------------------------------
 
@@ -262,6 +263,8 @@ def stream_events(reply: Mapping, body: Mapping, dialect: str, model: str, seq: 
         return list(reply["sse_events"])
     if dialect == "responses":  # its own error events (see fake_responses)
         return responses_stream(reply, model, seq)
+    if dialect == "gemini":  # its own chunks and error chunk (see fake_gemini)
+        return gemini_stream(reply, model, seq)
     if dialect == "openai":
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = openai_stream(reply, model, seq, include_usage=usage)

@@ -141,6 +141,18 @@ def _responses_calls(draw, ids: list[str]) -> list[dict]:
     ]
 
 
+def _gemini_calls(draw, ids: list[str]) -> list[dict]:
+    """Return a Gemini tool round: maybe a thought and text, the calls (the first signed),
+    then one message of their functionResponse parts."""
+    calls = [{"functionCall": {"id": i, "name": draw(_NAMES), "args": draw(_ARGS)}} for i in ids]
+    calls[0] = {**calls[0], "thoughtSignature": "c2lnbmVk"}
+    lead = [{"text": draw(_TEXT), "thought": True}] if draw(st.booleans()) else []
+    lead += [{"text": draw(_TEXT)}] if draw(st.booleans()) else []
+    answers = [{"functionResponse": {"id": c["functionCall"]["id"], "name": c["functionCall"][
+        "name"], "response": {"output": draw(_TEXT)}}} for c in calls]  # fmt: skip
+    return [{"role": "assistant", "parts": [*lead, *calls]}, {"role": "tool", "parts": answers}]
+
+
 def _user(draw, dialect: str) -> dict:
     kind = _SHAPES[dialect]["block"]
     if kind and draw(st.booleans()):  # multi-block content
@@ -159,6 +171,8 @@ def _answer(draw, dialect: str, n: int) -> dict:
         lead = _responses_said(draw, f"answer_{n}")[:1] if draw(st.booleans()) else []
         return {"role": "assistant", "items": [*[i for i in lead if i["type"] == "reasoning"],
                                                said]}  # fmt: skip
+    if dialect == "gemini" and draw(st.booleans()):  # its parts, a signature on the text
+        return {"role": "assistant", "parts": [{"text": draw(_TEXT), "thoughtSignature": "c2ln"}]}
     return {"role": "assistant", "content": draw(_TEXT)}
 
 
@@ -169,6 +183,7 @@ _SHAPES = {
     "anthropic": {"calls": _anthropic_calls, "block": "text", "prefix": "toolu", "system": False},
     "responses": {"calls": _responses_calls, "block": "input_text", "prefix": "call",
                   "system": True},
+    "gemini": {"calls": _gemini_calls, "block": None, "prefix": "call", "system": True},
 }  # fmt: skip
 DIALECTS = tuple(_SHAPES)
 
@@ -195,12 +210,14 @@ def transcripts(
 ) -> st.SearchStrategy[list[dict]]:
     """Return a strategy of valid transcripts: turns with parallel tool-call groups.
 
-    `dialect` is "openai", "anthropic", "responses" or None (any). Every tool call is answered
-    right after its message; anthropic user messages may hold several text blocks and
-    assistant turns thinking blocks. `system`: None for a random leading system message
-    (openai and responses: anthropic carries it in the body), True or False to force it.
-    Responses turns hold their items (reasoning with encrypted content, messages,
-    function calls) and one message of function_call_output items per round.
+    `dialect` is a row of the registry ("openai", "anthropic", "responses", "gemini") or None
+    (any). Every tool call is answered right after its message; anthropic user messages
+    may hold several text blocks and assistant turns thinking blocks. `system`: None for a
+    random leading system message (not anthropic: it carries it in the body), True or
+    False to force it. Responses turns hold their items (reasoning with encrypted content,
+    messages, function calls) and one message of function_call_output items per round;
+    Gemini turns their parts (thoughts, text, signed functionCalls), then one message of
+    functionResponse parts.
     """
     if dialect is None:
         return st.one_of(*(transcripts(d, max_turns=max_turns, system=system) for d in DIALECTS))

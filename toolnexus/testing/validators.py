@@ -3,8 +3,7 @@
     validate_anthropic_request(body)  -> []  (or the problems, one readable string each)
     validate_openai_request(body)     -> []
 
-The fake provider runs them on every request and answers 400 in the provider's own
-error shape, so a test over it fails where the real API would refuse.
+The fake provider runs them on every request and answers 400 in the provider's own shape.
 
 Anthropic (/v1/messages): the first message is `user`; roles are only `user` and
 `assistant`; every `tool_use` is answered by `tool_result` blocks in the next message,
@@ -17,11 +16,11 @@ name matches `^[a-zA-Z0-9_-]{1,64}$` (documented, not in the schema).
 
 On top of those rules, `validate_request` checks the body against the provider's
 published request schema (`schema_problems`: OpenAI's `CreateChatCompletionRequest` and
-`CreateResponse`, Anthropic's `CreateMessageParams`, shipped in `toolnexus/testing/specs/`),
-with `jsonschema` (the `testing` extra), imported on first use. For OpenAI's two that
-includes no top-level field the schema does not name (the live API answers "Unrecognized
-request argument supplied"; the schema's composed objects cannot say it). A `oneOf` with
-a `discriminator` is read as an `anyOf` (see specs/README.md).
+`CreateResponse`, Anthropic's `CreateMessageParams`, Gemini's `GenerateContentRequest` read
+closed (gemini_schema; its rules: fake_gemini), in `toolnexus/testing/specs/`), with
+`jsonschema` (the `testing` extra). For OpenAI's two that includes no top-level field the
+schema does not name (the live API: "Unrecognized request argument supplied"). A `oneOf`
+with a `discriminator` is read as an `anyOf` (see specs/README.md).
 """
 
 from __future__ import annotations
@@ -33,6 +32,9 @@ import warnings
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
+
+from . import gemini_schema as _gemini
+from .fake_gemini import validate_gemini_request
 
 __all__ = [
     "validate_openai_request",
@@ -54,6 +56,7 @@ SPECS = {
     "openai": ("openai-chat.json", "CreateChatCompletionRequest"),
     "anthropic": ("anthropic-messages.json", "CreateMessageParams"),
     "responses": ("openai-responses.json", "CreateResponse"),
+    "gemini": ("gemini-generatecontent.json", "GenerateContentRequest"),  # gemini_schema
 }
 SPEC_URI = "urn:spec"
 
@@ -325,6 +328,8 @@ def schema_checks_on(validate: bool, schema: bool | None) -> bool:
 @functools.cache
 def schema_validator(dialect: str) -> Any:
     """Return the (cached) jsonschema validator of `dialect`'s published request schema."""
+    if dialect == "gemini":  # JSON Schema $defs, read closed
+        return _gemini.schema_validator()
     try:
         import referencing
         import referencing.jsonschema
@@ -349,6 +354,8 @@ def schema_problems(body: Mapping, dialect: str, limit: int = 3) -> list[str]:
     ...                 "anthropic")
     ["max_tokens: a required field is missing ('max_tokens' is a required property)"]
     """
+    if dialect == "gemini":
+        return _gemini.schema_problems(body, limit)
     out: list[str] = []
     fields = _request_fields(dialect)
     if fields is not None:  # the live API refuses them; a schema made with allOf cannot say it
@@ -568,12 +575,12 @@ def validate_responses_request(body: Mapping) -> list[str]:
     return problems
 
 
-# Each dialect's rules, what no schema says: one row each (the fake provider checks every
-# request with its row, and with the dialect's published schema where one is shipped).
+# Each dialect's rules, what no schema says: the fake provider checks each request by its row.
 VALIDATORS = {
     "openai": validate_openai_request,
     "anthropic": validate_anthropic_request,
     "responses": validate_responses_request,
+    "gemini": validate_gemini_request,
 }
 RULES = VALIDATORS
 

@@ -2,9 +2,11 @@
 
 from types import MappingProxyType
 
-from . import anthropic, openai, responses
+from . import anthropic, gemini, openai, responses
 
-__all__ = ["DIALECTS", "openai", "anthropic", "responses"]
+__all__ = ["DIALECTS", "openai", "anthropic", "responses", "gemini"]
 
 # Dialects as data: the loop looks up small functions here instead of branching on style.
-DIALECTS = MappingProxyType({"openai": openai, "anthropic": anthropic, "responses": responses})
+DIALECTS = MappingProxyType(
+    {"openai": openai, "anthropic": anthropic, "responses": responses, "gemini": gemini}
+)

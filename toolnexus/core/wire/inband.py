@@ -95,6 +95,8 @@ def status_of(code: Any, error_type: Any = None) -> int | None:
 def error_fields(err: Mapping) -> dict:
     """Return the ProviderError fields of an error map: status, error_type, code."""
     error_type, code = err.get("type"), err.get("code")
+    if error_type is None:  # Google's envelope: {"code", "message", "status": "NOT_FOUND"}
+        error_type = err.get("status")
     error_type = error_type if isinstance(error_type, str) and error_type != "error" else None
     code = code if isinstance(code, (str, int)) and not isinstance(code, bool) else None
     return {"status": status_of(code, error_type), "error_type": error_type, "code": code}

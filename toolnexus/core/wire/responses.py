@@ -362,6 +362,11 @@ def owns(message: Mapping) -> bool:
     return isinstance(message.get("items"), (list, tuple, PVector))
 
 
+def result_items(message: Mapping) -> Sequence:
+    """Return the items of a results message (core.transcript merges synthesized ones in)."""
+    return message.get("items") or ()
+
+
 def output_item(call_id: str, output: Any) -> FrozenMap:
     """Return the `function_call_output` item answering `call_id`."""
     return FrozenMap({"type": "function_call_output", "call_id": call_id, "output": output})

@@ -32,6 +32,8 @@ from pyrsistent import PSet, PVector, pset, pvector
 from ..frozen import FrozenMap
 from ..transcript import freeze_transcript
 from . import DIALECTS as CODECS
+from . import gemini as G
+from . import gemini_items as GI
 from . import parts as P
 from . import responses as R
 from .writers import WRITERS, part_of
@@ -88,6 +90,8 @@ def _evidence(message: Mapping) -> str | None:
     """Return the dialect a message can only belong to, or None if valid in several."""
     if R.owns(message):
         return "responses"
+    if G.owns(message):
+        return "gemini"
     role = message.get("role")
     if role in _OPENAI_ROLES or message.get("tool_calls"):
         return "openai"
@@ -140,7 +144,7 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
 # Each dialect's text part, the one part a system message may list there (chat "text",
 # Responses "input_text", Anthropic "text" blocks): read off each codec's own writer.
 _TEXT_PART = {
-    d: c.to_part(FrozenMap({"type": "text", "text": "-"}))["type"] for d, c in CODECS.items()
+    d: c.to_part(FrozenMap({"type": "text", "text": "-"})).get("type") for d, c in CODECS.items()
 }
 _TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
 
@@ -214,7 +218,7 @@ def _native_responses(message: Mapping) -> bool:
 
 # Each dialect's rule for a message that is not only another dialect's: one row each.
 _NATIVE = {"openai": _native_openai, "anthropic": _native_anthropic,
-           "responses": _native_responses}  # fmt: skip
+           "responses": _native_responses, "gemini": GI.native}  # fmt: skip
 
 
 def _plain_text(message: Mapping) -> bool:
@@ -283,6 +287,8 @@ def native_call_ids(
 def _call_ids(message: Mapping) -> list:
     if R.owns(message):
         return list(R.call_ids(message))
+    if G.owns(message):
+        return list(G.call_ids(message))
     ids = [c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
     return ids + [b.get("id") for b in _blocks(message) if b.get("type") == "tool_use"]
 
@@ -290,6 +296,8 @@ def _call_ids(message: Mapping) -> list:
 def _result_ids(message: Mapping) -> list:
     if R.owns(message):
         return list(R.result_ids(message))
+    if G.owns(message):
+        return list(G.result_ids(message))
     if message.get("role") == "tool":
         return [message.get("tool_call_id")]
     return [b.get("tool_use_id") for b in _blocks(message) if b.get("type") == "tool_result"]
@@ -388,6 +396,8 @@ def _items(m: Mapping, ids: Mapping) -> list[tuple]:
     """Return the neutral items of a message: system, user parts, assistant, results."""
     if R.owns(m):
         return _responses_items(m, ids)
+    if G.owns(m):
+        return GI.items(m, ids)
     role = m.get("role")
     if role in ("system", "developer"):
         content = m.get("content")

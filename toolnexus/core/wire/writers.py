@@ -15,15 +15,19 @@ from pyrsistent import PVector, pvector
 
 from ..frozen import FrozenMap
 from . import DIALECTS as CODECS
+from . import gemini_items as GI
 from . import parts as P
 from . import responses as R
 from .common import to_json
 
 __all__ = ["WRITERS", "part_of", "args_text"]
 
-_DROPPED_ON_OPENAI = frozenset({"thinking", "redacted_thinking", "reasoning"})
+# Each dialect's own reasoning among an assistant's extras: no other dialect carries it
+# (Gemini's "gemini_parts" is its turn as it came, thoughts and signatures: gemini_items).
 _REASONING_OF = {"anthropic": frozenset({"thinking", "redacted_thinking"}),
-                 "responses": frozenset({"reasoning"})}  # fmt: skip
+                 "responses": frozenset({"reasoning"}),
+                 "gemini": frozenset({"gemini_parts"})}  # fmt: skip
+_DROPPED_ON_OPENAI = frozenset().union(*_REASONING_OF.values())
 
 
 def _server_side(block: Mapping) -> bool:
@@ -196,7 +200,8 @@ def _anthropic_assistant(
     refusal = own.get("refusal")  # an OpenAI refusal is what the model said: text here
     if isinstance(refusal, str) and refusal:
         parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
-    extras = [b for b in extras if b.get("type") not in _REASONING_OF["responses"]]
+    theirs = _REASONING_OF["responses"] | _REASONING_OF["gemini"]
+    extras = [b for b in extras if b.get("type") not in theirs]
     blocks = [*extras, *_wire_parts(parts, "anthropic", policy)]
     blocks += [
         FrozenMap({"type": "tool_use", "id": i, "name": name, "input": _args_input(raw)})
@@ -251,7 +256,7 @@ def _responses_assistant(
     if isinstance(refusal, str) and refusal:
         parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
     for b in extras:
-        reasoning = b.get("type") in (*_REASONING_OF["anthropic"], *_REASONING_OF["responses"])
+        reasoning = b.get("type") in _DROPPED_ON_OPENAI  # any dialect's own reasoning
         if not reasoning and not _server_side(b):
             parts = [*parts, _unsupported_block(b, "responses", policy)]
     text = "".join(p.get("text") or "" for p in parts if p.get("type") == "text")
@@ -270,4 +275,5 @@ def _openai_written(items: list[tuple], policy: str) -> tuple[list[FrozenMap], l
 
 # Each dialect's writer of neutral items: (messages, system texts lifted out).
 WRITERS = {"openai": _openai_written, "anthropic": lambda items, policy:
-            _anthropic_messages(items, policy), "responses": _responses_messages}  # fmt: skip
+            _anthropic_messages(items, policy), "responses": _responses_messages,
+           "gemini": GI.write}  # fmt: skip

@@ -31,6 +31,7 @@ CUTS = (
     ("anthropic-messages.json", ANTHROPIC, "/v1/messages", True),
     ("openai-responses.json", OPENAI, "/responses", False),
 )
+VERBATIM = ("gemini-generatecontent.json",)  # JSON Schema $defs, read closed (gemini_schema)
 LOOPBACK = [{"url": "http://127.0.0.1"}]
 ANNOTATIONS = ("description", "default")  # stay beside the anyOf, as annotations do
 PREFIX = "#/components/schemas/"
@@ -120,6 +121,8 @@ def derive(source: Path) -> dict[str, str]:
         if full not in documents:
             documents[full] = load_document(source / full)
         out[name] = json.dumps(cut(documents[full], path, answers), indent=1)
+    for name in VERBATIM:  # already cut to its request and answer: shipped as published
+        out[name] = (source / name).read_text(encoding="utf-8")
     return out
 
 
