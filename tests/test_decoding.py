@@ -110,8 +110,11 @@ def test_name_error_for_anything_but_a_non_empty_string(name):
 CODECS = _REGISTRY
 VALID = {
     "gemini": gemini_response(
-        {"content": "hi", "tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1}}],
-         "thinking": [{"thinking": "hm"}]}  # fmt: skip
+        {
+            "content": "hi",
+            "tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1}}],
+            "thinking": [{"thinking": "hm"}],
+        }  # fmt: skip
     ),
     "responses": responses_response(
         {

@@ -207,8 +207,9 @@ def _request(dialect: str, transcript: list, prompt: str) -> dict:
         "type": "object", "properties": {"a": {"type": "integer"}}}})
         for n in ("add", "get_weather", "search", "lookup_2")]  # fmt: skip
     messages = freeze(transcript).append(codec.user_message(prompt))
-    params = {"generationConfig": {"temperature": 0.2}} if dialect == "gemini" else {
-        "temperature": 0.2}  # (Gemini's sampling settings are in its generationConfig)
+    params = (
+        {"generationConfig": {"temperature": 0.2}} if dialect == "gemini" else {"temperature": 0.2}
+    )  # (Gemini's sampling settings are in its generationConfig)
     return thaw(codec.body("m", messages, tools, "be brief", params))
 
 

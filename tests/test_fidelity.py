@@ -297,6 +297,7 @@ RESPONSES_WHOLE = [
                                                          "output_tokens": 2}}},
 ]  # fmt: skip
 
+
 def _gemini_chunk(text, **more):
     return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "index": 0,
                             **more}], "modelVersion": "m"}  # fmt: skip

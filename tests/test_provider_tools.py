@@ -403,8 +403,9 @@ def test_a_provider_tool_goes_only_to_the_style_it_names(style):
     theirs = [t for t in tools if t.get("type") not in (None, "function")]
     assert (
         theirs
-        == {"anthropic": [WEB_SEARCH], "responses": [RESPONSES_SEARCH], "openai": [],
-            "gemini": []}[style]
+        == {"anthropic": [WEB_SEARCH], "responses": [RESPONSES_SEARCH], "openai": [], "gemini": []}[
+            style
+        ]
     )
     assert spec_problems(fp.requests[0]["body"], style) == []
 

@@ -220,8 +220,11 @@ def test_repair_synthesizes_interrupted_results_in_the_dialect_shape(dialect, da
                 assert m["role"] == "tool" and synth
                 assert all(i["type"] == "function_call_output" for i in synth)
             elif dialect == "gemini":  # one message of functionResponse parts
-                synth = [p["functionResponse"] for p in m["parts"]
-                         if p["functionResponse"]["response"].get("output") == tx.INTERRUPTED]
+                synth = [
+                    p["functionResponse"]
+                    for p in m["parts"]
+                    if p["functionResponse"]["response"].get("output") == tx.INTERRUPTED
+                ]
                 assert m["role"] == "tool" and synth
             else:
                 assert m["role"] == "user"
@@ -406,8 +409,12 @@ UNANSWERED["gemini"] = [
                                      "thoughtSignature": "c2ln"}]},
 ]  # fmt: skip
 SENT_RESULT = {
-    "gemini": {"role": "tool", "parts": [{"functionResponse": {
-        "id": "c1", "name": "", "response": {"output": tx.INTERRUPTED}}}]},  # fmt: skip
+    "gemini": {
+        "role": "tool",
+        "parts": [
+            {"functionResponse": {"id": "c1", "name": "", "response": {"output": tx.INTERRUPTED}}}
+        ],
+    },  # fmt: skip
     "responses": {
         "role": "tool",
         "items": [{"type": "function_call_output", "call_id": "c1", "output": tx.INTERRUPTED}],

@@ -378,8 +378,10 @@ def _close(out: list, caller: Mapping | None, open_calls: list, merge_at: int | 
     own = _algebra(out[merge_at]) if merge_at is not None else None
     if own is not None:  # one results message per turn: the synthesized ones join it
         out[merge_at] = own.results_message(
-            [*own.result_items(out[merge_at]),
-             *(own.output_item(i, INTERRUPTED) for i in open_calls)]  # fmt: skip
+            [
+                *own.result_items(out[merge_at]),
+                *(own.output_item(i, INTERRUPTED) for i in open_calls),
+            ]  # fmt: skip
         )
     elif merge_at is not None and not caller.get("tool_calls"):
         # Anthropic wants all results of a turn in ONE user message, results before text.
