@@ -65,7 +65,9 @@ def _capture_content() -> bool:
     return os.environ.get(CONTENT_ENV, "").strip().lower() in ("true", "1", "yes")
 
 
-PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}  # by wire format
+# By wire format: Responses is OpenAI's API (the conventions have no "responses").
+PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic",
+             "gemini": "gcp.gemini"}  # fmt: skip
 # Hosts whose provider the conventions name (a best guess, as they ask): anything else
 # is named by the wire format it speaks.
 HOSTS = {
@@ -232,28 +234,12 @@ def _exception_attrs(e: BaseException, content: bool, clean: Callable) -> dict:
 # ---- content, in the conventions' message shape (opt-in only) ---------------------------
 
 
-def _parts(message: Mapping) -> list[dict]:
-    from .core.wire.common import message_text
+def _input(request: Mapping) -> list[dict]:
+    """The request's conversation as GenAI messages, read in any dialect (core.genai)."""
+    from .core.genai import to_genai
 
-    parts: list[dict] = []
-    text = message_text(message) if not isinstance(message.get("content"), str) else None
-    content = message.get("content")
-    if isinstance(content, str) and content:
-        parts.append({"type": "text", "content": content})
-    elif text:
-        parts.append({"type": "text", "content": text})
-    for c in message.get("tool_calls") or ():
-        fn = c.get("function") or {}
-        parts.append({"type": "tool_call", "id": c.get("id"), "name": fn.get("name"),
-                      "arguments": fn.get("arguments")})  # fmt: skip
-    if message.get("role") == "tool":
-        return [{"type": "tool_call_response", "id": message.get("tool_call_id"),
-                 "response": content}]  # fmt: skip
-    return parts
-
-
-def _input(body: Mapping) -> list[dict]:
-    return [{"role": m.get("role"), "parts": _parts(m)} for m in body.get("messages") or ()]
+    messages = request.get("messages")
+    return to_genai(messages if messages is not None else request["body"].get("messages") or ())
 
 
 def _output(result: Mapping, finish: str | None) -> list[dict]:
@@ -284,7 +270,7 @@ def _chat_start(t: Trace, request: Mapping) -> Any:
             attrs[theirs] = body[ours]
     span = t.start(f"chat {model}", attrs, "INTERNAL" if t.in_process else "CLIENT")
     if t.content:
-        span.set_attribute("gen_ai.input.messages", json_text(_input(body)))
+        span.set_attribute("gen_ai.input.messages", json_text(_input(request)))
         system = body.get("system")
         if system:
             text = system if isinstance(system, str) else json_text(system)

@@ -92,8 +92,10 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
     encode = cfg["encode"]
     content = steps.request_content(state, body, known) if encode else None
     # "leg": the client of a fallback chain that sends it (core.failover), and who it is.
+    # "messages": the transcript the body carries, in the client's dialect (what the
+    # GenAI content capture reads through the neutral view, whatever the body's shape)
     request = {"body": body, "content": content, "turn": turn_no, "leg": cfg.get("leg", 0),
-               "client": cfg.get("served_by")}  # fmt: skip
+               "client": cfg.get("served_by"), "messages": state["messages"]}  # fmt: skip
     attempt = 0
     while True:
         attempt += 1
