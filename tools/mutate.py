@@ -44,6 +44,11 @@ TESTS = {
         "tests/test_sqlite_store.py",
     ],
     "toolnexus/store/forks.py": ["tests/test_forks_rules.py", "tests/test_fork.py"],
+    "toolnexus/store/check.py": [
+        "tests/test_check_rules.py",
+        "tests/test_clear_errors.py",
+        "tests/test_store_contract_messages.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
@@ -135,8 +140,9 @@ def _node_sites(node: ast.AST) -> list[Site]:
     if isinstance(node, ast.Assign) and not _is_none(node.value):
         return [(node, _set("value", lambda: ast.Constant(None)), "assigned None")]
     if isinstance(node, ast.Call):
-        args = [(node, _none_arg(i), f"argument {i + 1} -> None")
-                for i, a in enumerate(node.args) if not isinstance(a, ast.Starred)]  # fmt: skip
+        # an argument that is None already has no mutant (it would be the module unchanged)
+        args = [(node, _none_arg(i), f"argument {i + 1} -> None") for i, a in enumerate(node.args)
+                if not isinstance(a, ast.Starred) and not _is_none(a)]  # fmt: skip
         return args + [(node, _drop_keyword(i), f"`{k.arg}=` dropped")
                        for i, k in enumerate(node.keywords) if k.arg is not None]  # fmt: skip
     if isinstance(node, ast.Break):
