@@ -49,6 +49,7 @@ TESTS = {
         "tests/test_clear_errors.py",
         "tests/test_store_contract_messages.py",
     ],
+    "toolnexus/store/document.py": ["tests/test_document_rules.py", "tests/test_file_store.py"],
 }
 
 _CMP: dict[type, type] = {
