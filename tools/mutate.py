@@ -50,6 +50,7 @@ TESTS = {
         "tests/test_store_contract_messages.py",
     ],
     "toolnexus/store/document.py": ["tests/test_document_rules.py", "tests/test_file_store.py"],
+    "toolnexus/store/scoped.py": ["tests/test_scoped_rules.py", "tests/test_tenant_scope.py"],
 }
 
 _CMP: dict[type, type] = {
