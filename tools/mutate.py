@@ -52,6 +52,11 @@ TESTS = {
     "toolnexus/store/document.py": ["tests/test_document_rules.py", "tests/test_file_store.py"],
     "toolnexus/store/scoped.py": ["tests/test_scoped_rules.py", "tests/test_tenant_scope.py"],
     "toolnexus/store/fused.py": ["tests/test_fused.py", "tests/test_fused_rules.py"],
+    "toolnexus/store/locks.py": [
+        "tests/test_locks_rules.py",
+        "tests/test_locks.py",
+        "tests/test_lost_locks.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
