@@ -57,6 +57,13 @@ TESTS = {
         "tests/test_locks.py",
         "tests/test_lost_locks.py",
     ],
+    "toolnexus/store/decorators.py": [
+        "tests/test_decorators_rules.py",
+        "tests/test_decorators.py",
+        "tests/test_decorator_signatures.py",
+        "tests/test_fused_stacks.py",
+        "tests/test_store_contract.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
