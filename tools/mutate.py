@@ -64,6 +64,11 @@ TESTS = {
         "tests/test_fused_stacks.py",
         "tests/test_store_contract.py",
     ],
+    "toolnexus/history/entry.py": [
+        "tests/test_entry_rules.py",
+        "tests/test_history.py",
+        "tests/test_history_tool.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
