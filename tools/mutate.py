@@ -69,6 +69,7 @@ TESTS = {
         "tests/test_history.py",
         "tests/test_history_tool.py",
     ],
+    "toolnexus/history/lazy.py": ["tests/test_lazy_rules.py"],
 }
 
 _CMP: dict[type, type] = {
