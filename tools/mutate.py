@@ -70,6 +70,7 @@ TESTS = {
         "tests/test_history_tool.py",
     ],
     "toolnexus/history/lazy.py": ["tests/test_lazy_rules.py"],
+    "toolnexus/history/tool.py": ["tests/test_history_tool_rules.py", "tests/test_history_tool.py"],
 }
 
 _CMP: dict[type, type] = {
