@@ -71,6 +71,12 @@ TESTS = {
     ],
     "toolnexus/history/lazy.py": ["tests/test_lazy_rules.py"],
     "toolnexus/history/tool.py": ["tests/test_history_tool_rules.py", "tests/test_history_tool.py"],
+    "toolnexus/history/wiring.py": [
+        "tests/test_wiring_rules.py",
+        "tests/test_history_tool.py",
+        "tests/test_history.py",
+        "tests/test_message_log_wiring.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
