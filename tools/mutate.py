@@ -77,6 +77,11 @@ TESTS = {
         "tests/test_history.py",
         "tests/test_message_log_wiring.py",
     ],
+    "toolnexus/core/scope.py": [
+        "tests/test_scope_rules.py",
+        "tests/test_tenant_scope.py",
+        "tests/test_decorators.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
