@@ -82,6 +82,12 @@ TESTS = {
         "tests/test_tenant_scope.py",
         "tests/test_decorators.py",
     ],
+    "toolnexus/core/calls.py": [
+        "tests/test_calls_rules.py",
+        "tests/test_untrusted_bounds.py",
+        "tests/test_decoding.py",
+        "tests/test_loop.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
