@@ -88,6 +88,11 @@ TESTS = {
         "tests/test_decoding.py",
         "tests/test_loop.py",
     ],
+    "toolnexus/core/walk.py": [
+        "tests/test_walk_rules.py",
+        "tests/test_secrets.py",
+        "tests/test_sse.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
