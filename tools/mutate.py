@@ -43,6 +43,56 @@ TESTS = {
         "tests/test_rows.py",
         "tests/test_sqlite_store.py",
     ],
+    "toolnexus/store/forks.py": ["tests/test_forks_rules.py", "tests/test_fork.py"],
+    "toolnexus/store/check.py": [
+        "tests/test_check_rules.py",
+        "tests/test_clear_errors.py",
+        "tests/test_store_contract_messages.py",
+    ],
+    "toolnexus/store/document.py": ["tests/test_document_rules.py", "tests/test_file_store.py"],
+    "toolnexus/store/scoped.py": ["tests/test_scoped_rules.py", "tests/test_tenant_scope.py"],
+    "toolnexus/store/fused.py": ["tests/test_fused.py", "tests/test_fused_rules.py"],
+    "toolnexus/store/locks.py": [
+        "tests/test_locks_rules.py",
+        "tests/test_locks.py",
+        "tests/test_lost_locks.py",
+    ],
+    "toolnexus/store/decorators.py": [
+        "tests/test_decorators_rules.py",
+        "tests/test_decorators.py",
+        "tests/test_decorator_signatures.py",
+        "tests/test_fused_stacks.py",
+        "tests/test_store_contract.py",
+    ],
+    "toolnexus/history/entry.py": [
+        "tests/test_entry_rules.py",
+        "tests/test_history.py",
+        "tests/test_history_tool.py",
+    ],
+    "toolnexus/history/lazy.py": ["tests/test_lazy_rules.py"],
+    "toolnexus/history/tool.py": ["tests/test_history_tool_rules.py", "tests/test_history_tool.py"],
+    "toolnexus/history/wiring.py": [
+        "tests/test_wiring_rules.py",
+        "tests/test_history_tool.py",
+        "tests/test_history.py",
+        "tests/test_message_log_wiring.py",
+    ],
+    "toolnexus/core/scope.py": [
+        "tests/test_scope_rules.py",
+        "tests/test_tenant_scope.py",
+        "tests/test_decorators.py",
+    ],
+    "toolnexus/core/calls.py": [
+        "tests/test_calls_rules.py",
+        "tests/test_untrusted_bounds.py",
+        "tests/test_decoding.py",
+        "tests/test_loop.py",
+    ],
+    "toolnexus/core/walk.py": [
+        "tests/test_walk_rules.py",
+        "tests/test_secrets.py",
+        "tests/test_sse.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
@@ -134,8 +184,9 @@ def _node_sites(node: ast.AST) -> list[Site]:
     if isinstance(node, ast.Assign) and not _is_none(node.value):
         return [(node, _set("value", lambda: ast.Constant(None)), "assigned None")]
     if isinstance(node, ast.Call):
-        args = [(node, _none_arg(i), f"argument {i + 1} -> None")
-                for i, a in enumerate(node.args) if not isinstance(a, ast.Starred)]  # fmt: skip
+        # an argument that is None already has no mutant (it would be the module unchanged)
+        args = [(node, _none_arg(i), f"argument {i + 1} -> None") for i, a in enumerate(node.args)
+                if not isinstance(a, ast.Starred) and not _is_none(a)]  # fmt: skip
         return args + [(node, _drop_keyword(i), f"`{k.arg}=` dropped")
                        for i, k in enumerate(node.keywords) if k.arg is not None]  # fmt: skip
     if isinstance(node, ast.Break):

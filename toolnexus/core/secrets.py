@@ -41,7 +41,8 @@ __all__ = [
 FRAGMENT = 12  # any run of this many characters of a secret counts as the secret
 MIN_SECRET = 4
 MASK = "***"
-Scrub = Callable[[str], str]
+# No mutant: an alias for annotations only (strings here, never evaluated).
+Scrub = Callable[[str], str]  # pragma: no mutate
 
 # Escapes whose decoded form may spell a secret: %XX, \uXXXX, JSON's short escapes;
 # line breaks (real or JSON-escaped, with the next line's indent) decode to nothing.

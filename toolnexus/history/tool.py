@@ -102,11 +102,14 @@ def render(
         return f"No messages found {stamp}."
     n = len(entries)
     head = f"{n} message{'s' * (n != 1)}, newest first {stamp}:"
+    every = [_line(e, show_conversation) for e in reversed(entries)]
+    if len(head) + sum(1 + len(line) for line in every) <= max_chars:
+        return "\n".join([head, *every])
+    # Not all fit: a note ends the text, so every line shown leaves room for it.
     lines, used = [head], len(head)
-    reserve = 1 + len(_omitted(n))  # room for the note saying how many did not fit
-    for i, e in enumerate(reversed(entries)):
-        line = _line(e, show_conversation)
-        if used + 1 + len(line) + (reserve if i < n - 1 else 0) > max_chars:
+    reserve = 1 + len(_omitted(n))
+    for i, line in enumerate(every):
+        if used + 1 + len(line) + reserve > max_chars:
             lines.append(_omitted(n - i))
             break
         lines.append(line)

@@ -35,7 +35,9 @@ class LockLostError(RuntimeError):
 class _Local:
     """One id's in-process lock, entered by `with`: see `local_lock`."""
 
-    __slots__ = ("_locks", "_guard", "_timeout", "_id", "_entry")
+    # No mutant: a class's slots are made with it, before tools/mutate.py swaps the code in
+    # (a misspelt slot fails every use; the tests build _Local on each lock).
+    __slots__ = ("_locks", "_guard", "_timeout", "_id", "_entry")  # pragma: no mutate
 
     def __init__(self, locks: dict, guard: threading.Lock, timeout: float, id: str) -> None:
         self._locks, self._guard, self._timeout, self._id = locks, guard, timeout, id
@@ -98,7 +100,8 @@ class PairedLock:
     ever made (a save while nothing is held holds nothing).
     """
 
-    __slots__ = ("_make", "_made", "_guard")
+    # No mutant: as _Local's slots (made with the class, before a mutant's code is in).
+    __slots__ = ("_make", "_made", "_guard")  # pragma: no mutate
 
     def __init__(self, make: Callable[[], Callable]) -> None:
         self._make, self._made, self._guard = make, [], threading.Lock()
@@ -134,7 +137,8 @@ class PairedLock:
 # hold times out), and may be released from another thread than the one that took
 # them (the async driver enters and exits them in worker threads).
 
-Take = Callable[[str, float], Callable[[], None]]
+# No mutant: an alias for annotations only (strings here, never evaluated).
+Take = Callable[[str, float], Callable[[], None]]  # pragma: no mutate
 
 
 def _per_id(
