@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
 from toolnexus.core.calls import ARGUMENT_BYTES, parse_arguments
+from toolnexus.core.frozen import FrozenMap
 
 
 def test_arguments_of_exactly_4_mib_are_read_and_one_byte_more_refused():
@@ -23,10 +24,10 @@ def test_arguments_of_exactly_4_mib_are_read_and_one_byte_more_refused():
 
 
 def test_bytes_are_read_as_utf8_with_bad_bytes_replaced():
-    assert parse_arguments(b'{"a": "\xc3\xa9"}') == (pmap({"a": "é"}), None)
-    assert parse_arguments(bytearray(b'{"a": 1}')) == (pmap({"a": 1}), None)
-    assert parse_arguments(b'{"a": "\xff"}') == (pmap({"a": "\ufffd"}), None)
-    assert parse_arguments(b"  ") == (pmap(), None)
+    assert parse_arguments(b'{"a": "\xc3\xa9"}') == (FrozenMap({"a": "é"}), None)
+    assert parse_arguments(bytearray(b'{"a": 1}')) == (FrozenMap({"a": 1}), None)
+    assert parse_arguments(b'{"a": "\xff"}') == (FrozenMap({"a": "\ufffd"}), None)
+    assert parse_arguments(b"  ") == (FrozenMap(), None)
 
 
 def nest(levels: int, wrap) -> dict:
@@ -57,7 +58,7 @@ def test_a_scalar_beside_the_deep_value_does_not_end_the_check():
 
 
 def test_nested_values_are_frozen_and_pyrsistent_ones_kept_as_given():
-    inner = pmap({"b": 1})
+    inner = FrozenMap({"b": 1})
     args, _ = parse_arguments({"a": inner, "l": [1, {"c": 2}]})
     assert args["a"] is inner
-    assert args["l"] == pvector([1, pmap({"c": 2})]) and isinstance(args["l"], PVector)
+    assert args["l"] == pvector([1, FrozenMap({"c": 2})]) and isinstance(args["l"], PVector)

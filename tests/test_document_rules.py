@@ -5,8 +5,8 @@ file."""
 from __future__ import annotations
 
 import pytest
-from pyrsistent import freeze
 
+from toolnexus.core.frozen import freeze
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.store.document import document_text, parse_document
 

@@ -11,8 +11,8 @@ import time as systime
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from pyrsistent import thaw
 
+from toolnexus.core.frozen import thaw
 from toolnexus.history import chat_history_tool, in_memory_log, make_entry
 from toolnexus.history.tool import chat_history_scoper, render
 

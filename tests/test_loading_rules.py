@@ -6,9 +6,10 @@ policy for parts a dialect cannot carry, the facts of a history changed on the w
 from __future__ import annotations
 
 import pytest
-from pyrsistent import freeze, pset, pvector
+from pyrsistent import pset, pvector
 
 from toolnexus.core import loading
+from toolnexus.core.frozen import freeze
 from toolnexus.core.wire.translate import native_call_ids
 
 S = {"role": "system", "content": "be brief"}

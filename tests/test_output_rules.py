@@ -8,8 +8,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytest
-from pyrsistent import PMap, PVector, freeze
+from pyrsistent import PVector
 
+from toolnexus.core.frozen import FrozenMap, freeze
 from toolnexus.core.output import OutputError, is_strict, output_spec, read_output
 
 CLOSED = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
@@ -103,7 +104,7 @@ def test_an_answer_that_does_not_fit_names_the_missing_field_and_keeps_the_text(
 def test_the_answer_is_frozen():
     spec = output_spec({"type": "object"})
     got = read_output(spec, '{"a": [1, {"b": 2}]}')
-    assert isinstance(got, PMap) and isinstance(got["a"], PVector)
+    assert isinstance(got, FrozenMap) and isinstance(got["a"], PVector)
     assert isinstance(read_output(output_spec({"type": "array"}), "[1]"), PVector)
     assert read_output(output_spec({"type": "integer"}), "3") == 3
 

@@ -6,8 +6,8 @@ clear; the identity scope; what align_log returns or refuses."""
 from __future__ import annotations
 
 import pytest
-from pyrsistent import PMap, pmap
 
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.scope import IDENTITY, scope_of
 from toolnexus.store import in_memory_store, namespaced
 from toolnexus.store.fused import declared, derive, fuse
@@ -18,7 +18,7 @@ A = scope_of(namespaced("a", in_memory_store()))
 
 def plain_log(entries=()):
     """A log of plain functions over a list; `seen` records what each operation got."""
-    kept = [pmap(e) for e in entries]
+    kept = [FrozenMap(e) for e in entries]
     seen: dict[str, list] = {"record": [], "record_many": [], "rows": [], "query": [], "clear": []}
 
     def query(**filters):
@@ -46,11 +46,13 @@ def test_record_maps_the_id_of_a_plain_dict_and_of_a_pmap_and_keeps_their_kind()
     log, seen = plain_log()
     scoped = scoped_log(A, log)
     scoped["record"]({"conversation_id": "c", "text": "hi"})
-    scoped["record"](pmap({"conversation_id": "c", "text": "hi"}))
+    scoped["record"](FrozenMap({"conversation_id": "c", "text": "hi"}))
     scoped["record"]({"text": "no id"})  # an entry without an id goes as it is
     plain, frozen, bare = seen["record"]
     assert plain == {"conversation_id": "a:c", "text": "hi"} and type(plain) is dict
-    assert isinstance(frozen, PMap) and frozen == pmap({"conversation_id": "a:c", "text": "hi"})
+    assert isinstance(frozen, FrozenMap) and frozen == FrozenMap(
+        {"conversation_id": "a:c", "text": "hi"}
+    )
     assert bare == {"text": "no id"}
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytest
-from pyrsistent import PMap, pmap, pvector
+from pyrsistent import pvector
 
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.tool import tool
 from toolnexus.core.toolkit import (
     EMPTY,
@@ -56,7 +57,7 @@ def test_a_tool_map_is_kept_as_a_pmap_and_a_map_without_execute_refused():
     plain = {"name": "plain", "description": "P.", "input_schema": {"type": "object"},
              "execute": lambda a: "ok"}  # fmt: skip
     tk = toolkit(plain)
-    assert isinstance(tk["index"]["plain"], PMap) and execute(tk, "plain", {}) == "ok"
+    assert isinstance(tk["index"]["plain"], FrozenMap) and execute(tk, "plain", {}) == "ok"
     with pytest.raises(ValueError, match=r"^not a tool map \(needs name, execute, \.\.\.\): "):
         toolkit({"name": "x"})
     # a map with both provider_tool and execute is ours to run
@@ -89,7 +90,7 @@ def test_an_unknown_tool_lists_what_there_is():
     out = execute(None, "x", {})
     assert out["is_error"] and out["output"] == "Unknown tool 'x'. Available tools: (none)"
     assert execute(toolkit(ONE, TWO), "x", {})["output"].endswith("Available tools: one, two")
-    assert execute(toolkit(ONE), "one", pmap()) is not None
+    assert execute(toolkit(ONE), "one", FrozenMap()) is not None
 
 
 @pytest.mark.parametrize("before", [(ONE,), (ONE, ANY), (ONE, ANY, ANTHROPIC, OPENAI)])

@@ -8,8 +8,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytest
-from pyrsistent import pmap, pvector
+from pyrsistent import pvector
 
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.validate import check, compile_schema, describe, is_trivial
 
 
@@ -74,7 +75,7 @@ CASES = [
      "5: unexpected argument (known: a)"),
     (OBJ, {"z": 1, "a": "bad"}, 'a: expected integer, got string "bad"'),  # after an extra
     (OBJ, MappingProxyType({"a": "bad"}), 'a: expected integer, got string "bad"'),
-    (OBJ, pmap({"a": "bad"}), 'a: expected integer, got string "bad"'),
+    (OBJ, FrozenMap({"a": "bad"}), 'a: expected integer, got string "bad"'),
     ({"type": "array", "items": {"type": "integer"}}, Items([1, "x"]),
      '[1]: expected integer, got string "x"'),
     ({"type": "string", "nullable": True}, None, None),

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from pyrsistent import PMap, PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 
+from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.walk import map_strings
 
 up = str.upper
@@ -17,12 +18,14 @@ def test_keys_are_rewritten_only_when_asked_at_every_depth():
     value = {"k": [{"n": "v"}], "t": ({"m": "w"},)}
     assert map_strings(value, up) == {"k": [{"n": "V"}], "t": ({"m": "W"},)}
     assert map_strings(value, up, keys=True) == {"K": [{"N": "V"}], "T": ({"M": "W"},)}
-    assert map_strings(pvector([pmap({"a": "b"})]), up, True) == pvector([pmap({"A": "B"})])
+    assert map_strings(pvector([FrozenMap({"a": "b"})]), up, True) == pvector(
+        [FrozenMap({"A": "B"})]
+    )
 
 
 def test_each_kind_is_rebuilt_as_itself():
-    got = map_strings(pmap({"a": "x"}), up)
-    assert isinstance(got, PMap) and got == pmap({"a": "X"})
+    got = map_strings(FrozenMap({"a": "x"}), up)
+    assert isinstance(got, FrozenMap) and got == FrozenMap({"a": "X"})
     got = map_strings(MappingProxyType({"a": "x"}), up)
     assert isinstance(got, MappingProxyType) and dict(got) == {"a": "X"}
     got = map_strings({"a": "x"}, up)
@@ -35,7 +38,7 @@ def test_each_kind_is_rebuilt_as_itself():
 
 def test_nothing_changed_gives_the_very_object_back():
     same = lambda s: s  # noqa: E731
-    for value in ({"a": ["x"]}, pmap({"a": "x"}), ["x", {"b": "y"}], ("x",), pvector(["x"]),
+    for value in ({"a": ["x"]}, FrozenMap({"a": "x"}), ["x", {"b": "y"}], ("x",), pvector(["x"]),
                   MappingProxyType({"a": "x"})):  # fmt: skip
         assert map_strings(value, same, keys=True) is value
     x_only = lambda s: "X" if s == "x" else s  # noqa: E731
