@@ -37,7 +37,13 @@ def test_docs_block_runs(page, n, block, tmp_path):
         pytest.importorskip("opentelemetry.sdk")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
            os.environ.get("PYTHONPATH")]))}  # fmt: skip
-    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"):
+    for key in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENROUTER_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+    ):
         env.pop(key, None)  # a reader's fresh shell has none
     done = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=120)  # fmt: skip
