@@ -58,8 +58,10 @@ def test_a_tool_map_is_kept_as_a_pmap_and_a_map_without_execute_refused():
              "execute": lambda a: "ok"}  # fmt: skip
     tk = toolkit(plain)
     assert isinstance(tk["index"]["plain"], FrozenMap) and execute(tk, "plain", {}) == "ok"
-    with pytest.raises(ValueError, match=r"^not a tool map \(needs name, execute, \.\.\.\): "):
+    with pytest.raises(ValueError, match=r"^not a tool map \(missing description, "):
         toolkit({"name": "x"})
+    with pytest.raises(ValueError, match=r"^not a tool map \(needs name, description, "):
+        toolkit(["not", "a", "map"])
     # a map with both provider_tool and execute is ours to run
     both = {**plain, "name": "both", "execute": lambda a: "ran", "provider_tool": {"type": "x"}}
     assert execute(toolkit(both), "both", {}) == "ran"
@@ -105,3 +107,18 @@ def test_adding_a_tool_builds_the_entry_of_that_tool_alone(before, monkeypatch):
         )
     register(tk, TWO)
     assert sorted(built) == sorted((d, "two") for d in module._ENTRIES)
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [
+        ({"name": "f", "execute": lambda a: "x"}, "description, input_schema"),
+        ({"name": "f", "execute": lambda a: "x", "description": "d"}, "input_schema"),
+        ({"name": "f", "execute": lambda a: "x", "input_schema": {}}, "description"),
+        ({"name": "f"}, "description, input_schema, execute"),
+    ],
+)
+def test_a_hand_made_tool_map_missing_a_key_is_refused_naming_it(given, missing):
+    """Not a KeyError from deep inside register: a ValueError naming what is missing."""
+    with pytest.raises(ValueError, match=rf"^not a tool map \(missing {missing}\)"):
+        toolkit(given)

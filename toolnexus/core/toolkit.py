@@ -87,9 +87,18 @@ def provider_tools(tk: FrozenMap | None, style: str | None = None) -> tuple:
     return tuple(t for t in native if style is None or t["style"] in (None, style))
 
 
+_TOOL_KEYS = ("name", "description", "input_schema", "execute")  # what every dialect reads
+
+
 def _check_tool(t: Any) -> None:
-    if not isinstance(t, Mapping) or not {"name", "execute"} <= set(t):
-        raise ValueError(f"not a tool map (needs name, execute, ...): {t!r}")
+    if not isinstance(t, Mapping):
+        raise ValueError(f"not a tool map (needs {', '.join(_TOOL_KEYS)}): {t!r:.200}")
+    missing = [k for k in _TOOL_KEYS if k not in t]
+    if missing:  # else a KeyError from deep inside the wire declarations
+        raise ValueError(
+            f"not a tool map (missing {', '.join(missing)}): {t!r:.200}; make one with"
+            " tool(name, description, input_schema, execute) or @define_tool"
+        )
     check_name(t["name"])  # a map built by hand keeps the APIs' rule too
 
 
