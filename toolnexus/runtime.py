@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .core.bounds import memo_bytes_bound
+from .core.bounds import UNENCODED_MESSAGE_BYTES, memo_bytes_bound
 from .drivers.helpers import Helpers
 from .drivers.transport import Http, owned_async_client, owned_client
 
@@ -52,7 +52,6 @@ MEMO_SIZE = 256  # conversations remembered per runtime
 # is loaded again). A process sets it with TOOLNEXUS_MEMO_BYTES, read once at import
 # (a service worker's memory bound: see docs/deployment.md, "What routing costs").
 MEMO_BYTES = memo_bytes_bound(os.environ)
-_UNENCODED_MESSAGE = 512  # bytes counted per message of a memo without texts
 TOOL_THREADS = 16
 IO_THREADS = 256  # threads start on demand: only blocked lock waiters need many
 
@@ -302,5 +301,5 @@ def memo_bytes(memo: Mapping) -> int:
     """Return the JSON bytes a conversation's memo stands for (its history's texts)."""
     texts = memo.get("texts")
     if texts is None:
-        return len(memo.get("history") or ()) * _UNENCODED_MESSAGE
+        return len(memo.get("history") or ()) * UNENCODED_MESSAGE_BYTES
     return sum(map(len, texts))

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DEFAULT_MEMO_BYTES", "memo_bytes_bound"]
+__all__ = ["DEFAULT_MEMO_BYTES", "UNENCODED_MESSAGE_BYTES", "memo_bytes_bound"]
+
+# What a memo counts for a message whose JSON text it does not hold (an in-process model's
+# transcript, a row read without its text): a typical short message.
+UNENCODED_MESSAGE_BYTES = 512
 
 # The JSON bytes of conversations remembered (a runtime's memo, and each durable store
 # value's): about six times that in memory.

@@ -129,7 +129,7 @@ def keep_json(m: FrozenMap, text: bytes) -> bytes:
     return text
 
 
-_EMPTY_VECTOR = pvector()
+_PVECTOR = type(pvector())  # the C type of every pvector (PVector is its ABC)
 
 
 def freeze(value: Any) -> Any:
@@ -149,7 +149,7 @@ def freeze(value: Any) -> Any:
         return value
     if kind is FrozenMap:
         return _freeze_map(value)
-    if kind is PVector or kind is type(_EMPTY_VECTOR):
+    if kind is _PVECTOR:
         return _freeze_vector(value)
     if isinstance(value, dict | PMap):
         return FrozenMap({k: freeze(v) for k, v in value.items()})

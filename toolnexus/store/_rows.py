@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from pyrsistent import PVector, pvector
 
-from ..core.bounds import DEFAULT_MEMO_BYTES
+from ..core.bounds import DEFAULT_MEMO_BYTES, UNENCODED_MESSAGE_BYTES
 from ..core.frozen import FrozenMap, thaw
 from ..core.transcript import (
     FORMAT_VERSION,
@@ -92,14 +92,13 @@ class Seen(NamedTuple):
 
 
 MEMO_BYTES = DEFAULT_MEMO_BYTES  # a store value's memo (backends pass TOOLNEXUS_MEMO_BYTES)
-_UNKNOWN_ROW = 512  # bytes counted for a message whose row text is not known
 
 
 def _sized(seen: Seen, kept: Sequence[Seen]) -> Seen:
     """Return `seen` with its size: in O(new) when it extends a remembered one's texts."""
     texts = seen.texts  # str rows, None where unknown
     if texts is None:
-        return seen._replace(size=len(seen.transcript) * _UNKNOWN_ROW)
+        return seen._replace(size=len(seen.transcript) * UNENCODED_MESSAGE_BYTES)
     base = next((e for e in kept if e.texts is not None and len(e.texts) <= len(texts)), None)
     start, size = (0, 0) if base is None else (len(base.texts), base.size)
     return seen._replace(size=size + sum(map(len, filter(None, texts[start:]))))
