@@ -18,7 +18,8 @@ from pyrsistent import PRecord, field
 
 from .backends.memory.store import in_memory_store
 from .core.frozen import FrozenMap, freeze
-from .core.wire import DIALECTS
+from .core.wire import DEFAULT_STYLE, DIALECTS, Style
+from .core.wire.generated import STYLE as GENERATED_STYLE
 from .drivers.transport import Endpoint, endpoint_url, given_http
 from .plan import plan
 from .runtime import Runtime
@@ -185,8 +186,8 @@ def _check_number(name: str, v: Any, least: float, integer: bool = False) -> Non
 def _check(o: Mapping) -> None:
     if o["style"] not in DIALECTS:
         raise ValueError(f"unknown style {o['style']!r}: expected one of {sorted(DIALECTS)}")
-    if o["server_state"] and not hasattr(DIALECTS[o["style"]], "server_state_body"):
-        able = sorted(d for d, c in DIALECTS.items() if hasattr(c, "server_state_body"))
+    if o["server_state"] and DIALECTS[o["style"]].server_state_body is None:
+        able = sorted(d for d, c in DIALECTS.items() if c.server_state_body is not None)
         raise ValueError(f"server_state=True needs a style whose server keeps a conversation"
                          f" ({', '.join(able)}), not {o['style']!r}")  # fmt: skip
     if not o["model"] or not isinstance(o["model"], str):
@@ -227,7 +228,7 @@ def _params(given: Mapping | None, style: str) -> FrozenMap:
     if given is not None and not isinstance(given, Mapping):
         raise ValueError(f"request_params must be a mapping, got {type(given).__name__}")
     params = dict(given or {})
-    refused = [k for k in DIALECTS[style].OWNED_PARAMS if k in params]
+    refused = [k for k in DIALECTS[style].owned_params if k in params]
     if refused:
         how = "; ".join(f"{k!r}: use {_INSTEAD.get(k, 'the client options')}" for k in refused)
         raise ValueError(f"request_params may not set {refused}: the loop sets them on every "
@@ -259,7 +260,7 @@ def _build(o: dict, runtime: Runtime | None, endpoint: Endpoint | None) -> Clien
 
 def _defaults(options: Mapping) -> dict:
     o = {k: None for k in Client._precord_fields if k not in _DERIVED}
-    o.update(style="openai", max_turns=10, max_tool_calls=MAX_TOOL_CALLS, retries=2,
+    o.update(style=DEFAULT_STYLE, max_turns=10, max_tool_calls=MAX_TOOL_CALLS, retries=2,
              retry_base_ms=500, max_retry_wait_ms=60_000, read_timeout_ms=120_000,
              strict_log=False, lookup_tool=True,
              tool_executor="threads", on_unsupported_part="error",
@@ -283,7 +284,7 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
     key = key.reveal() if isinstance(key, Secret) else key
     codec = DIALECTS[o["style"]]
     if not key:  # each codec names the environment variables of its providers' keys
-        key = next((os.environ[v] for v in codec.KEY_ENV if os.environ.get(v)), None)
+        key = next((os.environ[v] for v in codec.key_env if os.environ.get(v)), None)
     o["api_key"] = key
     headers = {
         "content-type": "application/json",
@@ -302,7 +303,7 @@ def _http(options: Mapping, runtime: Runtime | None = None) -> Client:
 def _targets(base_url: str, codec: Any, o: Mapping) -> tuple[Any, Any]:
     """Return the URLs a client posts to, whole and streamed (None: the same one). A
     dialect whose URL names the model and the stream (Gemini's `model_url`) has two."""
-    model_url = getattr(codec, "model_url", None)
+    model_url = codec.model_url
     if model_url is None:
         return endpoint_url(base_url, codec.url, o["default_query"]), None
     return tuple(endpoint_url(base_url, lambda b, s=s: model_url(b, o["model"], s),
@@ -334,8 +335,8 @@ def _in_process(options: Mapping, runtime: Runtime | None = None) -> Client:
     o = _defaults(options)
     if not callable(o["generate"]):
         raise ValueError("generate must be a function(request) -> reply")
-    if o["style"] != "openai":
-        raise ValueError("an in-process client speaks the openai message shape only")
+    if o["style"] != GENERATED_STYLE:
+        raise ValueError(f"an in-process client speaks the {GENERATED_STYLE} message shape only")
     _check(o)
     return _build(o, runtime, None)
 
@@ -344,7 +345,7 @@ def create_client(
     *,
     base_url: str,
     model: str,
-    style: Literal["openai", "anthropic", "responses", "gemini"] = "openai",
+    style: Style = DEFAULT_STYLE,
     api_key: str | None = None,
     headers: Mapping[str, str] | None = None,
     secret_headers: Sequence[str] | None = None,

@@ -261,7 +261,7 @@ def _before_llm(cfg: Mapping, state: steps.State, tk: Any):
 
 def _tools_text(tk: Any, tools: Any, codec: Any) -> str:
     """Return the JSON text of a request's tools: the toolkit keeps it (see register)."""
-    dialect = codec.__name__.rpartition(".")[2]
+    dialect = codec.name
     if tk and tools is (tk.get("wire") or {}).get(dialect):
         return tk["wire_json"][dialect]
     return message_text(tools)

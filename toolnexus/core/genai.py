@@ -28,10 +28,9 @@ from pyrsistent import PVector, pvector
 
 from .frozen import FrozenMap
 from .transcript import freeze_transcript
-from .wire import DIALECTS
+from .wire import DEFAULT_STYLE, DIALECTS, view
 from .wire import parts as P
-from .wire.translate import _items, translate
-from .wire.writers import WRITERS, part_of
+from .wire.translate import translate
 
 __all__ = ["to_genai", "from_genai"]
 
@@ -64,7 +63,7 @@ def _parts(content: Any) -> list[dict]:
 def _response(content: Any) -> Any:
     if content is None or isinstance(content, str):
         return content or ""
-    return [_part(part_of(b, "anthropic")) for b in content if isinstance(b, Mapping)]
+    return [_part(view.content_part(b)) for b in content if isinstance(b, Mapping)]
 
 
 def _arguments(raw: Any) -> Any:
@@ -114,7 +113,7 @@ def to_genai(transcript: Sequence[Mapping]) -> list[dict]:
     """
     out: list[dict] = []
     for m in freeze_transcript(transcript):
-        for item in _items(m, {}):
+        for item in view.read(m):
             kind = item[0]
             if kind == "result":
                 part = {"type": "tool_call_response", "id": item[1], "response": _response(item[2])}
@@ -215,7 +214,7 @@ def _message_items(m: Any, n: int) -> list[tuple]:
 
 
 def from_genai(
-    messages: Sequence[Mapping], style: str = "openai", *, on_unsupported_part: str = "error"
+    messages: Sequence[Mapping], style: str = DEFAULT_STYLE, *, on_unsupported_part: str = "error"
 ) -> PVector:
     """Return GenAI messages as a transcript in `style` (a row of the dialect registry).
 
@@ -235,7 +234,7 @@ def from_genai(
     pending: list = []
 
     def write() -> None:
-        out.extend(WRITERS[style](pending, on_unsupported_part)[0])
+        out.extend(view.write(pending, style, on_unsupported_part)[0])
         pending.clear()
 
     for n, m in enumerate(messages):

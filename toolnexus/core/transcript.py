@@ -15,7 +15,7 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from .frozen import FrozenMap, freeze, thaw
-from .wire import DIALECTS
+from .wire import view
 from .wire.jsonload import MAX_BYTES, load
 
 __all__ = [
@@ -143,36 +143,13 @@ def loads(text: str | bytes) -> PVector:
 
 # ---- the algebra: tool calls, results, turn groups, safe cuts ---------------
 #
-# Dialect-neutral: the shape of each message says what it is. An openai assistant
-# message calls tools through "tool_calls" and is answered by "tool" messages; an
-# anthropic assistant message holds "tool_use" blocks and is answered by ONE user
-# message of "tool_result" blocks. A message that answers tool calls is never a
-# safe place to start a transcript: the calls it answers would be cut away.
-
-# Codecs whose messages hold items of their own (`owns`: Responses turns) carry their own
-# algebra (call ids, result ids, synthesized results), asked here; every other message
-# is read by its shape below. A new dialect of that kind is a registry row, no edit here.
-_OWN_ALGEBRA = tuple(c for c in DIALECTS.values() if hasattr(c, "owns"))
-
-
-def _algebra(message: Mapping) -> Any:
-    """Return the codec whose own shape `message` is in (None: a role-and-content one)."""
-    for codec in _OWN_ALGEBRA:
-        if codec.owns(message):
-            return codec
-    return None
-
+# Dialect-neutral: each message is read through the record of the dialect whose shape
+# it is (core.wire.view.record_of): which calls it makes, which it answers, whether a
+# turn's results share one message, how calls left open are answered. A message that
+# answers tool calls is never a safe place to start a transcript: the calls it answers
+# would be cut away.
 
 INTERRUPTED = "Error: interrupted: the tool call did not complete, so it has no result."
-
-
-def _blocks(message: Mapping) -> Sequence:
-    content = message.get("content")
-    return content if _is_list(content) else ()
-
-
-def _is_block(b: Any, kind: str) -> bool:
-    return isinstance(b, Mapping) and b.get("type") == kind
 
 
 def is_system(message: Mapping) -> bool:
@@ -195,17 +172,7 @@ def tool_call_ids(message: Mapping) -> tuple[str, ...]:
     ...                {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]})
     ('t1',)
     """
-    if message.get("role") != "assistant":
-        return ()
-    own = _algebra(message)
-    if own is not None:  # e.g. a Responses turn: its function_call items
-        return own.call_ids(message)
-    calls = message.get("tool_calls") or ()
-    if not _is_list(calls):
-        calls = ()  # not a list of calls (check_message refuses it where messages come in)
-    ids = [c.get("id") for c in calls if isinstance(c, Mapping)]
-    ids += [b.get("id") for b in _blocks(message) if _is_block(b, "tool_use")]
-    return tuple(i for i in ids if isinstance(i, str))
+    return view.call_ids(message)
 
 
 def tool_result_ids(message: Mapping) -> tuple[str, ...]:
@@ -219,15 +186,7 @@ def tool_result_ids(message: Mapping) -> tuple[str, ...]:
     >>> tool_result_ids({"role": "user", "content": "hi"})
     ()
     """
-    own = _algebra(message)
-    if own is not None:  # e.g. Responses function_call_output items
-        return own.result_ids(message)
-    role = message.get("role")
-    if role == "tool":
-        return (message.get("tool_call_id"),)
-    if role == "user":
-        return tuple(b.get("tool_use_id") for b in _blocks(message) if _is_block(b, "tool_result"))
-    return ()
+    return view.result_ids(message)
 
 
 def _shape(message: Mapping) -> tuple[tuple, tuple]:
@@ -355,48 +314,16 @@ def trim_past(transcript: Sequence[Mapping], max_messages: int, keep: int) -> PV
 # ---- repair: every call answered right after it, no result without its call --
 
 
-def _synthesized(caller: Mapping, ids: Sequence[str]) -> list[FrozenMap]:
-    """Return error results for unanswered calls, in the caller's dialect."""
-    if caller.get("tool_calls"):
-        return [FrozenMap({"role": "tool", "tool_call_id": i, "content": INTERRUPTED}) for i in ids]
-    own = _algebra(caller)
-    if own is not None:
-        return [own.results_message([own.output_item(i, INTERRUPTED) for i in ids])]
-    return [FrozenMap({"role": "user", "content": pvector(_synthesized_block(i) for i in ids)})]
-
-
-def _synthesized_block(id: str) -> FrozenMap:
-    return FrozenMap(
-        {"type": "tool_result", "tool_use_id": id, "content": INTERRUPTED, "is_error": True}
-    )
-
-
 def _close(out: list, caller: Mapping | None, open_calls: list, merge_at: int | None) -> None:
     """Append (or merge) synthesized results for the calls still open; mutates `out` only."""
     if not open_calls:
         return
-    own = _algebra(out[merge_at]) if merge_at is not None else None
-    if own is not None:  # one results message per turn: the synthesized ones join it
-        out[merge_at] = own.results_message(
-            [
-                *own.result_items(out[merge_at]),
-                *(own.output_item(i, INTERRUPTED) for i in open_calls),
-            ]  # fmt: skip
-        )
-    elif merge_at is not None and not caller.get("tool_calls"):
-        # Anthropic wants all results of a turn in ONE user message, results before text.
-        blocks = _blocks(out[merge_at])
-        results = [b for b in blocks if _is_block(b, "tool_result")]
-        others = [b for b in blocks if not _is_block(b, "tool_result")]
-        synth = [_synthesized_block(i) for i in open_calls]
-        out[merge_at] = _with_content(out[merge_at], results + synth + others)
-    else:
-        out.extend(_synthesized(caller, open_calls))
-
-
-def _with_content(message: Mapping, blocks: Sequence) -> FrozenMap:
-    # A frozen transcript may still hold plain dicts (freeze_transcript keeps a pvector as is).
-    return FrozenMap(message).set("content", freeze(list(blocks)))
+    gathered = out[merge_at] if merge_at is not None else None
+    record = view.record_of(gathered if gathered is not None else caller)
+    merged, more = record.close(caller, gathered, open_calls, INTERRUPTED)
+    if merged is not None:
+        out[merge_at] = merged
+    out.extend(more)
 
 
 def _answered_part(message: FrozenMap, open_calls: list) -> FrozenMap | None:
@@ -404,32 +331,14 @@ def _answered_part(message: FrozenMap, open_calls: list) -> FrozenMap | None:
 
     Removes the answered ids from `open_calls` (a local list of the repair pass).
     """
-    own = _algebra(message)
-    if own is not None:
 
-        def wanted(i: Any) -> bool:
-            if i in open_calls:
-                open_calls.remove(i)
-                return True
-            return False
-
-        return own.keep_results(message, wanted)
-    if message.get("role") == "tool":
-        i = message.get("tool_call_id")
+    def wanted(i: Any) -> bool:
         if i in open_calls:
             open_calls.remove(i)
-            return message
-        return None
-    kept = []
-    for b in _blocks(message):
-        if _is_block(b, "tool_result"):
-            if b.get("tool_use_id") not in open_calls:
-                continue
-            open_calls.remove(b.get("tool_use_id"))
-        kept.append(b)
-    if len(kept) == len(_blocks(message)):
-        return message
-    return _with_content(message, kept) if kept else None
+            return True
+        return False
+
+    return view.record_of(message).keep_results(message, wanted)
 
 
 def repair(transcript: Sequence[Mapping]) -> PVector:
@@ -470,8 +379,7 @@ def _walk(t: Sequence[Mapping]) -> tuple[list, list, Mapping | None, int | None,
             changed = changed or kept is not m
             if kept is not None and is_tool_result(kept):
                 out.append(kept)
-                grouped = kept.get("role") == "user" or _algebra(kept) is not None
-                merge_at = len(out) - 1 if grouped else merge_at
+                merge_at = len(out) - 1 if view.record_of(kept).gathers(kept) else merge_at
                 continue
             if kept is None:
                 continue

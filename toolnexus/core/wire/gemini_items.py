@@ -21,8 +21,9 @@ from . import gemini as G
 from . import parts as P
 from . import responses as R
 from .common import to_json
+from .responses_items import closer
 
-__all__ = ["items", "native", "write", "FOREIGN_SIGNATURE"]
+__all__ = ["items", "native", "write", "gathers", "close", "FOREIGN_SIGNATURE"]
 
 FOREIGN_SIGNATURE = "skip_thought_signature_validator"
 _LIST = (list, tuple, PVector)
@@ -87,6 +88,15 @@ def items(m: Mapping, ids: Mapping) -> list[tuple]:
     mine = {"type": "gemini_parts", "parts": pvector(parts)}
     kept = [FrozenMap({**mine, "thinking": thought} if thought else mine)]  # (core.genai reads it)
     return [("assistant", content, calls, kept, {})]
+
+
+def gathers(message: Mapping) -> bool:
+    """Return True: a results message holds all of its turn's functionResponse parts."""
+    return True
+
+
+# Error answers for calls left open: merged into the turn's results message, or a new one.
+close = closer(G.output_item, G.results_message, G.result_items)
 
 
 # ---- writing -------------------------------------------------------------------------

@@ -11,7 +11,9 @@ from .common import unique_id
 from .openai import _turn
 from .openai_read import args_text as _args_text
 
-__all__ = ["parse_generated"]
+__all__ = ["parse_generated", "STYLE"]
+
+STYLE = "openai"  # the dialect whose message shape an in-process client speaks
 
 
 def parse_generated(out: Mapping, turn_no: int) -> FrozenMap:

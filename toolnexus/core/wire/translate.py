@@ -32,11 +32,12 @@ from pyrsistent import PSet, PVector, pset, pvector
 from ..frozen import FrozenMap
 from ..transcript import freeze_transcript
 from . import DIALECTS as CODECS
-from . import gemini as G
-from . import gemini_items as GI
 from . import parts as P
-from . import responses as R
-from .writers import WRITERS, part_of
+from . import view
+from .chat import CHAT_BLOCKS as _OPENAI_BLOCKS
+from .chat import CHAT_ROLES as _OPENAI_ROLES
+from .responses_items import RESPONSES_BLOCKS as _RESPONSES_BLOCKS
+from .writers import part_of
 
 __all__ = [
     "Translated",
@@ -49,11 +50,6 @@ __all__ = [
 
 DIALECTS = tuple(CODECS)  # the registry's rows (core.wire.DIALECTS)
 OPENAI_ID_MAX = 40
-# Content part types only one dialect has ("text" is both's).
-_OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
-_OPENAI_ROLES = frozenset({"system", "developer", "tool"})
-# Content part types only the Responses dialect has.
-_RESPONSES_BLOCKS = frozenset({"input_text", "input_image", "input_file", "output_text"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
@@ -88,10 +84,9 @@ def _blocks(message: Mapping) -> Sequence:
 
 def _evidence(message: Mapping) -> str | None:
     """Return the dialect a message can only belong to, or None if valid in several."""
-    if R.owns(message):
-        return "responses"
-    if G.owns(message):
-        return "gemini"
+    owner = view.record_of(message)
+    if owner.owns is not None:
+        return owner.name
     role = message.get("role")
     if role in _OPENAI_ROLES or message.get("tool_calls"):
         return "openai"
@@ -134,11 +129,11 @@ def _native(message: Mapping, dialect: str, keep_system: bool = False) -> bool:
     can only be another dialect's is not right; the rest is each dialect's own rule.
     """
     if message.get("role") in _SYSTEM_ROLES:  # its content in the dialect's own text parts
-        return _native_system(message, dialect) and (keep_system or _NATIVE[dialect](message))
+        return _native_system(message, dialect) and (keep_system or CODECS[dialect].native(message))
     only = _evidence(message)
     if only is not None and only != dialect:
         return False
-    return _NATIVE[dialect](message)
+    return CODECS[dialect].native(message)
 
 
 # Each dialect's text part, the one part a system message may list there (chat "text",
@@ -176,49 +171,6 @@ def _system_message(message: Mapping, dialect: str, policy: str) -> FrozenMap:
             part = part_of(b, "openai")
             said.append(P.unsupported(part, dialect, policy, "not in a system message")["text"])
     return FrozenMap({"role": message.get("role"), "content": "".join(said)})
-
-
-def _native_openai(message: Mapping) -> bool:
-    if message.get("role") == "assistant":
-        return bool(message.get("content") or message.get("tool_calls") or message.get("refusal"))
-    return True
-
-
-def _native_anthropic(message: Mapping) -> bool:
-    if message.get("role") not in ("user", "assistant") or set(message) - {"role", "content"}:
-        return False
-    content = message.get("content")
-    if isinstance(content, str):
-        return bool(content)
-    blocks = _blocks(message)
-    return (
-        bool(blocks)
-        and len(blocks) == len(content)
-        and all(b.get("type") not in _OPENAI_BLOCKS for b in blocks)
-        and all(b.get("text") for b in blocks if b.get("type") == "text")
-    )
-
-
-def _native_responses(message: Mapping) -> bool:
-    if R.owns(message):
-        return True
-    role, content = message.get("role"), message.get("content")
-    if set(message) - {"role", "content"} or role not in ("user", "assistant", *_SYSTEM_ROLES):
-        return False
-    if isinstance(content, str):
-        return bool(content)
-    blocks = _blocks(message)
-    return (
-        role == "user"
-        and bool(blocks)
-        and len(blocks) == len(content)
-        and all(b.get("type") in _RESPONSES_BLOCKS - {"output_text"} for b in blocks)
-    )
-
-
-# Each dialect's rule for a message that is not only another dialect's: one row each.
-_NATIVE = {"openai": _native_openai, "anthropic": _native_anthropic,
-           "responses": _native_responses, "gemini": GI.native}  # fmt: skip
 
 
 def _plain_text(message: Mapping) -> bool:
@@ -284,23 +236,12 @@ def native_call_ids(
 # ---- tool ids --------------------------------------------------------------------------
 
 
-def _call_ids(message: Mapping) -> list:
-    if R.owns(message):
-        return list(R.call_ids(message))
-    if G.owns(message):
-        return list(G.call_ids(message))
-    ids = [c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
-    return ids + [b.get("id") for b in _blocks(message) if b.get("type") == "tool_use"]
+def _call_ids(message: Mapping) -> tuple:
+    return view.record_of(message).call_ids(message)  # its shape's rule, whatever the role
 
 
-def _result_ids(message: Mapping) -> list:
-    if R.owns(message):
-        return list(R.result_ids(message))
-    if G.owns(message):
-        return list(G.result_ids(message))
-    if message.get("role") == "tool":
-        return [message.get("tool_call_id")]
-    return [b.get("tool_use_id") for b in _blocks(message) if b.get("type") == "tool_result"]
+def _result_ids(message: Mapping) -> tuple:
+    return view.result_ids(message)
 
 
 def _fresh(id: Any, n: int, taken: set) -> str:
@@ -384,97 +325,6 @@ def _id_plan(messages: Sequence[Mapping], dialect: str) -> list[_InOrder]:
     return plan
 
 
-# ---- reading a message into neutral items ----------------------------------------------
-def _content_parts(content: Any) -> list:
-    if isinstance(content, str):
-        return [FrozenMap({"type": "text", "text": content})]
-    source = "openai" if any(b.get("type") in _OPENAI_BLOCKS for b in content) else "anthropic"
-    return [part_of(b, source) for b in content if isinstance(b, Mapping)]
-
-
-def _items(m: Mapping, ids: Mapping) -> list[tuple]:
-    """Return the neutral items of a message: system, user parts, assistant, results."""
-    if R.owns(m):
-        return _responses_items(m, ids)
-    if G.owns(m):
-        return GI.items(m, ids)
-    role = m.get("role")
-    if role in ("system", "developer"):
-        content = m.get("content")
-        return [("system", content if isinstance(content, str) else _joined(content))]
-    if role == "tool":
-        i = m.get("tool_call_id")
-        return [("result", ids.get(i, i), m.get("content"), False)]
-    if role == "assistant":
-        return [("assistant", *_assistant(m, ids))]
-    content = m.get("content")
-    if isinstance(content, str):
-        return [("user", content)]
-    out, rest = [], []
-    for b in _blocks(m):
-        if b.get("type") == "tool_result":
-            i = b.get("tool_use_id")
-            out.append(("result", ids.get(i, i), b.get("content"), bool(b.get("is_error"))))
-        else:
-            rest.append(b)
-    return out + ([("user", _content_parts(rest))] if rest else [])
-
-
-def _responses_items(m: Mapping, ids: Mapping) -> list[tuple]:
-    """Return the neutral items of a Responses turn or results message."""
-    items = [i for i in m.get("items") or () if isinstance(i, Mapping)]
-    if m.get("role") != "assistant":
-        return [("result", ids.get(i.get("call_id"), i.get("call_id")), i.get("output"), False)
-                for i in items if i.get("type") == "function_call_output"]  # fmt: skip
-    parts, calls, extras = [], [], []
-    for item in items:
-        kind = item.get("type")
-        if kind == "function_call":
-            i = item.get("call_id")
-            calls.append((ids.get(i, i), item.get("name", ""), item.get("arguments"), {}))
-        elif kind == "reasoning":
-            extras.append(item)
-        elif kind == "message" or (kind is None and item.get("role") == "assistant"):
-            content = item.get("content")
-            if isinstance(content, str):
-                parts.append(FrozenMap({"type": "text", "text": content}))
-            else:
-                parts += [R.from_part(b) for b in _blocks(item) if R.from_part(b) is not None]
-    return [("assistant", parts, calls, extras, {})]
-
-
-def _joined(content: Any) -> str:
-    return "".join(b.get("text") or "" for b in _blocks({"content": content}))
-
-
-def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
-    """Return (content parts, calls as (id, name, raw args, the call's own fields),
-    anthropic-only blocks kept, the message's own fields: what only openai carries)."""
-    content, calls, extras = m.get("content"), [], []
-    parts = [FrozenMap({"type": "text", "text": content})] if isinstance(content, str) else []
-    own = {k: v for k, v in m.items() if k not in _READ_MESSAGE}
-    for c in m.get("tool_calls") or ():
-        fn = c.get("function") or {}
-        mine = {k: v for k, v in c.items() if k not in _READ_CALL}
-        calls.append((ids.get(c.get("id"), c.get("id")), fn.get("name", ""),
-                      fn.get("arguments"), mine))  # fmt: skip
-    for b in _blocks(m):
-        kind = b.get("type")
-        if kind == "tool_use":
-            calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input"), {}))
-        elif kind in ("text", "refusal") or kind in _OPENAI_BLOCKS:
-            parts.append(part_of(b, "openai" if kind != "text" else "anthropic"))
-        else:
-            extras.append(b)
-    return parts, calls, extras, own
-
-
-# What the writers read of an openai message and tool call; the rest is the provider's
-# own (reasoning_content, extra_content, ...), kept in openai, dropped elsewhere.
-_READ_MESSAGE = frozenset({"role", "content", "tool_calls"})
-_READ_CALL = frozenset({"id", "type", "function"})
-
-
 # ---- the face ------------------------------------------------------------------------
 
 
@@ -515,7 +365,7 @@ def translate(
     pending: list = []  # items of messages being rewritten, written out together
 
     def write() -> None:
-        msgs, texts = WRITERS[dialect](pending, on_unsupported_part)
+        msgs, texts = view.write(pending, dialect, on_unsupported_part)
         out.extend(msgs)
         system.extend(texts)
         pending.clear()
@@ -534,7 +384,7 @@ def translate(
             write()
             out.append(m)
         else:
-            pending.extend(_items(m, ids))
+            pending.extend(view.read(m, ids))
     write()
     renamed = {new: old for p in plan for old, new in p.items() if old != new}
     return Translated(pvector(out), "\n\n".join(system), FrozenMap(renamed))

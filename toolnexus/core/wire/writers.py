@@ -14,13 +14,12 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from ..frozen import FrozenMap
-from . import DIALECTS as CODECS
-from . import gemini_items as GI
+from . import gemini as G
 from . import parts as P
 from . import responses as R
 from .common import to_json
 
-__all__ = ["WRITERS", "part_of", "args_text"]
+__all__ = ["write_openai", "write_anthropic", "write_responses", "part_of", "args_text"]
 
 # Each dialect's own reasoning among an assistant's extras: no other dialect carries it
 # (Gemini's "gemini_parts" is its turn as it came, thoughts and signatures: gemini_items).
@@ -72,8 +71,13 @@ def _unsupported_block(block: Mapping, dialect: str, policy: str) -> Mapping:
     return P.unsupported(FrozenMap({"type": block.get("type") or "unknown"}), dialect, policy)
 
 
+# Each dialect's part writer (the records' `to_part`; this module is below the registry).
+_TO_PART = {"openai": P.to_openai, "anthropic": P.to_anthropic, "responses": R.to_part,
+            "gemini": G.to_part}  # fmt: skip
+
+
 def _wire_parts(parts: Sequence[Mapping], dialect: str, policy: str) -> list:
-    encode = CODECS[dialect].to_part
+    encode = _TO_PART[dialect]
     out = []
     for p in parts:
         if p.get("type") == "text":
@@ -269,11 +273,16 @@ def _responses_assistant(
     return [FrozenMap({"role": "assistant", "items": pvector([*reasoning, *said, *made])})]
 
 
-def _openai_written(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
+def write_openai(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
+    """Return neutral items as chat-completions messages (system messages kept in place)."""
     return _openai_messages(items, policy), []
 
 
-# Each dialect's writer of neutral items: (messages, system texts lifted out).
-WRITERS = {"openai": _openai_written, "anthropic": lambda items, policy:
-            _anthropic_messages(items, policy), "responses": _responses_messages,
-           "gemini": GI.write}  # fmt: skip
+def write_anthropic(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
+    """Return neutral items as Messages messages and the system texts lifted out of them."""
+    return _anthropic_messages(items, policy)
+
+
+def write_responses(items: list[tuple], policy: str) -> tuple[list[FrozenMap], list[str]]:
+    """Return neutral items as Responses messages (turns of items, results messages)."""
+    return _responses_messages(items, policy)
