@@ -115,31 +115,26 @@ def _runtime_imports(tree: ast.AST):
         yield from _runtime_imports(node)
 
 
-def _faces() -> dict[str, dict[str, str]]:
-    """Return, for each package, the module each name it re-exports is defined in (its
-    `from .x import name` lines and its lazy `_LAZY = {name: module}` table)."""
-    out: dict[str, dict[str, str]] = {}
-    for name, path in MODULES.items():
-        if path.name != "__init__.py":
-            continue
-        names = out.setdefault(name, {})
-        tree = ast.parse(path.read_text())
-        for node in _runtime_imports(tree):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                module = resolved(path, "." * node.level + (node.module or ""))
-                names.update({a.asname or a.name: module for a in node.names})
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets
-            ):
-                for k, v in zip(node.value.keys, node.value.values, strict=True):
-                    target = v.value if v.value.startswith(".") else "." + v.value
-                    names[k.value] = resolved(path, target)
+def _package_of(name: str) -> str:
+    return name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _enclosing(target: str, importer: str) -> set[str]:
+    """Return the packages Python runs before `target` when `importer` imports it: each
+    enclosing package `importer` is not inside of (its own are running already), the top
+    one left out (every import of the library starts there: it is the face)."""
+    own = _package_of(importer)
+    out, parts = set(), target.split(".")
+    for k in range(2, len(parts)):
+        package = ".".join(parts[:k])
+        if package in MODULES and not (own == package or own.startswith(package + ".")):
+            out.add(package)
     return out
 
 
-def _edges(name: str, path: pathlib.Path, faces: dict) -> set[str]:
-    """Return the package modules `name` imports (a face's names followed to their module)."""
+def _edges(name: str, path: pathlib.Path) -> set[str]:
+    """Return the package modules `name` imports, at any depth, with the packages Python
+    runs to reach them (a package `__init__` is a module like any other)."""
     out = set()
     for node in _runtime_imports(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -147,20 +142,18 @@ def _edges(name: str, path: pathlib.Path, faces: dict) -> set[str]:
         else:
             base = resolved(path, "." * node.level + (node.module or "")) if node.level else (
                 node.module or "")  # fmt: skip
-            targets = []
-            for a in node.names:
-                sub = f"{base}.{a.name}"
-                targets.append(sub if sub in MODULES else faces.get(base, {}).get(a.name, base))
-        out |= {t for t in targets if t in MODULES and t != name}
-    return out
+            # A submodule, or a name the package's __init__ defines (a read of the package).
+            subs = [f"{base}.{a.name}" for a in node.names]
+            targets = [sub if sub in MODULES else base for sub in subs]
+        targets = [t for t in targets if t in MODULES]
+        out |= set(targets) | {p for t in targets for p in _enclosing(t, name)}
+    return out - {name, ROOT.name}
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Return module -> the package modules it imports (at any depth); a package's
-    `__init__` re-exports are its face, not an edge of the graph."""
-    faces = _faces()
-    return {name: _edges(name, path, faces) for name, path in MODULES.items()
-            if path.name != "__init__.py"}  # fmt: skip
+    """Return module -> the package modules it imports (at any depth, package `__init__`
+    modules included, and the enclosing packages an import runs first)."""
+    return {name: _edges(name, path) for name, path in MODULES.items()}
 
 
 def _circle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -196,7 +189,8 @@ def test_no_import_circles_in_the_package():
     """No module reaches itself through imports (function-level ones too)."""
     graph = import_graph()
     assert "toolnexus.store._rows" in graph["toolnexus.store.forks"]  # a function-level one
-    assert "toolnexus.store.forks" in graph["toolnexus.commands.fork"]  # through the face
+    assert "toolnexus.core.wire" in graph["toolnexus.core.loading"]  # a package's __init__
+    assert "toolnexus.core.wire" in graph["toolnexus.core.tool"]  # run to reach wire.common
     assert _circle(graph) is None, " -> ".join(_circle(graph) or ())
 
 
@@ -223,3 +217,43 @@ def test_a_database_driver_is_imported_only_in_its_folder():
             if folder is not None and not name.startswith("."):
                 where = path.relative_to(ROOT).as_posix()
                 assert where.startswith(f"backends/{folder}/"), f"{where} imports {name}"
+
+
+# ---- a dialect is named in its own modules only ------------------------------------------
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """Return the ids of the docstring constants of a module, its classes and functions."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def dialect_names(path: pathlib.Path, names: frozenset) -> list[tuple[int, str]]:
+    """Return (line, name) of each string constant of a module that is a dialect's name
+    (docstrings aside: they may show a call)."""
+    tree = ast.parse(path.read_text())
+    skip = _docstrings(tree)
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and n.value in names and id(n) not in skip]  # fmt: skip
+
+
+def _dialects_own(path: pathlib.Path) -> bool:
+    """Return whether a module is a dialect's own: everything under core/wire/ (the codecs,
+    the registry and the neutral view they share)."""
+    return path.relative_to(ROOT).parts[:2] == ("core", "wire")
+
+
+def test_no_module_outside_the_dialects_names_one():
+    """Every table per dialect is read off the registry: a module outside core/wire/ that
+    names a dialect ("openai", ...) is a table written by hand, or a branch on a style."""
+    from toolnexus.core.wire import DIALECTS
+
+    names = frozenset(DIALECTS)
+    found = {str(p.relative_to(ROOT)): hits for p in sorted(ROOT.rglob("*.py"))
+             if not _dialects_own(p) and (hits := dialect_names(p, names))}  # fmt: skip
+    assert not found, found

@@ -180,7 +180,8 @@ def test_parts_survive_redis_and_postgres(redis_url, postgres_dsn, unique, files
 
 
 def test_the_helpers_the_flow_calls_for_a_prompt(files):
-    from toolnexus.core.wire.parts import check_prompt, prompt_message, prompt_text
+    from toolnexus.core.wire.parts import check_prompt, prompt_text
+    from toolnexus.core.wire.view import prompt_message
 
     parts = [text("what is it?"), image(files["cat.PNG"])]
     check_prompt("hi"), check_prompt(parts)

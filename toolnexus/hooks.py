@@ -14,6 +14,7 @@ from pyrsistent import PVector, pvector
 
 from .core.frozen import FrozenMap
 from .core.transcript import freeze_transcript, is_system, safe_cuts
+from .core.wire import view
 
 __all__ = ["compactor", "estimate_tokens", "extractive_summary"]
 
@@ -31,29 +32,24 @@ def estimate_tokens(messages: Sequence[Mapping]) -> int:
     return len(json.dumps(thaw(list(messages)), ensure_ascii=False)) // 4
 
 
-def _text_of(message: Mapping) -> str:
-    content = message.get("content")
+def _texts(content: Any) -> list[str]:
     if isinstance(content, str):
-        return content
-    parts = []
-    for item in message.get("items") or ():  # a message of items (a Responses turn)
-        if isinstance(item, Mapping) and item.get("type") == "function_call":
-            parts.append(f"[called {item.get('name')}]")
-        elif isinstance(item, Mapping) and item.get("type") == "function_call_output":
-            parts.append(f"[tool result: {item.get('output')}]")
-        elif isinstance(item, Mapping):
-            parts.append(_text_of({"content": item.get("content")}))
-    for b in content if isinstance(content, (list, tuple, PVector)) else ():
-        if isinstance(b, Mapping):
-            if b.get("type") in ("text", "input_text", "output_text"):
-                parts.append(b.get("text", ""))
-            elif b.get("type") == "tool_use":
-                parts.append(f"[called {b.get('name')}]")
-            elif b.get("type") == "tool_result":
-                parts.append(f"[tool result: {b.get('content')}]")
-    for c in message.get("tool_calls") or ():
-        parts.append(f"[called {c['function']['name']}]")
-    return " ".join(p for p in parts if p)
+        return [content]
+    return [p.get("text") or "" for p in content or () if p.get("type") == "text"]
+
+
+def _text_of(message: Mapping) -> str:
+    """Return what a message says, in any dialect (read through the neutral view): its
+    text, the tools it calls, the results it carries."""
+    said: list[str] = []
+    for item in view.read(message):
+        if item[0] == "result":
+            said.append(f"[tool result: {item[2]}]")
+        elif item[0] == "assistant":
+            said += _texts(item[1]) + [f"[called {call[1]}]" for call in item[2]]
+        else:  # what the system or a user said
+            said += _texts(item[1])
+    return " ".join(p for p in said if p)
 
 
 def extractive_summary(messages: Sequence[Mapping], max_chars: int = 4000) -> str:

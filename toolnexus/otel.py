@@ -30,6 +30,7 @@ from typing import Any
 
 from . import otel_ops
 from .core.scope import scope_of
+from .core.wire import DIALECTS, HOSTS
 from .otel_ops import error_type, json_text
 
 __all__ = ["CONTENT_ENV", "Trace", "available", "exchange_trace", "forget_span", "provider_name",
@@ -65,22 +66,10 @@ def _capture_content() -> bool:
     return os.environ.get(CONTENT_ENV, "").strip().lower() in ("true", "1", "yes")
 
 
-# By wire format: Responses is OpenAI's API (the conventions have no "responses").
-PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic",
-             "gemini": "gcp.gemini"}  # fmt: skip
-# Hosts whose provider the conventions name (a best guess, as they ask): anything else
-# is named by the wire format it speaks.
-HOSTS = {
-    "api.openai.com": "openai",
-    "api.anthropic.com": "anthropic",
-    "api.deepseek.com": "deepseek",
-    "api.groq.com": "groq",
-    "api.mistral.ai": "mistral_ai",
-    "api.x.ai": "x_ai",
-    "api.perplexity.ai": "perplexity",
-    "api.moonshot.ai": "moonshot_ai",
-    "generativelanguage.googleapis.com": "gcp.gemini",
-}
+# Each dialect's provider and its well-known hosts, read off the registry (a host's
+# provider is a best guess, as the conventions ask: anything else is named by the wire
+# format it speaks).
+PROVIDERS = {name: d.provider for name, d in DIALECTS.items()}
 
 
 def provider_name(style: str, host: str | None) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.wire import DIALECTS
+from ..core.wire import DEFAULT_STYLE, DIALECTS
 from .places import STORE_HELP, CommandError, describe, lock_for, log_for, open_store
 
 TOOL_OUTPUT_CHARS = 200
@@ -368,7 +368,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("chat", help="chat with a chat completions, Anthropic or Responses endpoint")
     c.add_argument("--base-url", required=True, help="e.g. https://api.openai.com/v1")
     c.add_argument("--model", required=True)
-    c.add_argument("--style", choices=tuple(DIALECTS), default="openai",
+    c.add_argument("--style", choices=tuple(DIALECTS), default=DEFAULT_STYLE,
                    help="the wire dialect: " + ", ".join(DIALECTS))  # fmt: skip
     c.add_argument("--id", help="remember the conversation under this id (in --store)")
     c.add_argument("--store", help=STORE_HELP)

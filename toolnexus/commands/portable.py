@@ -87,7 +87,7 @@ def import_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `export` and `import` commands."""
-    from toolnexus.core.wire import DIALECTS
+    from toolnexus.core.wire import DEFAULT_STYLE, DIALECTS
 
     from .chat import _guarded
 
@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("id")
     i.add_argument("file", help="a JSON array or JSON lines of messages (- for stdin)")
     i.add_argument("--store", help=STORE_HELP)
-    i.add_argument("--style", choices=tuple(DIALECTS), default="openai",
-                   help="the dialect to store it in (default: openai)")  # fmt: skip
+    i.add_argument("--style", choices=tuple(DIALECTS), default=DEFAULT_STYLE,
+                   help=f"the dialect to store it in (default: {DEFAULT_STYLE})")  # fmt: skip
     i.add_argument("--replace", action="store_true", help="overwrite a stored conversation")
     i.set_defaults(func=_guarded(import_command))

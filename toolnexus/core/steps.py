@@ -28,7 +28,7 @@ from .tool import tool_result
 from .transcript import readable
 from .wire import DIALECTS
 from .wire.common import ZERO_USAGE, add_usage, encode_body, message_json, message_text
-from .wire.parts import prompt_message
+from .wire.view import prompt_message
 
 # A loop state: a plain dict that no step mutates (each returns a new one). It lives for
 # one run; everything that escapes it (messages, tool call records, the RunResult) is

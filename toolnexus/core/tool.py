@@ -19,6 +19,8 @@ from pyrsistent import PVector, pvector
 
 from .frozen import FrozenMap, freeze
 from .validate import compile_schema, is_trivial
+from .wire.common import sanitize
+from .wire.parts import check_part
 
 __all__ = [
     "tool",
@@ -37,7 +39,6 @@ __all__ = [
     "as_result",
 ]
 
-_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 # The rule both APIs publish for a tool's name (OpenAI's; Anthropic allows 128 characters).
 NAME_RULE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -59,15 +60,6 @@ def check_name(name: Any, who: str = "tool") -> str:
         f"{who} name {name!r} is not allowed: a tool name must match ^[a-zA-Z0-9_-]{{1,64}}$"
         f" (letters, digits, '_' and '-', 1 to 64 characters){hint}"
     )
-
-
-def sanitize(s: str) -> str:
-    """Return `s` with every character outside [a-zA-Z0-9_-] replaced by '_'.
-
-    >>> sanitize("get weather/v2")
-    'get_weather_v2'
-    """
-    return _UNSAFE.sub("_", s)
 
 
 _EMPTY = FrozenMap()
@@ -102,8 +94,6 @@ def _part(value: Any) -> Any:
     shaped like one."""
     if not isinstance(value, Mapping) or value.get("type") not in _PART_TYPES:
         return None
-    from .wire.parts import check_part  # lazily: wire imports this module
-
     try:
         return check_part(value)
     except ValueError:

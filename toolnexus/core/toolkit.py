@@ -11,7 +11,7 @@ from pyrsistent import pvector
 
 from .frozen import FrozenMap, thaw
 from .tool import check_name, tool_result
-from .wire import DIALECTS
+from .wire import ANTHROPIC, DIALECTS, OPENAI
 from .wire.common import message_text
 
 __all__ = [
@@ -176,38 +176,21 @@ def _tools(tk: FrozenMap | None):
     return tk["tools"] if tk else ()
 
 
-def _theirs(tk: FrozenMap | None, style: str) -> list[dict]:
-    # The provider tools sent to `style`, as plain JSON values in their own order.
-    return [json.loads(message_text(t["provider_tool"])) for t in provider_tools(tk, style)]
+def _declared(tk: FrozenMap | None, dialect: Any) -> list[dict]:
+    # A dialect's request `tools` (ours, then its provider tools) as plain JSON values.
+    return thaw(list(dialect.encode_tools(tk))) if tk else []
 
 
 def to_openai(tk: FrozenMap | None) -> list[dict]:
     """Return the toolkit as OpenAI chat-completions `tools` entries (its provider tools
     for that style after ours)."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t["name"],
-                "description": t["description"],
-                "parameters": thaw(t["input_schema"]),
-            },
-        }
-        for t in _tools(tk)
-    ] + _theirs(tk, "openai")
+    return _declared(tk, OPENAI)
 
 
 def to_anthropic(tk: FrozenMap | None) -> list[dict]:
     """Return the toolkit as Anthropic messages `tools` entries (its provider tools for
     that style after ours)."""
-    return [
-        {
-            "name": t["name"],
-            "description": t["description"],
-            "input_schema": thaw(t["input_schema"]),
-        }
-        for t in _tools(tk)
-    ] + _theirs(tk, "anthropic")
+    return _declared(tk, ANTHROPIC)
 
 
 def to_gemini(tk: FrozenMap | None) -> list[dict]:

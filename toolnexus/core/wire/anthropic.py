@@ -9,7 +9,6 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from ..frozen import FrozenMap
-from ..tool import sanitize
 from . import anthropic_replay as replay
 from .anthropic_request import (
     cache_body,
@@ -36,6 +35,7 @@ from .common import (
     name_text,
     replayable_with,
     response_object,
+    sanitize,
     stream_cut,
     to_json,
     turn,

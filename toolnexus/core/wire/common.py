@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from json.encoder import c_make_encoder, encode_basestring
 from operator import is_
@@ -19,6 +20,7 @@ from .inband import inband_error
 from .jsonload import load
 
 __all__ = [
+    "sanitize",
     "refusal_text",
     "usage",
     "add_usage",
@@ -519,3 +521,15 @@ def unique_id(id: str, taken: set, limit: int = 40) -> str:
         new = id[: limit - len(suffix)] + suffix
     taken.add(new)
     return new
+
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def sanitize(s: str) -> str:
+    """Return `s` with every character outside [a-zA-Z0-9_-] replaced by '_'.
+
+    >>> sanitize("get weather/v2")
+    'get_weather_v2'
+    """
+    return _UNSAFE.sub("_", s)

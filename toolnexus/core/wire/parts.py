@@ -25,7 +25,6 @@ __all__ = [
     "check_parts",
     "prompt_text",
     "check_prompt",
-    "prompt_message",
     "part_size",
     "check_part_size",
     "placeholder",
@@ -109,26 +108,6 @@ def check_prompt(prompt: Any) -> None:
     if not isinstance(prompt, Sequence) or isinstance(prompt, bytes):
         raise TypeError(f"prompt must be a string or a list of parts, got {type(prompt).__name__}")
     check_parts(prompt)
-
-
-def prompt_message(
-    dialect: str,
-    prompt: str | Sequence[Mapping],
-    *,
-    on_unsupported_part: str = "error",
-    max_part_bytes: int | None = None,
-) -> FrozenMap:
-    """Return the user message of a prompt in a dialect: a string, or a list of parts.
-
-    >>> prompt_message("anthropic", [{"type": "text", "text": "hi"}])["content"][0]["type"]
-    'text'
-    """
-    from . import DIALECTS
-
-    codec = DIALECTS[dialect]
-    if isinstance(prompt, str):
-        return codec.user_message(prompt)
-    return codec.user_message_parts(prompt, on_unsupported_part, max_part_bytes)
 
 
 def prompt_text(prompt: str | Sequence[Mapping]) -> str:

@@ -28,8 +28,8 @@ from . import DIALECTS
 from .dialect import Dialect
 from .writers import part_of
 
-__all__ = ["items", "read", "write", "record_of", "call_ids", "result_ids", "call_names",
-           "content_part"]  # fmt: skip
+__all__ = ["items", "read", "write", "prompt_message", "record_of", "call_ids",
+           "result_ids", "call_names", "content_part"]  # fmt: skip
 
 _NO_IDS = FrozenMap()
 # Dialects whose messages are their own shape, asked first; the rest share one shape.
@@ -85,3 +85,21 @@ def content_part(block: Mapping) -> Mapping:
     """Return the neutral part of one content block of any dialect (a tool result's
     blocks, say); a block no dialect reads becomes a bare part of its type."""
     return part_of(block, "anthropic")
+
+
+def prompt_message(
+    dialect: str,
+    prompt: str | Sequence[Mapping],
+    *,
+    on_unsupported_part: str = "error",
+    max_part_bytes: int | None = None,
+) -> FrozenMap:
+    """Return the user message of a prompt in a dialect: a string, or a list of parts.
+
+    >>> prompt_message("anthropic", [{"type": "text", "text": "hi"}])["content"][0]["type"]
+    'text'
+    """
+    codec = DIALECTS[dialect]
+    if isinstance(prompt, str):
+        return codec.user_message(prompt)
+    return codec.user_message_parts(prompt, on_unsupported_part, max_part_bytes)
