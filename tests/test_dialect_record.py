@@ -75,8 +75,13 @@ def test_the_cli_offers_every_row_and_defaults_to_the_first():
 
 ITEMS = [
     ("user", "what is 2+2?"),
-    ("assistant", [{"type": "text", "text": "adding"}], [("call_a1", "add", {"a": 2, "b": 2}, {})],
-     [], {}),  # fmt: skip
+    (
+        "assistant",
+        [{"type": "text", "text": "adding"}],
+        [("call_a1", "add", {"a": 2, "b": 2}, {})],
+        [],
+        {},
+    ),  # fmt: skip
     ("result", "call_a1", "4", False),
     ("assistant", [{"type": "text", "text": "4"}], [], [], {}),
 ]
