@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from pathlib import PurePath
 from typing import Any, NamedTuple
 
+from .core.wire import view
+
 __all__ = ["Chat", "Row", "plain", "rows_of", "show", "text_of_rows"]
 
 
@@ -79,78 +81,35 @@ def _text_of(content: Any) -> str:
     return "\n".join(texts)
 
 
-def _item_rows(role: str, item: Mapping, names: dict) -> list[Row]:
-    """Return the rows of one item of a message holding items (a Responses turn)."""
-    kind = item.get("type")
-    if kind == "function_call":
-        names[item.get("call_id")] = item.get("name", "?")
-        return [Row("call", role, f"{item.get('name', '?')}({item.get('arguments', '')})")]
-    if kind == "function_call_output":
-        name = names.get(item.get("call_id"), item.get("call_id", "?"))
-        return [Row("result", name, _text_of(item.get("output")))]
-    if kind == "message" or (kind is None and "content" in item):
-        content = item.get("content")
-        parts = () if isinstance(content, str) or content is None else content
-        refusals = [p["refusal"] for p in parts
-                    if isinstance(p, Mapping) and isinstance(p.get("refusal"), str)]  # fmt: skip
-        rows = [Row("message", role, _text_of(content))] if _text_of(content) else []
-        return rows + [Row("message", role, f"[refusal] {r}") for r in refusals]
-    return []  # reasoning is not part of the answer shown, other items say nothing here
+def _args(raw: Any) -> str:
+    return raw if isinstance(raw, str) else _json(raw if raw is not None else {})
 
 
-def _part_rows(role: str, part: Mapping, names: dict) -> list[Row]:
-    """Return the rows of one part of a Gemini message (its thoughts are not shown)."""
-    call, answer = part.get("functionCall"), part.get("functionResponse")
-    if isinstance(call, Mapping):
-        names[call.get("id")] = call.get("name", "?")
-        return [Row("call", role, f"{call.get('name', '?')}({_json(call.get('args', {}))})")]
-    if isinstance(answer, Mapping):
-        said = answer.get("response") if isinstance(answer.get("response"), Mapping) else {}
-        value = said.get("output", said.get("error", ""))
-        name = names.get(answer.get("id"), answer.get("name") or "?")
-        text = value if isinstance(value, str) else _json(value)
-        return [Row("result", name, text, "error" in said and "output" not in said)]
-    text = part.get("text")
-    return [Row("message", role, text)] if isinstance(text, str) and text and not part.get(
-        "thought") else []  # fmt: skip
+def _item_rows(role: str, item: tuple, names: dict) -> list[Row]:
+    """Return the rows of one neutral item (core.wire.view): reasoning is not shown."""
+    kind = item[0]
+    if kind == "result":
+        _, i, content, error = item
+        return [Row("result", names.get(i, i if i is not None else "?"), _text_of(content), error)]
+    if kind != "assistant":
+        text = _text_of(item[1])
+        return [Row("message", role, text)] if text else []
+    _, parts, calls, _extras, own = item
+    text = _text_of(parts)
+    rows = [Row("message", role, text)] if text else []
+    if isinstance(own.get("refusal"), str) and own["refusal"]:
+        rows.append(Row("message", role, f"[refusal] {own['refusal']}"))
+    for i, name, raw, _ in calls:
+        names[i] = name or "?"
+        rows.append(Row("call", role, f"{name or '?'}({_args(raw)})"))
+    return rows
 
 
 def _message_rows(m: Mapping, names: dict) -> list[Row]:
-    """Return the rows of one message (any dialect); `names` maps call ids to tool names."""
+    """Return the rows of one message (any dialect, read through the neutral view);
+    `names` maps call ids to tool names."""
     role = m.get("role", "?")
-    content = m.get("content")
-    if isinstance(m.get("items"), Sequence):  # a message of items: one row per item
-        rows = [r for i in m["items"] if isinstance(i, Mapping) for r in _item_rows(role, i, names)]
-        return rows or [Row("message", role, "")]
-    if isinstance(m.get("parts"), Sequence):  # a Gemini message of parts: a row per part
-        rows = [r for p in m["parts"] if isinstance(p, Mapping) for r in _part_rows(role, p, names)]
-        return rows or [Row("message", role, "")]
-    if role == "tool":  # openai tool result
-        return [Row("result", names.get(m.get("tool_call_id"), m.get("tool_call_id", "?")),
-                    _text_of(content))]  # fmt: skip
-    rows = []
-    text = _text_of(content)
-    if text:
-        rows.append(Row("message", role, text))
-    if isinstance(m.get("refusal"), str) and m["refusal"]:  # an openai refusal
-        rows.append(Row("message", role, f"[refusal] {m['refusal']}"))
-    for call in m.get("tool_calls") or ():  # openai assistant calls
-        fn = call.get("function", {})
-        names[call.get("id")] = fn.get("name", "?")
-        rows.append(Row("call", role, f"{fn.get('name', '?')}({fn.get('arguments', '')})"))
-    for block in () if content is None or isinstance(content, str) else content:
-        if not isinstance(block, Mapping):
-            continue
-        if block.get("type") == "tool_use":  # anthropic call
-            names[block.get("id")] = block.get("name", "?")
-            rows.append(
-                Row("call", role, f"{block.get('name', '?')}({_json(block.get('input', {}))})")
-            )
-        elif block.get("type") == "tool_result":  # anthropic result
-            name = names.get(block.get("tool_use_id"), block.get("tool_use_id", "?"))
-            rows.append(
-                Row("result", name, _text_of(block.get("content")), bool(block.get("is_error")))
-            )
+    rows = [r for item in view.read(m) for r in _item_rows(role, item, names)]
     return rows or [Row("message", role, "")]
 
 

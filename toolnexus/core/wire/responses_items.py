@@ -52,7 +52,7 @@ def read(m: Mapping, ids: Mapping) -> list[tuple]:
     if m.get("role") != "assistant":
         return [("result", ids.get(i.get("call_id"), i.get("call_id")), i.get("output"), False)
                 for i in items if i.get("type") == "function_call_output"]  # fmt: skip
-    parts, calls, extras = [], [], []
+    parts, calls, extras, refusals = [], [], [], []
     for item in items:
         kind = item.get("type")
         if kind == "function_call":
@@ -64,9 +64,14 @@ def read(m: Mapping, ids: Mapping) -> list[tuple]:
             content = item.get("content")
             if isinstance(content, str):
                 parts.append(FrozenMap({"type": "text", "text": content}))
-            else:
-                parts += [p for p in map(R.from_part, _blocks(item)) if p is not None]
-    return [("assistant", parts, calls, extras, {})]
+                continue
+            blocks = _blocks(item)
+            refusals += [b.get("refusal") or "" for b in blocks if b.get("type") == "refusal"]
+            said = [R.from_part(b) for b in blocks if b.get("type") != "refusal"]
+            parts += [p for p in said if p is not None]
+    # A refusal is the model's own kind of answer: the view keeps it apart from its text.
+    own = {"refusal": "".join(refusals)} if refusals else {}
+    return [("assistant", parts, calls, extras, own)]
 
 
 def gathers(message: Mapping) -> bool:
