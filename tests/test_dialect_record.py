@@ -122,3 +122,24 @@ def test_the_compactor_reads_every_dialect_through_the_view(dialect):
     summary = extractive_summary(messages)
     assert "[called add]" in summary and "[tool result: 4]" in summary, summary
     assert "what is 2+2?" in summary
+
+
+def test_a_summary_leads_a_tail_that_starts_with_a_message_of_parts():
+    """A Gemini prompt with media is a message of parts, no `content`: compacting before
+    it raised KeyError('content'). The summary now leads it, in its own shape."""
+    from toolnexus.hooks import SUMMARY_PREFIX, compact
+
+    gemini = DIALECTS["gemini"]
+    first = gemini.user_message_parts(
+        [
+            {"type": "text", "text": "look"},
+            {"type": "image", "mimeType": "image/png", "data": "aGk="},
+        ]
+    )
+    old = [{"role": "user", "content": "old " * 100}, {"role": "assistant", "content": "a " * 100}]
+    out = compact([*old, first, {"role": "assistant", "content": "ok"}], 50, keep_tail=2)
+    assert len(out) == 2 and out[1] == {"role": "assistant", "content": "ok"}
+    led = out[0]
+    assert view.record_of(led) is gemini and led["role"] == "user"
+    assert led["parts"][0]["text"].startswith(SUMMARY_PREFIX + "- user: old old")
+    assert list(led["parts"][1:]) == list(first["parts"])  # what the user sent, as sent

@@ -66,6 +66,8 @@ def _with_summary(summary: str, tail: PVector) -> PVector:
     """Return the tail led by the summary as a user message (merged into a leading user
     message, so roles still alternate under either dialect)."""
     text = SUMMARY_PREFIX + summary
+    if tail and tail[0].get("role") == "user" and "content" not in tail[0]:
+        return tail.set(0, _led_by(text, tail[0]))  # a message of its dialect's own shape
     if tail and tail[0].get("role") == "user":
         first = tail[0]
         content = first["content"]
@@ -79,6 +81,20 @@ def _with_summary(summary: str, tail: PVector) -> PVector:
             )
         return tail.set(0, merged)
     return pvector([FrozenMap({"role": "user", "content": text})]) + tail
+
+
+def _led_by(text: str, message: Mapping) -> Mapping:
+    """Return a user message of a dialect's own shape (Gemini's parts) with `text` first,
+    read and written back through the neutral view."""
+    record = view.record_of(message)
+    said = [p for item in view.read(message) if item[0] == "user" for p in _parts(item[1])]
+    led = [("user", [FrozenMap({"type": "text", "text": text}), *said])]
+    (written,) = record.write(led, "text")[0]
+    return written
+
+
+def _parts(content: Any) -> list:
+    return [FrozenMap({"type": "text", "text": content})] if isinstance(content, str) else content
 
 
 def compact(
