@@ -19,6 +19,7 @@ from .client import (
 )
 from .core.errors import ProviderError, RunCancelledError, RunTimeoutError
 from .core.genai import from_genai, to_genai
+from .core.neutral import from_neutral, to_neutral
 from .core.output import OutputError
 from .core.retry import failure_kind, provider_fault
 from .core.tool import define_tool, execute_tool, sanitize, tool, tool_result
@@ -101,6 +102,7 @@ __all__ = [
     "file_url",
     "forget",
     "from_genai",
+    "from_neutral",
     "get_chat_history",
     "http_tool",
     "image",
@@ -120,6 +122,7 @@ __all__ = [
     "to_anthropic",
     "to_gemini",
     "to_genai",
+    "to_neutral",
     "to_json",
     "to_openai",
     "tool",

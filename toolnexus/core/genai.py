@@ -230,19 +230,6 @@ def from_genai(
         raise ValueError(f"unknown style {style!r}: expected one of {tuple(DIALECTS)}")
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError("GenAI messages are a list of {role, parts} objects")
-    out: list = []
-    pending: list = []
-
-    def write() -> None:
-        out.extend(view.write(pending, style, on_unsupported_part)[0])
-        pending.clear()
-
-    for n, m in enumerate(messages):
-        for item in _message_items(m, n):
-            if item[0] == "system":  # kept in place, in every dialect (see translate)
-                write()
-                out.append(FrozenMap({"role": "system", "content": item[1]}))
-            else:
-                pending.append(item)
-    write()
+    said = [item for n, m in enumerate(messages) for item in _message_items(m, n)]
+    out = view.transcript_of(said, style, on_unsupported_part)
     return translate(out, style, keep_system=True, on_unsupported_part=on_unsupported_part).messages

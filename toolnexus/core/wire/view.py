@@ -28,7 +28,7 @@ from . import DIALECTS
 from .dialect import Dialect
 from .writers import part_of
 
-__all__ = ["items", "read", "write", "prompt_message", "record_of", "call_ids",
+__all__ = ["items", "read", "write", "transcript_of", "prompt_message", "record_of", "call_ids",
            "result_ids", "call_names", "content_part"]  # fmt: skip
 
 _NO_IDS = FrozenMap()
@@ -62,6 +62,24 @@ def write(
     """Return neutral items as messages of `dialect`, and the system texts it lifts out
     of its messages (Messages' top-level `system`)."""
     return DIALECTS[dialect].write(list(neutral), on_unsupported_part)
+
+
+def transcript_of(
+    neutral: Sequence[tuple], dialect: str, on_unsupported_part: str = "error"
+) -> list[FrozenMap]:
+    """Return neutral items as messages of `dialect`, each system item kept in place as a
+    system message (as the loop saves them; a request lifts them where it must)."""
+    out: list[FrozenMap] = []
+    pending: list[tuple] = []
+    for item in [*neutral, ("system", None)]:  # the last one only flushes
+        if item[0] != "system":
+            pending.append(item)
+            continue
+        out += write(pending, dialect, on_unsupported_part)[0] if pending else []
+        pending.clear()
+        if item[1] is not None:
+            out.append(FrozenMap({"role": "system", "content": item[1]}))
+    return out
 
 
 def call_ids(message: Mapping) -> tuple[str, ...]:
