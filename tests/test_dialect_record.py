@@ -2,6 +2,7 @@
 table read off the registry; every feature reads messages through the neutral view."""
 
 import dataclasses
+import re
 import typing
 
 import pytest
@@ -143,3 +144,55 @@ def test_a_summary_leads_a_tail_that_starts_with_a_message_of_parts():
     assert view.record_of(led) is gemini and led["role"] == "user"
     assert led["parts"][0]["text"].startswith(SUMMARY_PREFIX + "- user: old old")
     assert list(led["parts"][1:]) == list(first["parts"])  # what the user sent, as sent
+
+
+# ---- the public view: to_neutral / from_neutral ------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from toolnexus import from_neutral, to_neutral  # noqa: E402
+from toolnexus.testing.strategies import transcripts  # noqa: E402
+
+
+def _calls(items):
+    return [c[1] for i in items if i[0] == "assistant" for c in i[2]]
+
+
+@given(transcripts(), st.sampled_from(ROWS))
+def test_any_transcript_goes_through_the_view_into_any_dialect(t, target):
+    """What is said survives: the tools called in order, each answered, no orphan."""
+    items = to_neutral(t)
+    back = from_neutral(items, target)
+    assert _calls(to_neutral(back)) == _calls(items)
+    assert T.dangling(back) == {"unanswered": (), "orphaned": ()}
+    results = [i for i in to_neutral(back) if i[0] == "result"]
+    assert len(results) == sum(1 for i in items if i[0] == "result")
+
+
+@pytest.mark.parametrize(
+    ("items", "said"),
+    [
+        ("user hi", "neutral items are a list of tuples"),
+        ([("user",)], "item 0: a neutral item is a tuple of one of 'system' (2 fields)"),
+        ([("speak", "x")], "item 0: a neutral item"),
+        ([["user", "hi"]], "item 0: a neutral item"),
+        ([("user", "hi"), ("assistant", [], [("c1", "f")], [], {})], "item 1: each call is"),
+    ],
+)
+def test_from_neutral_says_what_is_wrong_with_its_items(items, said):
+    with pytest.raises(ValueError, match=re.escape(said)):
+        from_neutral(items)
+
+
+def test_from_neutral_refuses_an_unknown_style_or_policy():
+    with pytest.raises(ValueError, match="unknown style 'bedrock': expected one of"):
+        from_neutral([("user", "hi")], "bedrock")
+    with pytest.raises(ValueError, match="on_unsupported_part must be one of"):
+        from_neutral([("user", "hi")], on_unsupported_part="drop")
+
+
+def test_system_items_stay_in_place_in_every_dialect():
+    for style in ROWS:
+        out = from_neutral([("system", "be brief"), ("user", "hi")], style)
+        assert out[0] == {"role": "system", "content": "be brief"}, style
