@@ -178,7 +178,7 @@ def _tools(tk: FrozenMap | None):
 
 def _declared(tk: FrozenMap | None, dialect: Any) -> list[dict]:
     # A dialect's request `tools` (ours, then its provider tools) as plain JSON values.
-    return thaw(list(dialect.encode_tools(tk))) if tk else []
+    return json.loads(message_text(list(dialect.encode_tools(tk)))) if tk else []
 
 
 def to_openai(tk: FrozenMap | None) -> list[dict]:
