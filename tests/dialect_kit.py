@@ -45,13 +45,20 @@ def _input_messages(items: Sequence[Mapping]) -> list[dict]:
     return out
 
 
-def _content_message(c: Mapping) -> dict:
-    """Return a Gemini request content as the transcript's message (roles ours)."""
+def _content_messages(c: Mapping) -> list[dict]:
+    """Return a Gemini request content as the transcript's messages (roles ours): a
+    user content holding answers and words (joined in a request) is split in order."""
     parts = list(c.get("parts") or ())
     if c.get("role") == "model":
-        return {"role": "assistant", "parts": parts}
-    answers = any(isinstance(p, Mapping) and "functionResponse" in p for p in parts)
-    return {"role": _TOOL_ROLE if answers else "user", "parts": parts}
+        return [{"role": "assistant", "parts": parts}]
+    out: list[dict] = []
+    for p in parts:
+        role = _TOOL_ROLE if isinstance(p, Mapping) and "functionResponse" in p else "user"
+        if out and out[-1]["role"] == role:
+            out[-1]["parts"].append(p)
+        else:
+            out.append({"role": role, "parts": [p]})
+    return out
 
 
 def _system(system: Any) -> list[dict]:
@@ -69,7 +76,7 @@ def transcript_of(body: Mapping) -> list[dict]:
     dialect (a system text lifted out of the messages put back first)."""
     if "contents" in body:
         head = _system(body.get("systemInstruction"))
-        return head + [_content_message(c) for c in body["contents"]]
+        return head + [m for c in body["contents"] for m in _content_messages(c)]
     if "input" in body:
         head = _system(body.get("instructions"))
         return head + _input_messages(list(body["input"]))
