@@ -14,7 +14,8 @@ from typing import Any
 
 from toolnexus.core.wire import DIALECTS, view
 
-__all__ = ["STYLES", "covers", "sent", "transcript_of", "said", "calls", "results", "text_of"]
+__all__ = ["STYLES", "covers", "sent", "transcript_of", "said", "calls", "results", "text_of",
+           "declared_tools"]  # fmt: skip
 
 STYLES = tuple(DIALECTS)  # every row of the registry, the default first
 
@@ -108,3 +109,23 @@ def calls(items: Sequence[tuple]) -> list[tuple]:
 def results(items: Sequence[tuple]) -> list[tuple]:
     """Return (call id, text) of every result the items carry, in order."""
     return [(i[1], text_of(i[2])) for i in items if i[0] == "result"]
+
+
+def declared_tools(body: Mapping) -> list[str]:
+    """Return the names of the tools a request declares, in order, whatever the nesting
+    of its dialect's tool entries (a schema names its properties as keys, never "name")."""
+    out: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, Mapping):
+            if isinstance(x.get("name"), str):
+                out.append(x["name"])
+                return
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, Sequence) and not isinstance(x, str):
+            for v in x:
+                walk(v)
+
+    walk(body.get("tools") or ())
+    return out

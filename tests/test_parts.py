@@ -7,11 +7,12 @@ import base64
 import os
 
 import pytest
+from dialect_kit import STYLES
 
 from toolnexus import audio, audio_url, file, file_url, image, image_url, text
 from toolnexus.core.frozen import thaw
 from toolnexus.core.transcript import freeze_transcript
-from toolnexus.core.wire import anthropic, openai
+from toolnexus.core.wire import DIALECTS, anthropic, openai
 from toolnexus.core.wire.parts import UnsupportedPartError, check_part, check_part_size
 from toolnexus.store import file_store, sqlite_store
 from toolnexus.testing import validate_anthropic_request, validate_openai_request
@@ -145,9 +146,9 @@ def test_a_prompt_of_parts_must_be_a_non_empty_list():
             openai.user_message_parts(bad)
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", STYLES)
 def test_parts_survive_a_store_round_trip(tmp_path, files, dialect):
-    codec = {"openai": openai, "anthropic": anthropic}[dialect]
+    codec = DIALECTS[dialect]
     msg = codec.user_message_parts([text("look"), image(files["cat.PNG"]), file(files["doc.pdf"])])
     transcript = freeze_transcript([msg, {"role": "assistant", "content": "a cat"}])
     for store in (sqlite_store(tmp_path / "parts.db"), file_store(tmp_path / "files")):
