@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolnexus.core.wire import DIALECTS, view
 
-__all__ = ["STYLES", "covers", "sent", "transcript_of", "said", "calls", "results", "text_of",
-           "declared_tools"]  # fmt: skip
+__all__ = ["STYLES", "covers", "url_of", "path_of", "sent", "transcript_of", "said", "calls",
+           "results", "text_of", "declared_tools"]  # fmt: skip
 
 STYLES = tuple(DIALECTS)  # every row of the registry, the default first
 
@@ -27,6 +28,17 @@ def covers(table: Mapping, what: str = "table") -> Mapping:
     (and no other), so a new dialect fails here instead of being skipped."""
     assert set(table) == set(DIALECTS), f"{what} must cover the registry: {sorted(table)}"
     return table
+
+
+def url_of(style: str, base_url: str, model: str = "m") -> str:
+    """Return the URL a dialect's (whole) request for `model` goes to, off its record."""
+    d = DIALECTS[style]
+    return d.model_url(base_url, model) if d.model_url else d.url(base_url)
+
+
+def path_of(style: str, base_url: str, model: str = "m") -> str:
+    """Return the path of `url_of`."""
+    return urlsplit(url_of(style, base_url, model)).path
 
 
 def _input_messages(items: Sequence[Mapping]) -> list[dict]:

@@ -2,10 +2,9 @@
 
 import json
 import threading
-from urllib.parse import urlsplit
 
 import pytest
-from dialect_kit import STYLES, results, said, sent
+from dialect_kit import STYLES, path_of, results, said, sent
 
 from toolnexus import (
     ProviderError,
@@ -63,12 +62,6 @@ def tool_messages(body):
     return results(sent(body))
 
 
-def _path(style: str, base_url: str) -> str:
-    """The path a dialect's request goes to, read off its record."""
-    d = DIALECTS[style]
-    return urlsplit(d.model_url(base_url, "m") if d.model_url else d.url(base_url)).path
-
-
 @pytest.mark.parametrize("style", STYLES)
 def test_weather_scenario(style):
     with fake_provider(WEATHER) as fp:
@@ -83,7 +76,7 @@ def test_weather_scenario(style):
     ]
     assert dict(r["usage"]) == {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
     first, second = fp.requests
-    assert first["path"] == _path(style, fp.url)
+    assert first["path"] == path_of(style, fp.url)
     wanted = DIALECTS[style].headers(KEY)
     assert any(KEY in v for v in wanted.values())  # the key goes in a header
     assert {k: first["headers"][k] for k in wanted} == wanted
