@@ -16,9 +16,12 @@ from urllib.parse import urlsplit
 from toolnexus.core.wire import DIALECTS, view
 
 __all__ = ["STYLES", "covers", "url_of", "path_of", "sent", "transcript_of", "said", "calls",
-           "results", "text_of", "declared_tools"]  # fmt: skip
+           "results", "text_of", "declared_tools", "mixed", "RING"]  # fmt: skip
 
 STYLES = tuple(DIALECTS)  # every row of the registry, the default first
+# Each row with the next one (the last with the first): every row once on each side of a
+# pair, for tests of two dialects in turn that need not run every pair.
+RING = tuple(zip(STYLES, STYLES[1:] + STYLES[:1], strict=True))
 
 _TOOL_ROLE = "tool"
 
@@ -28,6 +31,13 @@ def covers(table: Mapping, what: str = "table") -> Mapping:
     (and no other), so a new dialect fails here instead of being skipped."""
     assert set(table) == set(DIALECTS), f"{what} must cover the registry: {sorted(table)}"
     return table
+
+
+def mixed(n: int, start: int = 0) -> tuple[str, ...]:
+    """Return `n` distinct rows of the registry from the `start`th on (wrapping round),
+    for a chain of clients of different dialects."""
+    assert n <= len(STYLES), f"the registry has {len(STYLES)} rows, not {n}"
+    return tuple(STYLES[(start + i) % len(STYLES)] for i in range(n))
 
 
 def url_of(style: str, base_url: str, model: str = "m") -> str:
