@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from toolnexus.core.wire import DIALECTS, view
 
 __all__ = ["STYLES", "covers", "url_of", "path_of", "sent", "transcript_of", "said", "calls",
-           "results", "text_of", "declared_tools", "mixed", "RING"]  # fmt: skip
+           "results", "text_of", "declared_tools", "mixed", "RING", "others"]  # fmt: skip
 
 STYLES = tuple(DIALECTS)  # every row of the registry, the default first
 # Each row with the next one (the last with the first): every row once on each side of a
@@ -31,6 +31,13 @@ def covers(table: Mapping, what: str = "table") -> Mapping:
     (and no other), so a new dialect fails here instead of being skipped."""
     assert set(table) == set(DIALECTS), f"{what} must cover the registry: {sorted(table)}"
     return table
+
+
+def others(home: str) -> tuple[str, ...]:
+    """Return every row of the registry but `home` (the dialect a transcript was made in:
+    the ones that continue it from another dialect)."""
+    assert home in DIALECTS, home
+    return tuple(d for d in STYLES if d != home)
 
 
 def mixed(n: int, start: int = 0) -> tuple[str, ...]:
