@@ -9,7 +9,7 @@ by `covers`: a row it lacks fails loudly rather than being skipped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,9 +26,10 @@ RING = tuple(zip(STYLES, STYLES[1:] + STYLES[:1], strict=True))
 _TOOL_ROLE = "tool"
 
 
-def covers(table: Mapping, what: str = "table") -> Mapping:
-    """Return `table` after asserting it has a row for every dialect of the registry
-    (and no other), so a new dialect fails here instead of being skipped."""
+def covers(table: Collection, what: str = "table") -> Collection:
+    """Return `table` (a mapping by dialect, or the dialects some cases name) after
+    asserting it names every dialect of the registry and no other, so a new dialect
+    fails here instead of being skipped."""
     assert set(table) == set(DIALECTS), f"{what} must cover the registry: {sorted(table)}"
     return table
 

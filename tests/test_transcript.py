@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from dialect_kit import covers
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyrsistent import pvector
@@ -432,6 +433,8 @@ SENT_RESULT = {
         ],
     },
 }
+
+covers(UNANSWERED, "UNANSWERED"), covers(SENT_RESULT, "SENT_RESULT")
 
 
 @both
