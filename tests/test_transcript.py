@@ -398,17 +398,17 @@ UNANSWERED = {
             "content": [{"type": "tool_use", "id": "c1", "name": "w", "input": {}}],
         },
     ],
-}
-UNANSWERED["responses"] = [
-    {"role": "user", "content": "weather?"},
-    {"role": "assistant", "items": [{"type": "function_call", "call_id": "c1", "name": "w",
-                                     "arguments": "{}"}]},
-]  # fmt: skip
-UNANSWERED["gemini"] = [
-    {"role": "user", "content": "weather?"},
-    {"role": "assistant", "parts": [{"functionCall": {"id": "c1", "name": "w", "args": {}},
-                                     "thoughtSignature": "c2ln"}]},
-]  # fmt: skip
+    "responses": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "items": [{"type": "function_call", "call_id": "c1", "name": "w",
+                                         "arguments": "{}"}]},
+    ],
+    "gemini": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "parts": [{"functionCall": {"id": "c1", "name": "w", "args": {}},
+                                         "thoughtSignature": "c2ln"}]},
+    ],
+}  # fmt: skip
 SENT_RESULT = {
     "gemini": {
         "role": "tool",
