@@ -20,33 +20,53 @@ import threading
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolnexus import arun, astream, run, stream
-from toolnexus.testing.fake_provider import (
-    anthropic_response,
-    anthropic_stream,
-    openai_response,
-    openai_stream,
-    text_reply,
-)
+from toolnexus.core.wire import DIALECTS
+from toolnexus.testing.fake_replies import RESPONSES, stream_events, text_reply
 
 # handler(request) -> (status, headers, body bytes or an iterable of chunks)
 Answer = tuple[int, dict, Any]
 
 
+def _routes(base: str = "http://h/v1", model: str = "m") -> list[tuple[str, str, str, bool]]:
+    """Return (path end, query, dialect, streamed by its URL) of every registry row's
+    requests, for a client of `model` (read off the records; a base's own path and query
+    come before and after them)."""
+    out = []
+    for name, d in DIALECTS.items():
+        urls = [(d.url(base), False)] if d.model_url is None else [
+            (d.model_url(base, model, s), s) for s in (False, True)]  # fmt: skip
+        for url, streamed in urls:
+            split = urlsplit(url)
+            out.append((split.path.removeprefix("/v1"), split.query, name, streamed))
+    return out
+
+
+def _route(routes: list, target: str) -> tuple[str, bool]:
+    path, _, query = target.partition("?")
+    given = set(query.split("&"))
+    found = [(n, s) for end, q, n, s in routes
+             if path.endswith(end) and set(filter(None, q.split("&"))) <= given]  # fmt: skip
+    assert len(found) == 1, f"no one dialect serves {target}: {found}"
+    return found[0]
+
+
 def model_answer(text: str, gzipped: bool = False) -> Callable[[dict], Answer]:
     """Return a handler that answers any dialect's request with `text` (whole or streamed,
     as the request asks), gzip-encoded when `gzipped`."""
+    routes = _routes()
 
     def answer(req: dict) -> Answer:
         body, reply = req["json"], text_reply(text)
-        anthropic = req["path"].endswith("/messages")
-        if body.get("stream"):
-            events = (anthropic_stream if anthropic else openai_stream)(reply)
+        dialect, by_url = _route(routes, req["path"])
+        if body.get("stream") or by_url:
+            events = stream_events(reply, body, dialect, "m", 0)
             content: Any = b"".join(events)
             headers = {"content-type": "text/event-stream"}
         else:
-            made = (anthropic_response if anthropic else openai_response)(reply)
+            made = RESPONSES[dialect](reply, "m", 0)
             content, headers = json.dumps(made).encode(), {"content-type": "application/json"}
         if gzipped:
             content, headers = gzip.compress(content), {**headers, "content-encoding": "gzip"}

@@ -12,6 +12,7 @@ import re
 from typing import Optional
 
 import pytest
+from dialect_kit import STYLES, calls, covers, results, sent
 from hypothesis import given
 from hypothesis import strategies as st
 from published import available, spec_problems
@@ -20,11 +21,11 @@ from pyrsistent import pvector
 from toolnexus import create_client, define_tool, http_tool, image, run, text, tool, toolkit
 from toolnexus.core.frozen import FrozenMap, freeze, thaw
 from toolnexus.core.tool import NAME_RULE, tool_output
+from toolnexus.core.wire import view
 from toolnexus.core.wire.common import unique_id
 from toolnexus.skills import skill_tool
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 
-DIALECTS = ("openai", "anthropic")
 needs_specs = pytest.mark.skipif(
     not available(), reason="jsonschema is not installed (pip install -e '.[test]')"
 )
@@ -81,11 +82,19 @@ def test_property_a_name_is_accepted_exactly_when_it_matches_the_rule(name):
 
 # ---- a forced tool_choice -------------------------------------------------------------
 
-FORCED = {
-    "openai": [{"type": "function", "function": {"name": "add"}}, "required"],
-    "anthropic": [{"type": "tool", "name": "add"}, {"type": "any"}],
-}
-AUTO = {"openai": "auto", "anthropic": {"type": "auto"}}
+# Each API's own words for "call add" and "call a tool", then for "auto": facts of the
+# APIs no record states, so a table, checked to cover every row of the registry.
+_GEMINI_ANY = {"functionCallingConfig": {"mode": "ANY"}}
+FORCED = covers({
+    "openai": ("tool_choice", [{"type": "function", "function": {"name": "add"}}, "required"],
+               "auto"),
+    "anthropic": ("tool_choice", [{"type": "tool", "name": "add"}, {"type": "any"}],
+                  {"type": "auto"}),
+    "responses": ("tool_choice", [{"type": "function", "name": "add"}, "required"], "auto"),
+    "gemini": ("toolConfig", [
+        {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["add"]}},
+        _GEMINI_ANY], {"functionCallingConfig": {"mode": "AUTO"}}),
+}, "FORCED")  # fmt: skip
 
 
 @define_tool
@@ -94,18 +103,19 @@ def add(a: int, b: int) -> str:
     return str(a + b)
 
 
-@pytest.mark.parametrize("style", DIALECTS)
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("which", [0, 1])
 def test_a_forced_tool_choice_applies_to_the_first_turn_only(style, which):
-    forced = FORCED[style][which]
+    key, choices, auto = FORCED[style]
+    forced = choices[which]
     script = [tool_calls_reply(("add", {"a": 1, "b": 2})), text_reply("3")]
     with fake_provider(script) as fp:
-        c = _client(fp, style, request_params={"tool_choice": forced})
+        c = _client(fp, style, request_params={key: forced})
         r = run(c, "1+2?", toolkit=toolkit(add))
     assert r["status"] == "done" and r["text"] == "3"
     first, second = _bodies(fp)
-    assert first["tool_choice"] == forced
-    assert second["tool_choice"] == AUTO[style]
+    assert first[key] == forced
+    assert second[key] == auto
     _check_specs(fp, style)
 
 
@@ -125,7 +135,7 @@ def test_each_run_starts_forced_again():
         c = _client(fp, "anthropic", request_params={"tool_choice": forced})
         r = run(c, "1+2?", toolkit=toolkit(add))
         run(c, "and again?", toolkit=toolkit(add), history=r["messages"])
-    assert [b["tool_choice"] for b in _bodies(fp)] == [forced, AUTO["anthropic"]] * 2
+    assert [b["tool_choice"] for b in _bodies(fp)] == [forced, FORCED["anthropic"][2]] * 2
 
 
 # ---- Optional parameters accept null --------------------------------------------------
@@ -137,7 +147,7 @@ def forecast(city: str, days: Optional[int] = None, unit: Optional[str] = None) 
     return f"{city}:{days}:{unit}"
 
 
-@pytest.mark.parametrize("style", DIALECTS)
+@pytest.mark.parametrize("style", STYLES)
 def test_an_optional_parameter_accepts_the_null_a_strict_model_sends(style):
     args = {"city": "Oslo", "days": None, "unit": None}
     script = [tool_calls_reply(("forecast", args)), text_reply("ok")]
@@ -158,15 +168,15 @@ def test_optional_still_checks_its_type():
 # ---- tool values ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("style", DIALECTS)
+@pytest.mark.parametrize("style", STYLES)
 def test_a_tool_returning_library_values_sends_json_never_a_repr(style):
     value = FrozenMap({"temps": pvector([1, 2]), "unit": "c", "ok": True, "none": None})
     t = tool("temps", "Temperatures.", None, lambda a: value)
     script = [tool_calls_reply(("temps", {})), text_reply("ok")]
     with fake_provider(script) as fp:
         r = run(_client(fp, style), "temps?", toolkit=toolkit(t))
-    sent = json.dumps(_bodies(fp)[1]["messages"])
-    assert "FrozenMap(" not in sent and "pvector(" not in sent
+    said = json.dumps(_bodies(fp)[1])
+    assert "FrozenMap(" not in said and "pvector(" not in said
     assert json.loads(r["tool_calls"][0]["output"]) == thaw(value)
     _check_specs(fp, style)
 
@@ -293,23 +303,18 @@ ECHO = tool("echo", "Echo n.", {"type": "object", "properties": {"n": {"type": "
             _echo)  # fmt: skip
 
 
-@pytest.mark.parametrize("style", DIALECTS)
+@pytest.mark.parametrize("style", STYLES)
 def test_two_calls_sharing_an_id_go_out_distinct_and_paired_in_order(style):
-    calls = [{"id": "call_1", "name": "echo", "arguments": {"n": 1}},
+    twice = [{"id": "call_1", "name": "echo", "arguments": {"n": 1}},
              {"id": "call_1", "name": "echo", "arguments": {"n": 2}}]  # fmt: skip
-    with fake_provider([tool_calls_reply(*calls), text_reply("done")]) as fp:
+    with fake_provider([tool_calls_reply(*twice), text_reply("done")]) as fp:
         r = run(_client(fp, style), "echo twice", toolkit=toolkit(ECHO))
     assert [c["output"] for c in r["tool_calls"]] == ["n=1", "n=2"]
     ids = [c["id"] for c in r["tool_calls"]]
     assert len(set(ids)) == 2 and ids[0] == "call_1"
-    messages = _bodies(fp)[1]["messages"]
-    if style == "openai":
-        sent = [c["id"] for c in messages[1]["tool_calls"]]
-        results = [(m["tool_call_id"], m["content"]) for m in messages[2:]]
-    else:
-        sent = [b["id"] for b in messages[1]["content"] if b["type"] == "tool_use"]
-        results = [(b["tool_use_id"], b["content"]) for b in messages[2]["content"]]
-    assert sent == ids and results == [(ids[0], "n=1"), (ids[1], "n=2")]
+    items = sent(_bodies(fp)[1])
+    assert [i for i, _ in calls(items)] == ids
+    assert results(items) == [(ids[0], "n=1"), (ids[1], "n=2")]
     _check_specs(fp, style)
 
 
@@ -334,32 +339,37 @@ DUPLICATED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("style", DIALECTS)
+@pytest.mark.parametrize("style", STYLES)
 def test_a_stored_turn_sharing_an_id_is_remapped_in_order(style):
     with fake_provider([text_reply("ok")]) as fp:
         run(_client(fp, style), "again", toolkit=toolkit(ECHO), history=DUPLICATED)
-    messages = _bodies(fp)[0]["messages"]
-    if style == "openai":
-        ids = [c["id"] for c in messages[1]["tool_calls"]]
-        results = [(m["tool_call_id"], m["content"]) for m in messages[2:4]]
-    else:
-        ids = [b["id"] for b in messages[1]["content"]]
-        results = [(b["tool_use_id"], b["content"]) for b in messages[2]["content"]]
+    items = sent(_bodies(fp)[0])
+    ids = [i for i, _ in calls(items)]
     assert len(set(ids)) == 2 and ids[0] == "c1"
-    assert results == [(ids[0], "n=1"), (ids[1], "n=2")]
+    assert results(items) == [(ids[0], "n=1"), (ids[1], "n=2")]
     _check_specs(fp, style)
 
 
-@pytest.mark.parametrize("first, then", [("openai", "anthropic"), ("anthropic", "openai")])
+def _images(items) -> int:
+    """How many images the neutral items carry, in prompts, answers and results (whose
+    blocks are their dialect's own: read by the view)."""
+    parts = [p for i in items if i[0] in ("user", "assistant") and not isinstance(i[1], str)
+             for p in i[1]]  # fmt: skip
+    parts += [view.content_part(b) for i in items if i[0] == "result"
+              and not isinstance(i[2], str) for b in i[2]]  # fmt: skip
+    return sum(1 for p in parts if p.get("type") == "image")
+
+
+@pytest.mark.parametrize("first, then", [(a, b) for a in STYLES for b in STYLES if a != b])
 def test_a_tool_s_image_survives_a_switch_of_dialect(first, then):
     t = tool("chart", "Draw a chart.", None, _chart)
     script = [tool_calls_reply(("chart", {})), text_reply("a chart"), text_reply("still")]
     with fake_provider(script) as fp:
         r = run(_client(fp, first), "chart?", toolkit=toolkit(t))
         run(_client(fp, then), "and now?", toolkit=toolkit(t), history=r["messages"])
-    sent = json.dumps(_bodies(fp)[-1]["messages"])
-    assert ("image_url" if then == "openai" else '"type": "image"') in sent
-    assert "the chart:" in sent
+    last = _bodies(fp)[-1]
+    assert _images(sent(last)) == 1
+    assert "the chart:" in json.dumps(last)
     if available():
         styles = (first, first, then)
         assert [spec_problems(b, s) for b, s in zip(_bodies(fp), styles, strict=True)] == [[]] * 3

@@ -1,9 +1,10 @@
-"""The client and the loop over real HTTP (the loopback fake provider), both dialects."""
+"""The client and the loop over real HTTP (the loopback fake provider), every dialect."""
 
 import json
 import threading
 
 import pytest
+from dialect_kit import STYLES, path_of, results, said, sent
 
 from toolnexus import (
     ProviderError,
@@ -16,11 +17,11 @@ from toolnexus import (
     run,
     toolkit,
 )
+from toolnexus.core.wire import DIALECTS, view
 from toolnexus.store import file_store, in_memory_store
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
 
 KEY = "sk-test-very-secret-key"
-STYLES = ["openai", "anthropic"]
 
 
 @define_tool
@@ -56,28 +57,9 @@ def counting(store):
     return {"get": get, "save": save}, calls
 
 
-def texts(messages):
-    """The text of each message, whatever its dialect shape."""
-    return [
-        m["content"]
-        if isinstance(m["content"], str)
-        else "".join(b.get("text", "") for b in m["content"])
-        for m in messages
-    ]
-
-
-def tool_messages(style, body):
+def tool_messages(body):
     """The tool results a request carries, as (call id, content) pairs."""
-    msgs = body["messages"]
-    if style == "openai":
-        return [(m["tool_call_id"], m["content"]) for m in msgs if m["role"] == "tool"]
-    return [
-        (b["tool_use_id"], b["content"])
-        for m in msgs
-        if isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    ]
+    return results(sent(body))
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -94,21 +76,25 @@ def test_weather_scenario(style):
     ]
     assert dict(r["usage"]) == {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
     first, second = fp.requests
-    if style == "openai":
-        assert first["path"] == "/v1/chat/completions"
-        assert first["headers"]["Authorization"] == f"Bearer {KEY}"
-        assert first["body"]["tools"][0]["function"]["name"] == "get_weather"
-    else:
-        assert first["path"] == "/v1/messages"
-        assert first["headers"]["x-api-key"] == KEY
-        assert first["headers"]["anthropic-version"] == "2023-06-01"
-        assert first["body"]["max_tokens"] == 4096 and "system" not in first["body"]
-        assert first["body"]["tools"][0]["input_schema"]["required"] == ["city"]
+    assert first["path"] == path_of(style, fp.url)
+    wanted = DIALECTS[style].headers(KEY)
+    assert any(KEY in v for v in wanted.values())  # the key goes in a header
+    assert {k: first["headers"][k] for k in wanted} == wanted
+    assert json.dumps(first["body"]["tools"]).count('"get_weather"') == 1
     ids = [c["id"] for c in r["tool_calls"]]
-    assert tool_messages(style, second["body"]) == list(
-        zip(ids, ["sunny in Paris", "4"], strict=True)
-    )
+    assert tool_messages(second["body"]) == list(zip(ids, ["sunny in Paris", "4"], strict=True))
     assert KEY not in repr(r) and KEY not in repr(c)
+
+
+def test_anthropic_s_request_has_its_version_max_tokens_and_no_empty_system():
+    with fake_provider(WEATHER) as fp:
+        c = create_client(base_url=fp.url, style="anthropic", model="m", api_key=KEY)
+        run(c, "What's the weather in Paris and what is 2+2?", toolkit=TK)
+    first = fp.requests[0]
+    assert first["path"] == "/v1/messages"
+    assert first["headers"]["anthropic-version"] == "2023-06-01"
+    assert first["body"]["max_tokens"] == 4096 and "system" not in first["body"]
+    assert first["body"]["tools"][0]["input_schema"]["required"] == ["city"]
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -125,7 +111,7 @@ def test_tool_calls_of_one_turn_run_concurrently_and_return_in_order(style):
     with fake_provider(script) as fp:
         r = run(create_client(base_url=fp.url, style=style, model="m"), "go", toolkit=toolkit(slow))
     assert [t["output"] for t in r["tool_calls"]] == ["done 0", "done 1", "done 2"]
-    assert [o for _, o in tool_messages(style, fp.requests[1]["body"])] == [
+    assert [o for _, o in tool_messages(fp.requests[1]["body"])] == [
         "done 0", "done 1", "done 2",
     ]  # fmt: skip
 
@@ -251,19 +237,27 @@ def test_calls_chain_over_turns_and_max_turns_stops_incomplete(style):
     assert store["get"]("x") == r["messages"]
 
 
+def _text_arguments(style: str) -> bool:
+    """Whether a dialect carries a call's arguments as JSON text (so a model can send text
+    that is not JSON), read off the neutral view of a call written in it."""
+    call = ("assistant", [], [("c1", "add", '{"a": 1}', {})], [], {})
+    written, _ = view.write([("user", "x"), call], style)
+    return isinstance(view.items(written)[-1][2][0][2], str)
+
+
 @pytest.mark.parametrize("style", STYLES)
 def test_bad_arguments_and_unknown_tools_are_fed_back(style):
     bad = {"id": "c1", "name": "add", "arguments": "{not json"}
     arr = {"id": "c2", "name": "add", "arguments": "[1, 2]"}
     unknown = {"id": "c3", "name": "nope", "arguments": {}}
-    calls = [arr, unknown] if style == "anthropic" else [bad, arr, unknown]
+    calls = [bad, arr, unknown] if _text_arguments(style) else [arr, unknown]
     with fake_provider([tool_calls_reply(*calls), text_reply("sorry")]) as fp:
         r = run(create_client(base_url=fp.url, style=style, model="m"), "x", toolkit=TK)
     assert r["text"] == "sorry"
-    outs = [o for _, o in tool_messages(style, fp.requests[1]["body"])]
+    outs = [o for _, o in tool_messages(fp.requests[1]["body"])]
     assert "Unknown tool 'nope'" in outs[-1] and "get_weather, add" in outs[-1]
     assert "must be a JSON object" in outs[-2]
-    if style == "openai":
+    if _text_arguments(style):
         assert "not valid JSON" in outs[0]
     assert all(t["is_error"] for t in r["tool_calls"])
 
@@ -338,7 +332,7 @@ def test_custom_store_through_ask_counts_gets_and_saves(style):
         ask(c, "first", id="u")
         r = ask(c, "second", id="u")
     assert calls == {"get": 2, "save": 2}
-    assert texts(fp.requests[1]["body"]["messages"]) == ["first", "one", "second"]
+    assert said(sent(fp.requests[1]["body"])) == ["first", "one", "second"]
     assert [m["role"] for m in r["messages"]] == ["user", "assistant", "user", "assistant"]
 
 
@@ -367,8 +361,7 @@ def test_per_id_file_store_and_restart(style, tmp_path):
         # A "restart": a new client over the same directory continues alice only.
         c2 = create_client(base_url=fp.url, style=style, model="m", store=file_store(tmp_path))
         r = ask(c2, "alice 2", id="alice")
-    sent = texts(fp.requests[2]["body"]["messages"])
-    assert sent == ["alice 1", "A1", "alice 2"]
+    assert said(sent(fp.requests[2]["body"])) == ["alice 1", "A1", "alice 2"]
     assert conversation_store(c2)["get"]("alice") == r["messages"]
     assert [p.name for p in tmp_path.iterdir()].__len__() == 2
     assert all(p.parent == tmp_path for p in tmp_path.iterdir())
@@ -394,7 +387,7 @@ def test_seeded_transcript_grows_from_exactly_what_was_saved(style):
         c = create_client(base_url=fp.url, style=style, model="m")
         conversation_store(c)["save"]("s", seed)
         r = ask(c, "what is my name?", id="s")
-    assert fp.requests[0]["body"]["messages"][:2] == seed
+    assert said(sent(fp.requests[0]["body"]))[:2] == ["my name is Ada", "Hi Ada"]
     assert list(r["messages"][:2]) == seed
     assert conversation_store(c)["get"]("s") == r["messages"]
 

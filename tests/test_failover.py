@@ -8,6 +8,7 @@ import asyncio
 import threading
 
 import pytest
+from dialect_kit import RING, mixed
 from failover_kit import (
     BAD_REQUEST,
     Counter,
@@ -50,7 +51,10 @@ def providers():
         p.stop()
 
 
-def _chain(providers, styles=("anthropic", "openai"), **options):
+PAIR = mixed(2, 1)  # two rows of the registry, the second and third
+
+
+def _chain(providers, styles=PAIR, **options):
     clients = [client(p, s) for p, s in zip(providers, styles, strict=False)]
     return fallback(*clients, **options)
 
@@ -128,7 +132,7 @@ def test_every_client_failing_raises_the_last_ones_error_and_saves_nothing(provi
     two.load(failing("503"))
     three.load(failing("drop"))
     counter = Counter()
-    chain = _chain(providers, ("anthropic", "responses", "openai"))
+    chain = _chain(providers, mixed(3, 1))
     with pytest.raises(ProviderError) as e:
         run(chain, "hi", toolkit=counter.toolkit, conversation_id="c")
     assert e.value.url.startswith(three.url) and len(three.requests) == 2
@@ -176,7 +180,7 @@ def test_the_primarys_sqlite_store_and_message_log_serve_the_whole_exchange(prov
     assert said == [("user", "the question"), ("ai", "the answer")]
 
 
-@pytest.mark.parametrize(("first", "second"), [("anthropic", "openai"), ("openai", "responses")])
+@pytest.mark.parametrize(("first", "second"), RING)
 def test_structured_output_is_asked_in_the_fallbacks_own_way(providers, first, second):
     one, two, _ = providers
     one.load(failing("529"))
@@ -289,7 +293,7 @@ def test_arun_and_astream_fail_over_mid_exchange(providers):
         asked = await aask(chain, "q3", id="a")
         return r, events[-1]["result"], asked
 
-    chain = _chain(providers, ("responses", "anthropic"), cooldown_s=0)
+    chain = _chain(providers, mixed(2, 2), cooldown_s=0)
     r, streamed, asked = asyncio.run(go(chain))
     assert r["text"] == "async answer" and counter.runs == [1]
     assert streamed["text"] == "streamed answer" and asked["text"] == "asked"
@@ -298,7 +302,7 @@ def test_arun_and_astream_fail_over_mid_exchange(providers):
 
 def test_conversation_and_ask_take_a_chain(providers):
     one, two, _ = providers
-    chain = _chain(providers, ("openai", "responses"), cooldown_s=0)
+    chain = _chain(providers, mixed(2, 3), cooldown_s=0)
     chat = conversation(chain)
     one.load(failing("529"))
     two.load([answer("one")])

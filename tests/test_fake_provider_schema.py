@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from dialect_kit import covers, url_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,39 +24,42 @@ from toolnexus.testing.validators import schema_problems, validate_request
 DATA = Path(__file__).resolve().parent / "data"  # copied from shared/: see data/README.md
 SPECS, FIXTURES = DATA / "specs", DATA / "fixtures" / "sse"
 SHIPPED = Path(derive.__file__).resolve().parent
-PATHS = {"openai": "/chat/completions", "anthropic": "/messages", "responses": "/responses",
-         "gemini": "/models/m:generateContent"}  # fmt: skip
 U = {"role": "user", "content": "q"}
 # The least each API takes: the base of every refusal below (itself accepted).
-VALID = {
-    "openai": {"model": "m", "messages": [U]},
-    "anthropic": {"model": "m", "max_tokens": 64, "messages": [U]},
-    "responses": {"model": "m", "input": [U]},
-    "gemini": {"contents": [{"role": "user", "parts": [{"text": "q"}]}]},
-}
-TOOL = {
+VALID = covers(
+    {
+        "openai": {"model": "m", "messages": [U]},
+        "anthropic": {"model": "m", "max_tokens": 64, "messages": [U]},
+        "responses": {"model": "m", "input": [U]},
+        "gemini": {"contents": [{"role": "user", "parts": [{"text": "q"}]}]},
+    },
+    "VALID",
+)
+TOOL = covers({
     "openai": lambda name: {"type": "function", "function": {"name": name, "parameters": {}}},
     "anthropic": lambda name: {"name": name, "input_schema": {"type": "object"}},
     "responses": lambda name: {"type": "function", "name": name, "parameters": {},
                                "strict": False},
     "gemini": lambda name: {"functionDeclarations": [{"name": name, "parametersJsonSchema": {}}]},
-}  # fmt: skip
-OPENAI_SHAPED = ("openai", "responses")  # OpenAI's error shape, with its `param`
+}, "TOOL")  # fmt: skip
+# Whose error envelope each API answers in (Responses: OpenAI's, with its `param`).
+ENVELOPE = covers({"openai": "openai", "anthropic": "anthropic", "responses": "openai",
+                   "gemini": "google"}, "ENVELOPE")  # fmt: skip
 
 
 def post(dialect: str, body: dict) -> httpx.Response:
     with fake_provider([text_reply("ok")]) as fp:
-        return httpx.post(fp.url + PATHS[dialect], json=body, timeout=10)
+        return httpx.post(url_of(dialect, fp.url), json=body, timeout=10)
 
 
 def refusal(resp: httpx.Response, dialect: str) -> str:
     """Assert a 400 in the provider's own error shape; return its message."""
     assert resp.status_code == 400, resp.text
     body = resp.json()
-    if dialect == "gemini":  # Google's envelope
+    if ENVELOPE[dialect] == "google":
         assert set(body) == {"error"} and body["error"]["status"] == "INVALID_ARGUMENT"
         return body["error"]["message"]
-    if dialect in OPENAI_SHAPED:
+    if ENVELOPE[dialect] == "openai":
         assert set(body) == {"error"}
         assert set(body["error"]) == {"message", "type", "param", "code"}
         assert body["error"]["type"] == "invalid_request_error"
@@ -109,7 +113,7 @@ def test_what_the_api_refuses_is_answered_400_naming_the_field(dialect, change, 
     resp = post(dialect, {**VALID[dialect], **change})
     message = refusal(resp, dialect)
     assert message.startswith(path + ": "), message
-    if dialect in OPENAI_SHAPED:
+    if ENVELOPE[dialect] == "openai":
         assert resp.json()["error"]["param"] == path
 
 
@@ -155,9 +159,9 @@ def test_a_good_tool_name_passes_where_a_bad_one_is_refused():
 def test_the_schema_check_can_be_left_out_for_a_compatible_providers_extras():
     body = {**VALID["openai"], "provider": {"order": ["x"]}}  # OpenRouter's routing field
     with fake_provider([text_reply("ok")], schema=False) as fp:
-        assert httpx.post(fp.url + PATHS["openai"], json=body).status_code == 200
+        assert httpx.post(url_of("openai", fp.url), json=body).status_code == 200
         broken = {**body, "messages": [{"role": "assistant", "content": ""}]}
-        assert httpx.post(fp.url + PATHS["openai"], json=broken).status_code == 400  # ours stay
+        assert httpx.post(url_of("openai", fp.url), json=broken).status_code == 400  # ours stay
 
 
 def test_a_client_sees_the_schema_refusal_as_a_provider_error():

@@ -43,12 +43,7 @@ from toolnexus import (
 from toolnexus.core.frozen import FrozenMap
 from toolnexus.core.wire import DIALECTS as _REGISTRY
 from toolnexus.store import StoreCorruptError, file_store, redis_store, sqlite_store
-from toolnexus.testing.fake_provider import (
-    anthropic_response,
-    anthropic_stream,
-    openai_response,
-    openai_stream,
-)
+from toolnexus.testing.fake_replies import RESPONSES, stream_events
 
 ALL = sorted(_REGISTRY)  # every row of the dialect registry
 
@@ -137,7 +132,7 @@ def outcome(driver: str, client) -> None:
 def shaped(style: str):
     """Valid answers of a dialect with any one part replaced by any JSON value."""
     reply = {"content": "hi", "tool_calls": [{"name": "add", "arguments": {"a": 1}}]}
-    base = (openai_response if style == "openai" else anthropic_response)(reply)
+    base = RESPONSES[style](reply)  # the fake provider's answer in the dialect's own shape
 
     def paths(value, prefix=()):
         yield prefix
@@ -175,9 +170,8 @@ def bodies(style: str):
 def streams(style: str):
     """Streamed bytes: a valid stream cut anywhere or with a junk event, or random bytes."""
     reply = {"content": "hello there", "tool_calls": [{"name": "add", "arguments": {"a": 2}}]}
-    whole = b"".join(
-        openai_stream(reply, include_usage=True) if style == "openai" else anthropic_stream(reply)
-    )
+    asked = {"stream": True, "stream_options": {"include_usage": True}}
+    whole = b"".join(stream_events(reply, asked, style, "fake-model", 0))  # the dialect's own
     junk_event = json_values.map(lambda v: b"data: " + json.dumps(v).encode() + b"\n\n")
     return st.one_of(
         st.integers(0, len(whole)).map(lambda n: whole[:n]),

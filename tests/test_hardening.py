@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
+from dialect_kit import covers, said, sent
 from raw_server import RawServer, json_answer, sse_answer
 
 from toolnexus import ProviderError, create_client, define_tool, http_tool, run, stream, toolkit
@@ -171,39 +172,40 @@ def _said(text: str) -> dict:
     return {"type": "message", "id": "msg_1", "role": "assistant", "content": [part]}
 
 
-def _sent(body: dict) -> list:
-    """Return a request's messages (chat, messages) or input items (Responses)."""
-    if "contents" in body:  # Gemini's contents as messages (adjacent user ones are joined)
-        return [{"role": {"model": "assistant"}.get(c["role"], c["role"]), "content": c["parts"]}
-                for c in body["contents"]]  # fmt: skip
-    return body["messages"] if "messages" in body else body["input"]
+def _said_first(text: str) -> dict:
+    return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}}]}
+
+
+# Each API's answer calling a tool whose name is a JSON list, then its answer "done": the
+# providers' own shapes, a table checked to cover the registry.
+_OPENAI_CALL = {"id": "c1", "type": "function", "function": {"name": ["add"], "arguments": "{}"}}
+_LIST_NAMED = covers({
+    "openai": ({"choices": [{"message": {"role": "assistant", "content": None,
+                                         "tool_calls": [_OPENAI_CALL]},
+                             "finish_reason": "tool_calls"}]},
+               {"choices": [{"message": {"role": "assistant", "content": "done"}}]}),
+    "anthropic": ({"content": [{"type": "tool_use", "id": "t1", "name": ["add"], "input": {}}],
+                   "stop_reason": "tool_use"},
+                  {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}),
+    "responses": ({"status": "completed", "output": [
+                      {"type": "function_call", "call_id": "c1", "name": ["add"],
+                       "arguments": "{}"}]},
+                  {"status": "completed", "output": [_said("done")]}),
+    "gemini": ({"candidates": [{"content": {"role": "model", "parts": [
+                   {"functionCall": {"name": ["add"], "args": {}}}]}}]},
+               _said_first("done")),
+}, "_LIST_NAMED")  # fmt: skip
 
 
 @pytest.mark.parametrize("style", ALL)
 def test_a_tool_name_that_is_a_json_list_is_an_unknown_tool_the_run_survives(raw, style):
     """Failed on main for openai with TypeError: unhashable type: 'list' (anthropic passed,
     but stored the list as the block's name, which the API rejects on replay)."""
-    if style == "openai":
-        call = {"id": "c1", "type": "function", "function": {"name": ["add"], "arguments": "{}"}}
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        first = {"choices": [{"message": message, "finish_reason": "tool_calls"}]}
-        second = {"choices": [{"message": {"role": "assistant", "content": "done"}}]}
-    elif style == "responses":
-        call = {"type": "function_call", "call_id": "c1", "name": ["add"], "arguments": "{}"}
-        first = {"status": "completed", "output": [call]}
-        second = {"status": "completed", "output": [_said("done")]}
-    elif style == "gemini":
-        call = {"functionCall": {"name": ["add"], "args": {}}}
-        first = {"candidates": [{"content": {"role": "model", "parts": [call]}}]}
-        second = {"candidates": [{"content": {"role": "model", "parts": [{"text": "done"}]}}]}
-    else:
-        block = {"type": "tool_use", "id": "t1", "name": ["add"], "input": {}}
-        first = {"content": [block], "stop_reason": "tool_use"}
-        second = {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}
+    first, second = _LIST_NAMED[style]
     raw.script([json_answer(first), json_answer(second)])
     r = run(client(raw.url, style), "hi", toolkit=toolkit(define_tool(lambda: "3", name="add")))
     assert r["text"] == "done"
-    replayed = json.dumps(_sent(raw.requests[1]))
+    replayed = json.dumps(raw.requests[1])
     assert '["add"]' not in replayed  # a replayable name: its JSON text, as a string
     assert r["tool_calls"][0]["is_error"] and "Unknown tool" in r["tool_calls"][0]["output"]
 
@@ -248,30 +250,31 @@ def test_an_http_date_retry_after_an_hour_away_is_raised_at_once(raw):
 # ---- 5. never send what a provider rejects ------------------------------------------
 
 
+# Each API's empty answer, then one saying "hello": a table checked to cover the registry.
+_EMPTY = covers({
+    "openai": ({"choices": [{"message": {"role": "assistant", "content": None}}]},
+               {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}),
+    "anthropic": ({"content": [], "stop_reason": "end_turn"},
+                  {"content": [{"type": "text", "text": "hello"}], "stop_reason": "end_turn"}),
+    "responses": ({"status": "completed", "output": []},
+                  {"status": "completed", "output": [_said("hello")]}),
+    "gemini": ({"candidates": [{"content": {"role": "model"}, "finishReason": "STOP"}]},
+               _said_first("hello")),
+}, "_EMPTY")  # fmt: skip
+
+
 @pytest.mark.parametrize("style", ALL)
 def test_an_empty_answer_is_never_replayed(raw, style):
     """Failed on main: an empty Anthropic answer was replayed as content [] (rejected)."""
-    if style == "openai":
-        empty = {"choices": [{"message": {"role": "assistant", "content": None}}]}
-        later = {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
-    elif style == "responses":
-        empty = {"status": "completed", "output": []}
-        later = {"status": "completed", "output": [_said("hello")]}
-    elif style == "gemini":
-        empty = {"candidates": [{"content": {"role": "model"}, "finishReason": "STOP"}]}
-        later = {"candidates": [{"content": {"role": "model", "parts": [{"text": "hello"}]}}]}
-    else:
-        empty = {"content": [], "stop_reason": "end_turn"}
-        later = {"content": [{"type": "text", "text": "hello"}], "stop_reason": "end_turn"}
+    empty, later = _EMPTY[style]
     raw.script([json_answer(empty), json_answer(later)])
     c = client(raw.url, style)
     first = run(c, "hi", conversation_id="empty-answer")
     assert first["text"] == ""
     assert run(c, "again", conversation_id="empty-answer")["text"] == "hello"
-    replayed = _sent(raw.requests[1])
-    users = ["user"] if style == "gemini" else ["user", "user"]  # Gemini joins the two
-    assert [m["role"] for m in replayed if m["role"] != "system"] == users
-    assert all(m["content"] not in ("", [], None) for m in replayed)
+    replayed = sent(raw.requests[1])
+    # Only the two prompts go (Gemini joins them in one content): no empty answer between.
+    assert {i[0] for i in replayed} == {"user"} and "".join(said(replayed)) == "hiagain"
 
 
 # ---- 6. tools fail usefully -----------------------------------------------------------

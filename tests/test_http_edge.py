@@ -17,14 +17,13 @@ import time
 
 import httpx
 import pytest
+from dialect_kit import STYLES
 from edge_servers import EdgeServer, ForwardProxy, chunks, four_verbs, model_answer
 
 from toolnexus import ProviderError, arun, astream, create_client, run, stream
 from toolnexus.drivers.transport import MAX_ANSWER_BYTES, USER_AGENT
 
 trustme = pytest.importorskip("trustme")
-
-STYLES = ("openai", "anthropic")
 
 
 def _client(url: str, **kw):

@@ -49,7 +49,9 @@ def test_steps_never_mutate_and_account_for_every_turn(dialect, script, max_turn
             break
         results = [tool_result(f"r{i}") for i in range(len(calls))]
         nxt = loop.on_results(state, calls, results, max_turns)
-        added = len(calls) if dialect == "openai" else 1  # one message of all results
+        first = nxt["messages"][len(state["messages"])]
+        # One message of all the turn's results where the dialect gathers them, else one each.
+        added = 1 if DIALECTS[dialect].gathers(first) else len(calls)
         assert len(nxt["messages"]) == len(state["messages"]) + added
         assert [r["id"] for r in nxt["tool_calls"][-len(calls) :]] == [c["id"] for c in calls]
         assert (nxt["status"] == "incomplete") == (nxt["turns"] >= max_turns)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
+from dialect_kit import covers
 
 from toolnexus import conversation, create_client, get_chat_history, run, stream
 from toolnexus.core.frozen import thaw
@@ -96,7 +97,11 @@ TRUNCATIONS = [
     ("responses", text_reply("partial", incomplete="max_output_tokens"), "max_tokens"),
     ("responses", text_reply("partial", incomplete="content_filter"), "content_filter"),
     ("responses", text_reply("partial", incomplete="some_new_reason"), None),
+    ("gemini", text_reply("partial", finish="MAX_TOKENS"), "max_tokens"),
+    ("gemini", text_reply("partial", finish="MALFORMED_FUNCTION_CALL"), None),
+    ("gemini", text_reply("partial", finish="SOME_NEW_REASON"), None),
 ]
+covers({style for style, _, _ in TRUNCATIONS}, "TRUNCATIONS")  # a case for every row
 
 
 @pytest.mark.parametrize("streamed", [False, True])

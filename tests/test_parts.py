@@ -7,14 +7,30 @@ import base64
 import os
 
 import pytest
+from dialect_kit import STYLES, sent
 
-from toolnexus import audio, audio_url, file, file_url, image, image_url, text
+from toolnexus import (
+    audio,
+    audio_url,
+    create_client,
+    file,
+    file_url,
+    image,
+    image_url,
+    run,
+    text,
+)
 from toolnexus.core.frozen import thaw
 from toolnexus.core.transcript import freeze_transcript
-from toolnexus.core.wire import anthropic, openai
+from toolnexus.core.wire import DIALECTS, anthropic, openai, view
 from toolnexus.core.wire.parts import UnsupportedPartError, check_part, check_part_size
 from toolnexus.store import file_store, sqlite_store
-from toolnexus.testing import validate_anthropic_request, validate_openai_request
+from toolnexus.testing import (
+    fake_provider,
+    text_reply,
+    validate_anthropic_request,
+    validate_openai_request,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n fake png bytes"
 PDF = b"%PDF-1.4 fake"
@@ -145,9 +161,9 @@ def test_a_prompt_of_parts_must_be_a_non_empty_list():
             openai.user_message_parts(bad)
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", STYLES)
 def test_parts_survive_a_store_round_trip(tmp_path, files, dialect):
-    codec = {"openai": openai, "anthropic": anthropic}[dialect]
+    codec = DIALECTS[dialect]
     msg = codec.user_message_parts([text("look"), image(files["cat.PNG"]), file(files["doc.pdf"])])
     transcript = freeze_transcript([msg, {"role": "assistant", "content": "a cat"}])
     for store in (sqlite_store(tmp_path / "parts.db"), file_store(tmp_path / "files")):
@@ -155,6 +171,20 @@ def test_parts_survive_a_store_round_trip(tmp_path, files, dialect):
         assert store["get"]("c") == transcript, store["desc"]
     # and a new store over the same file reads it back equal (not from a memo)
     assert sqlite_store(tmp_path / "parts.db")["get"]("c") == transcript
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_prompt_of_parts_reaches_every_dialect_and_reads_back_the_same(files, style):
+    parts = [text("look"), image(files["cat.PNG"]), file(files["doc.pdf"])]
+    with fake_provider([text_reply("a cat")]) as fp:  # its schema and rules check the body
+        c = create_client(base_url=fp.url, style=style, model="m", api_key="k")
+        r = run(c, parts)
+    assert r["text"] == "a cat"
+    ((role, said),) = sent(fp.requests[0]["body"])
+    assert role == "user" and [p["type"] for p in said] == ["text", "image", "file"]
+    assert said[0]["text"] == "look" and said[1]["mimeType"] == "image/png"
+    assert [b64(PNG), b64(PDF)] == [p["data"] for p in said[1:]]
+    assert view.items(r["messages"][:1]) == [(role, said)]  # as stored, as sent
 
 
 def test_parts_survive_redis_and_postgres(redis_url, postgres_dsn, unique, files):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from dialect_kit import others
 from hypothesis import given
 from hypothesis import strategies as st
 from published import available, spec_problems
@@ -456,7 +457,7 @@ def test_a_provider_tool_name_may_not_repeat_ours():
 
 
 @needs_schemas
-@pytest.mark.parametrize("target", ["openai", "responses"])
+@pytest.mark.parametrize("target", others("anthropic"))
 def test_server_tool_blocks_are_dropped_when_another_dialect_continues(target):
     history = [
         {"role": "user", "content": "weather?"},

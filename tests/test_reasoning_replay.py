@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 import pytest
+from dialect_kit import others
 
 from toolnexus import ProviderError, arun, create_client, define_tool, run, stream
 from toolnexus.core.frozen import thaw
@@ -184,7 +185,7 @@ def test_a_server_refusing_unsigned_thinking_is_asked_again_without_it_once_per_
     assert other.runtime.omitted(other.plan[False]["omission_key"]) == frozenset()
 
 
-@pytest.mark.parametrize("style", ["openai", "responses"])
+@pytest.mark.parametrize("style", others("anthropic"))
 def test_unsigned_thinking_is_dropped_when_the_dialect_changes(style):
     history = deepseek_transcript()
     with fake_provider([text_reply("yes")]) as fp:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from dialect_kit import STYLES
 from published import available, spec_problems
 
 from toolnexus import (
@@ -311,16 +312,16 @@ def test_the_fake_provider_answers_400_to_an_invalid_request():
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
 
 
-# ---- one conversation across the three dialects ------------------------------------------
+# ---- one conversation across every dialect -----------------------------------------------
 
 
-def test_one_conversation_moves_across_chat_responses_and_anthropic_with_tool_calls(tmp_path):
+def test_one_conversation_moves_across_every_dialect_with_tool_calls(tmp_path):
     from toolnexus.core.wire.translate import dialect_of
     from toolnexus.store import sqlite_store
 
     store = sqlite_store(tmp_path / "chat.db")
     turn = [tool_calls_reply(("add", {"a": 1, "b": 2})), text_reply("3.")]
-    order = ["openai", "responses", "anthropic", "responses", "openai"]
+    order = [*STYLES, *STYLES[-2::-1]]  # every row in turn, then back to the first
     with fake_provider([r for _ in order for r in turn]) as fp:
         for n, style in enumerate(order):
             c = create_client(base_url=fp.url, style=style, model="m", api_key="k", store=store,

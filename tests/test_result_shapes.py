@@ -8,6 +8,7 @@ import asyncio
 import typing
 
 import pytest
+from dialect_kit import STYLES, covers
 
 from toolnexus import aask, arun, astream, create_client, define_tool, run, stream
 from toolnexus.testing import fake_provider, text_reply, tool_calls_reply
@@ -39,7 +40,24 @@ SCRIPTS = {
                                     "cache_creation_input_tokens": 6}),
         text_reply("3"),
     ],
+    "responses": [
+        tool_calls_reply(CALL, reasoning=[{"summary": "Adding.", "encrypted_content": "e"}],
+                         raw_usage={"input_tokens": 9, "output_tokens": 4, "total_tokens": 13,
+                                    "input_tokens_details": {"cached_tokens": 3},
+                                    "output_tokens_details": {"reasoning_tokens": 2}}),
+        {"refusal": "I can't help with that."},
+    ],
+    "gemini": [
+        tool_calls_reply(CALL, thinking=[{"thinking": "Add them."}],
+                         raw_usage={"promptTokenCount": 9, "candidatesTokenCount": 4,
+                                    "totalTokenCount": 15, "cachedContentTokenCount": 3,
+                                    "thoughtsTokenCount": 2}),
+        text_reply("3"),  # its refusal is an ending (SAFETY), as Anthropic's: no field streams
+    ],
 }  # fmt: skip
+# Each provider's own usage and reasoning shapes (and a refusal where the API streams one
+# as its own field): a table, checked to cover the registry.
+covers(SCRIPTS, "SCRIPTS")
 
 
 def fits(value, shape) -> None:
@@ -69,7 +87,7 @@ def client(fp, style):
     return create_client(base_url=fp.url, style=style, model="m", api_key="k")
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", STYLES)
 def test_sync_results_and_events_fit_their_types(style):
     with fake_provider(SCRIPTS[style] * 2) as fp:
         r = run(client(fp, style), "q", toolkit=[add])
@@ -78,10 +96,10 @@ def test_sync_results_and_events_fit_their_types(style):
     assert set(r["usage"]) > set(Usage.__required_keys__)  # the details were reported
     kinds = fits_events(events)
     assert {"thinking", "tool_call", "tool_result", "usage", "done"} <= kinds
-    assert ("refusal" in kinds) == (style == "openai")
+    assert ("refusal" in kinds) == any("refusal" in reply for reply in SCRIPTS[style])
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", STYLES)
 def test_async_results_and_events_fit_their_types(style):
     async def main():
         c = client(fp, style)

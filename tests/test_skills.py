@@ -5,6 +5,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from dialect_kit import STYLES, declared_tools, sent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -278,7 +279,7 @@ def test_parse_frontmatter_keeps_the_body_verbatim():
 # ---- end to end: the system prompt reaches the request ------------------------------
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", STYLES)
 def test_skills_reach_the_request_and_the_model_loads_one(tmp_path, style):
     write_skill(tmp_path, "greet", "name: greet\ndescription: Greets people.\n", "Say hello.\n")
     tk = toolkit(skills_dir=tmp_path)
@@ -289,23 +290,17 @@ def test_skills_reach_the_request_and_the_model_loads_one(tmp_path, style):
         r = run(client, "hi", toolkit=tk)
     expected = "Be kind.\n\n" + skills_prompt(tk)
     first = fp.requests[0]["body"]
-    if style == "openai":
-        assert first["messages"][0] == {"role": "system", "content": expected}
-        tools = [t["function"]["name"] for t in first["tools"]]
-    else:
-        assert first["system"] == expected
-        tools = [t["name"] for t in first["tools"]]
-    assert tools == ["skill"] and r["text"] == "hello!"
+    assert sent(first)[0] == ("system", expected)
+    assert declared_tools(first) == ["skill"] and r["text"] == "hello!"
     assert r["tool_calls"][0]["output"].startswith('<skill_content name="greet">')
     assert "Say hello." in r["tool_calls"][0]["output"]
 
 
-@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize("style", STYLES)
 def test_no_skills_no_system_means_no_system_in_the_request(tmp_path, style):
     write_skill(tmp_path, "mute", "name: mute\n")
     with fake_provider([text_reply("ok")]) as fp:
         client = create_client(base_url=fp.url, style=style, model="m", api_key="k")
         run(client, "hi", toolkit=toolkit(skills_dir=tmp_path))
     body = fp.requests[0]["body"]
-    assert "system" not in body
-    assert all(m["role"] != "system" for m in body["messages"])
+    assert [i[0] for i in sent(body)] == ["user"]

@@ -158,14 +158,16 @@ def test_registering_in_steps_gives_the_toolkit_registering_at_once(names, cut, 
 
 def test_an_input_schema_without_a_type_goes_out_as_an_object_schema():
     """Anthropic's published schema requires input_schema.type "object": a schema that
-    leaves it out (read as an object schema) must say so on the wire, in both dialects."""
+    leaves it out (read as an object schema) must say so on the wire, in every dialect."""
+    from dialect_kit import STYLES
+
     from toolnexus import create_client, run, tool, toolkit
     from toolnexus.testing import fake_provider, text_reply
 
     t = tool(name="lookup", description="Look up.", execute=lambda args: "ok",
              input_schema={"properties": {"q": {"type": "string"}}})  # fmt: skip
     assert t["input_schema"]["type"] == "object"
-    for style in ("openai", "anthropic"):
+    for style in STYLES:
         with fake_provider([text_reply("fine")]) as fp:
             c = create_client(base_url=fp.url, style=style, model="m", api_key="k")
             assert run(c, "hi", toolkit=toolkit(t))["text"] == "fine"

@@ -29,8 +29,6 @@ from toolnexus.testing import (
     validate_request,
 )
 
-OTHER = {"openai": "anthropic", "anthropic": "openai"}
-
 
 def call(id, name="f", arguments='{"a": 1}'):
     return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}

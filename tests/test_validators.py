@@ -3,10 +3,15 @@ answers such a request 400 in the provider's own error shape, over real HTTP."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
+from dialect_kit import STYLES, covers, url_of
 
 from toolnexus import ProviderError, create_client, run
+from toolnexus.core.frozen import thaw
+from toolnexus.core.wire import DIALECTS
 from toolnexus.testing import (
     fake_provider,
     text_reply,
@@ -94,25 +99,38 @@ def test_each_openai_rule_refuses_what_breaks_it(messages, problem):
     assert any(problem in p for p in problems), problems
 
 
-@pytest.mark.parametrize("dialect, path", [("openai", "/chat/completions"),
-                                           ("anthropic", "/messages")])  # fmt: skip
-def test_the_fake_provider_answers_400_in_the_providers_shape(dialect, path):
-    bad = {"model": "m", "max_tokens": 64, "messages": [{"role": "assistant", "content": ""}]}
+_CHAT_BAD = {"model": "m", "max_tokens": 64, "messages": [{"role": "assistant", "content": ""}]}
+# A request each API refuses, the problem the fake names, and its error envelope (each
+# provider's own): a table, checked to cover every row of the registry.
+REFUSED = covers({
+    "openai": (_CHAT_BAD, "needs content or tool_calls",
+               lambda b: b["error"]["type"] == "invalid_request_error"),
+    "anthropic": (_CHAT_BAD, "first message must be 'user'",
+                  lambda b: b["type"] == "error" and b["error"]["type"] == "invalid_request_error"),
+    "responses": ({"model": "m", "input": [{"type": "function_call_output", "call_id": "nope",
+                                            "output": "1"}]}, "answers no function_call",
+                  lambda b: b["error"]["type"] == "invalid_request_error"),
+    "gemini": ({"contents": [{"role": "user", "parts": []}]}, "must not be empty",
+               lambda b: (b["error"]["code"], b["error"]["status"]) == (400, "INVALID_ARGUMENT")),
+}, "REFUSED")  # fmt: skip
+
+
+@pytest.mark.parametrize("dialect", STYLES)
+def test_the_fake_provider_answers_400_in_the_providers_shape(dialect):
+    bad, problem, envelope = REFUSED[dialect]
+    good = DIALECTS[dialect].body("m", [U], [], "", {})  # the record's own valid request
     with fake_provider([text_reply("never used"), text_reply("ok")]) as fp:
-        resp = httpx.post(fp.url + path, json=bad)
+        url = url_of(dialect, fp.url)
+        resp = httpx.post(url, json=bad)
         assert resp.status_code == 400
         body = resp.json()
-        if dialect == "openai":
-            assert body["error"]["type"] == "invalid_request_error"
-            assert "needs content or tool_calls" in body["error"]["message"]
-        else:
-            assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
-            assert "first message must be 'user'" in body["error"]["message"]
+        assert envelope(body) and problem in json.dumps(body)
         # the refused request consumed no script entry
-        assert httpx.post(fp.url + path, json={**bad, "messages": [U]}).status_code == 200
+        ok = httpx.post(url, json=thaw(good))
+        assert ok.status_code == 200
         assert fp.requests[0]["body"] == bad  # and was recorded for the test to read
     with fake_provider([text_reply("ok")], validate=False) as fp:
-        assert httpx.post(fp.url + path, json=bad).status_code == 200
+        assert httpx.post(url_of(dialect, fp.url), json=bad).status_code == 200
 
 
 def test_a_client_sees_the_refusal_as_a_provider_error():

@@ -111,10 +111,14 @@ def _read_parts(data: Mapping, parts: Sequence) -> tuple[list, str, list]:
             else:
                 given = unique_id(given, taken, 64)
             name = name_text(call.get("name"))
-            args = call.get("args") if isinstance(call.get("args"), Mapping) else {}
-            if given != call.get("id") or name != call.get("name"):
-                p = {**p, "functionCall": {**call, "id": given, "name": name}}
-            calls.append({"id": given, "name": name, "arguments": args})
+            args = call.get("args", {})
+            # Args that are not an object reach the tool (its error is fed back) but are
+            # kept as {}: replayed as they came, the API would refuse every later turn.
+            kept_args = args if isinstance(args, Mapping) else {}
+            if given != call.get("id") or name != call.get("name") or kept_args is not args:
+                fixed = {"id": given, "name": name, "args": kept_args}
+                p = {**p, "functionCall": {**call, **fixed}}
+            calls.append({"id": given, "name": name, "arguments": {} if args is None else args})
         elif isinstance(p.get("text"), str) and p.get("thought") is not True:
             texts.append(p["text"])
         kept.append(p)
