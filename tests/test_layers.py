@@ -260,5 +260,11 @@ def test_no_module_outside_the_dialects_names_one():
     assert set(found) <= _KIT_TABLES, {k: v for k, v in found.items() if k not in _KIT_TABLES}
 
 
-_KIT_TABLES = {"testing/fake_provider.py", "testing/fake_replies.py", "testing/profiles.py",
-               "testing/specs/derive.py", "testing/strategies.py", "testing/validators.py"}
+_KIT_TABLES = {
+    "testing/fake_provider.py",
+    "testing/fake_replies.py",
+    "testing/profiles.py",
+    "testing/specs/derive.py",
+    "testing/strategies.py",
+    "testing/validators.py",
+}
