@@ -242,29 +242,55 @@ def dialect_names(path: pathlib.Path, names: frozenset) -> list[tuple[int, str]]
             if isinstance(n, ast.Constant) and n.value in names and id(n) not in skip]  # fmt: skip
 
 
-def _dialects_own(path: pathlib.Path) -> bool:
-    """Return whether a module is a dialect's own: everything under core/wire/ (the codecs,
-    the registry and the neutral view they share)."""
-    return path.relative_to(ROOT).parts[:2] == ("core", "wire")
+# A string that is no dialect where it stands: derive.py's "responses" is an OpenAPI
+# operation's key (`op["responses"]`), not the Responses dialect.
+NOT_A_DIALECT = {"testing/specs/derive.py": frozenset({"responses"})}
+
+
+def own_names(path: pathlib.Path, names: frozenset) -> frozenset:
+    """Return the dialect names a module may hold: every one under core/wire/ (the codecs,
+    the registry and the neutral view they share); in the test kit, its own in a
+    dialect's kit module (testing/fake_<name>*.py, or testing/<name>_*.py as Gemini's
+    schema reader); none anywhere else."""
+    parts = path.relative_to(ROOT).parts
+    if parts[:2] == ("core", "wire"):
+        return names
+    if parts[:1] != ("testing",) or len(parts) != 2:
+        return NOT_A_DIALECT.get("/".join(parts), frozenset())
+    return frozenset(n for n in names if parts[1].startswith((f"fake_{n}", f"{n}_")))
+
+
+def stray_names(path: pathlib.Path, names: frozenset) -> list[tuple[int, str]]:
+    """Return (line, name) of each dialect a module names that is not its own."""
+    allowed = own_names(path, names)
+    return [(line, n) for line, n in dialect_names(path, names) if n not in allowed]
 
 
 def test_no_module_outside_the_dialects_names_one():
-    """Every table per dialect is read off the registry: a module outside core/wire/ that
-    names a dialect ("openai", ...) is a table written by hand, or a branch on a style."""
+    """Every table per dialect is read off the registries (core.wire.DIALECTS, the kit's
+    testing.registry.FAKES): a module that names a dialect not its own ("openai", ...)
+    is a table written by hand, or a branch on a style."""
     from toolnexus.core.wire import DIALECTS
 
     names = frozenset(DIALECTS)
     found = {str(p.relative_to(ROOT)): hits for p in sorted(ROOT.rglob("*.py"))
-             if not _dialects_own(p) and (hits := dialect_names(p, names))}  # fmt: skip
-    # The test kit's per-dialect fakes are being moved into modules of their own.
-    assert set(found) <= _KIT_TABLES, {k: v for k, v in found.items() if k not in _KIT_TABLES}
+             if (hits := stray_names(p, names))}  # fmt: skip
+    assert not found, found
 
 
-_KIT_TABLES = {
-    "testing/fake_provider.py",
-    "testing/fake_replies.py",
-    "testing/profiles.py",
-    "testing/specs/derive.py",
-    "testing/strategies.py",
-    "testing/validators.py",
-}
+def test_a_dialect_named_outside_its_modules_is_found(tmp_path):
+    """The check itself: a kit module naming a dialect is caught, and so is a dialect's kit
+    module naming another; a dialect's own modules may name it."""
+    from toolnexus.core.wire import DIALECTS
+
+    names = frozenset(DIALECTS)
+    one, other = sorted(names)[:2]
+    branch = f"def f(style):\n    return style == {one!r}\n"
+    module = tmp_path / "m.py"
+    module.write_text(branch)
+    assert dialect_names(module, names) == [(2, one)]
+    assert own_names(ROOT / "testing" / "fake_provider.py", names) == frozenset()
+    assert own_names(ROOT / "testing" / f"fake_{one}.py", names) == {one}
+    assert other not in own_names(ROOT / "testing" / f"fake_{one}_profiles.py", names)
+    assert own_names(ROOT / "core" / "wire" / "view.py", names) == names
+    assert all((ROOT / "testing" / f"fake_{n}.py").exists() for n in names)  # each its own

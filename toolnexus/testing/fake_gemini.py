@@ -22,6 +22,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import gemini_schema
+from .fakes import Fake, Flourishes
+
 __all__ = [
     "gemini_response",
     "gemini_stream",
@@ -29,6 +32,8 @@ __all__ = [
     "validate_gemini_request",
     "is_gemini_path",
     "is_stream_path",
+    "gemini_refusal",
+    "FAKE",
 ]
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
@@ -180,6 +185,15 @@ def gemini_error(status: int, message: str) -> bytes:
     return json.dumps({"error": error}).encode()
 
 
+def gemini_refusal(problems: Sequence[str]) -> bytes:
+    """Return the 400 body of an invalid request, in Google's envelope."""
+    return gemini_error(400, "; ".join(problems))
+
+
+def _served_stream(reply: Mapping, body: Mapping, model: str, seq: int) -> list[bytes]:
+    return gemini_stream(reply, model, seq)
+
+
 # ---- the documented rules (what the schema cannot say) ---------------------------------
 
 
@@ -249,3 +263,43 @@ def validate_gemini_request(body: Mapping) -> list[str]:
     if _calls(last):
         problems.append(f"contents[{len(contents) - 1}]: its functionCall parts are not answered")
     return problems
+
+
+# ---- drawn transcripts (testing.strategies) ------------------------------------------
+
+
+def _tool_round(draw: Any, ids: list[str], kit: Any) -> list[dict]:
+    """Return a tool round: maybe a thought and text, the calls (the first signed), then
+    one message of their functionResponse parts."""
+    st = kit.st
+    made = [{"functionCall": {"id": i, "name": draw(kit.names), "args": draw(kit.args)}}
+            for i in ids]  # fmt: skip
+    made[0] = {**made[0], "thoughtSignature": "c2lnbmVk"}
+    lead = [{"text": draw(kit.text), "thought": True}] if draw(st.booleans()) else []
+    lead += [{"text": draw(kit.text)}] if draw(st.booleans()) else []
+    answers = [{"functionResponse": {"id": c["functionCall"]["id"], "name": c["functionCall"][
+        "name"], "response": {"output": draw(kit.text)}}} for c in made]  # fmt: skip
+    return [{"role": "assistant", "parts": [*lead, *made]}, {"role": "tool", "parts": answers}]
+
+
+def _answer(draw: Any, n: int, kit: Any) -> dict | None:
+    """Return, half the time, a final answer of its parts, a signature on the text."""
+    if not draw(kit.st.booleans()):
+        return None
+    return {"role": "assistant", "parts": [{"text": draw(kit.text), "thoughtSignature": "c2ln"}]}
+
+
+FAKE = Fake(
+    name="gemini",
+    path=":generateContent",  # .../models/{model}:generateContent, the model in the path
+    serves=is_gemini_path,
+    stream_path=is_stream_path,  # :streamGenerateContent?alt=sse
+    response=gemini_response,
+    stream=_served_stream,
+    refusal=gemini_refusal,
+    rules=validate_gemini_request,
+    spec=(gemini_schema.DOCUMENT, "GenerateContentRequest"),
+    spec_validator=gemini_schema.schema_validator,  # JSON Schema $defs, read closed
+    spec_problems=gemini_schema.schema_problems,
+    flourishes=Flourishes(calls=_tool_round, answer=_answer),
+)

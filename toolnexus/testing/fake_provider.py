@@ -65,14 +65,13 @@ warning; `schema=True` insists (an ImportError naming the extra).
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import MappingProxyType
 from typing import Any
 
 from . import profiles
-from .fake_gemini import gemini_error, is_gemini_path, is_stream_path
 from .fake_replies import (
     RESPONSES,
     anthropic_response,
@@ -83,8 +82,9 @@ from .fake_replies import (
     text_reply,
     tool_calls_reply,
 )
-from .fake_responses import expand, keep
-from .validators import SPECS, schema_checks_on, schema_problems, validate_request
+from .fakes import Fake
+from .registry import FAKES
+from .validators import schema_checks_on, schema_problems, validate_request
 
 __all__ = [
     "fake_provider",
@@ -173,44 +173,39 @@ class FakeProvider:
             return reply
 
 
-PARAM = re.compile(r"([A-Za-z_][\w-]*(?:\[\d+\]|\.[\w-]+)*): ")
-
-
 def invalid_request(dialect: str, problems: Sequence[str]) -> bytes:
     """Return the 400 body a provider sends for an invalid request, in its own shape.
 
-    Problems are "path: why" strings; OpenAI's `param` is the first one's path.
+    Problems are "path: why" strings (OpenAI's `param` is the first one's path).
     """
-    message = "; ".join(problems)
-    if dialect == "gemini":  # Google's envelope (fake_gemini)
-        return gemini_error(400, message)
-    if dialect in ("openai", "responses"):
-        param = next((m[1] for p in problems if (m := PARAM.match(p))), None)
-        error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
-        return json.dumps({"error": error}).encode()
-    error = {"type": "invalid_request_error", "message": message}
-    return json.dumps({"type": "error", "error": error}).encode()
+    return FAKES[dialect].refusal(problems)
 
 
 def _problems(body: Mapping, seen: Mapping, dialect: str, schema: bool) -> list[str]:
     """Return a request's problems: the published schema judges the body as sent, our
     rules the conversation the server reads (a Responses request naming a kept
     `previous_response_id` continues the items kept under it)."""
-    if seen is body or not schema or dialect not in SPECS:
+    if seen is body or not schema:
         return validate_request(seen, dialect, schema=schema)
     return [*schema_problems(body, dialect), *validate_request(seen, dialect, schema=False)]
 
 
-# The path each dialect posts to (the last segment of its URL).
-# (Gemini's: .../models/{model}:generateContent, streamed at :streamGenerateContent?alt=sse)
-PATHS = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses",
-         ":generateContent": "gemini"}  # fmt: skip
+# The path each dialect posts to (the last segment of its URL) -> the dialect.
+PATHS = MappingProxyType({f.path: name for name, f in FAKES.items()})
+
+
+def _serves(fake: Fake, path: str) -> bool:
+    return fake.serves(path) if fake.serves is not None else path.endswith(fake.path)
 
 
 def _dialect_of_path(path: str) -> str | None:
-    if is_gemini_path(path):  # .../models/{model}:generateContent (the model in the path)
-        return "gemini"
-    return next((d for end, d in PATHS.items() if path.endswith(end)), None)
+    return next((name for name, f in FAKES.items() if _serves(f, path)), None)
+
+
+def _streamed(fake: Fake, path: str, body: Mapping) -> bool:
+    """Return whether a request asks for a stream: by its body, or by its URL (Gemini's)."""
+    by_url = fake.stream_path is not None and fake.stream_path(path)
+    return body.get("stream") is True or by_url
 
 
 # ---- the request handler: one small function per step of serving a request -----------
@@ -298,7 +293,8 @@ def _record(h: BaseHTTPRequestHandler, fp: FakeProvider, body: Any, raw: bytes) 
 
 def _refusal(fp: FakeProvider, body: Any, dialect: str) -> tuple[Any, bytes | None]:
     """Return the conversation the server reads and the 400 body refusing it (None: valid)."""
-    seen, forgot = expand(body, fp.kept) if dialect == "responses" else (body, None)
+    fake = FAKES[dialect]
+    seen, forgot = fake.expand(body, fp.kept) if fake.expand is not None else (body, None)
     if forgot is not None:
         return seen, forgot
     problems = _problems(body, seen, dialect, fp.schema) if fp.validate else []
@@ -318,11 +314,12 @@ def _answer(h: BaseHTTPRequestHandler, fp: FakeProvider, reply: Mapping, request
         payload = reply.get("body", "")
         payload = payload if isinstance(payload, str) else json.dumps(payload)
         return _send(h, reply["status"], payload.encode(), reply.get("headers", {}))
-    if dialect == "responses":
-        keep(fp.kept, seen, reply, fp.model, seq)
+    fake = FAKES[dialect]
+    if fake.keep is not None:  # the server keeps what it answered (Responses' store)
+        fake.keep(fp.kept, seen, reply, fp.model, seq)
     if "response" in reply:  # the provider's own shape, verbatim
         return _send(h, 200, json.dumps(reply["response"]).encode())
-    if body.get("stream") is True or (dialect == "gemini" and is_stream_path(h.path)):
+    if _streamed(fake, h.path, body):
         return _stream(h, fp, reply, stream_events(reply, body, dialect, fp.model, seq))
     answer = json.dumps(RESPONSES[dialect](reply, fp.model, seq)).encode()
     _send(h, 200, reply.get("prefix", b"") + answer)  # a profile's bytes before the JSON
@@ -338,7 +335,7 @@ def _serve(h: BaseHTTPRequestHandler, fp: FakeProvider) -> None:
     seen, refused = _refusal(fp, body, dialect)
     if refused is not None:
         return _send(h, 400, refused)
-    streamed = body.get("stream") is True or (dialect == "gemini" and is_stream_path(h.path))
+    streamed = _streamed(FAKES[dialect], h.path, body)
     reply = _as_profile(fp, fp.reply_for(body, dialect), body, dialect, seq, streamed)
     _answer(h, fp, reply, (body, seen, dialect, seq))
 
@@ -370,7 +367,7 @@ def _as_profile(fp: FakeProvider, reply: Mapping, body: Mapping, dialect: str, s
     provider uses its dialect's official profile for the profile-only keys."""
     if fp.profile is None and not profiles.KEYS.intersection(reply):
         return reply
-    name = fp.profile or ("anthropic" if dialect == "anthropic" else "openai")
+    name = fp.profile or profiles.default_profile(dialect)
 
     def events(r: Mapping) -> list | None:
         return stream_events(r, body, dialect, fp.model, seq) if streamed else None

@@ -9,15 +9,29 @@ The script's replies are the fake provider's neutral ones ("content", "tool_call
                              ("max_output_tokens", "content_filter"): response.incomplete
   "failed": {"code"?, "message"}   status "failed": response.failed when streamed
 A streamed reply's "stream_error" becomes an `error` event halfway through.
+
+The documented rules (`validate_responses_request`): every function_call_output answers
+a function_call before it (each once), every function_call is answered, a reasoning item
+is followed by the item it led to, and with `store: false` it carries its
+encrypted_content; no message without content; no item id given twice; no null field on
+an item; no encrypted reasoning asked of a model that does not reason. The server keeps
+the conversation of a stored response (`keep`): a request naming it as
+`previous_response_id` continues it (`expand`), and the rules read the whole.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["responses_response", "responses_stream", "responses_error", "expand", "keep"]
+from .fake_openai import openai_refusal
+from .fakes import Fake, Flourishes
+from .replies import frame
+
+__all__ = ["responses_response", "responses_stream", "responses_error", "expand", "keep",
+           "validate_responses_request", "FAKE"]  # fmt: skip
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
 
@@ -183,3 +197,176 @@ def keep(kept: dict, body: Mapping, reply: Mapping, model: str, seq: int) -> Non
     given = body.get("input")
     given = [{"role": "user", "content": given}] if isinstance(given, str) else list(given or ())
     kept[f"resp_{seq}"] = [*given, *responses_response(reply, model, seq)["output"]]
+
+
+def _served_stream(reply: Mapping, body: Mapping, model: str, seq: int) -> list[bytes]:
+    return responses_stream(reply, model, seq)
+
+
+def _failed(stream: list[bytes], cut: int, kind: str, message: str) -> list[bytes]:
+    """Return a stream cut after `cut` events, then the dialect's own `error` event (a
+    profile's error type as its code): no server's chat quirks reach this stream."""
+    error = {"type": "error", "code": kind, "message": message, "param": None,
+             "sequence_number": cut}  # fmt: skip
+    return [*stream[:cut], frame(error)]
+
+
+# ---- the documented rules ----------------------------------------------------------
+
+
+def _list(value: Any) -> list:
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    return []
+
+
+def _responses_item(i: int, item: Any, open_ids: list, called: set, store: Any) -> list[str]:
+    """Return the problems of one input item; updates the open and seen call ids."""
+    if not isinstance(item, Mapping):
+        return [f"input[{i}]: not an object"]
+    kind = item.get("type", "message")
+    if kind == "function_call":
+        cid = item.get("call_id")
+        if cid in called:
+            return [f"input[{i}]: duplicate function_call call_id {cid!r}"]
+        called.add(cid)
+        open_ids.append(cid)
+        return []
+    if kind == "function_call_output":
+        cid = item.get("call_id")
+        if cid not in open_ids:
+            return [f"input[{i}]: function_call_output for {cid!r} answers no function_call"
+                    " before it"]  # fmt: skip
+        open_ids.remove(cid)
+        return []
+    nulls = [k for k, v in item.items() if v is None]
+    if nulls:  # what a gateway adds (LiteLLM: "async": null, "namespace": null)
+        return [f"input[{i}].{nulls[0]}: null is not a valid value for an input item's field"]
+    if kind == "reasoning" and store is False and not item.get("encrypted_content"):
+        return [f"input[{i}]: a reasoning item without encrypted_content cannot be replayed"
+                " with store false (the server kept nothing)"]  # fmt: skip
+    if kind == "message" and not item.get("content"):
+        return [f"input[{i}]: a message needs content"]
+    return []
+
+
+def _led(items: list, i: int) -> bool:
+    """Return whether the reasoning at `i` leads to an output of the model's own: a
+    message of the assistant or a call, after any further reasoning."""
+    for following in items[i + 1 :]:
+        if not isinstance(following, Mapping):
+            return False
+        kind = following.get("type")
+        if kind == "reasoning":
+            continue
+        if kind in (None, "message"):
+            return following.get("role") == "assistant"
+        return kind != "function_call_output"
+    return False
+
+
+# OpenAI's models that do not reason refuse to be asked for encrypted reasoning.
+_NO_ENCRYPTED = re.compile(r"(chatgpt-4o|gpt-4o|gpt-4\.1)(-|$)")
+
+
+def _include_problems(body: Mapping) -> list[str]:
+    include = body.get("include")
+    model = body.get("model")
+    if not isinstance(model, str) or not isinstance(include, list):
+        return []
+    if "reasoning.encrypted_content" in include and _NO_ENCRYPTED.match(model):
+        return ["include: Encrypted content is not supported with this model."]
+    return []
+
+
+def validate_responses_request(body: Mapping) -> list[str]:
+    """Return the problems of a Responses request body (empty when valid): every
+    function_call_output answers a function_call before it (each once), every
+    function_call is answered, a reasoning item is followed by the item it led to, and
+    with `store: false` it carries its encrypted_content; no message without content;
+    no item id given twice; no null field on an item; no encrypted reasoning asked of a
+    model that does not reason (gpt-4o, gpt-4.1).
+
+    >>> validate_responses_request({"input": [{"type": "function_call_output",
+    ...                                        "call_id": "c", "output": "4"}]})
+    ["input[0]: function_call_output for 'c' answers no function_call before it"]
+    """
+    given = body.get("input")
+    if isinstance(given, str):
+        return [] if given else ["input: empty"]
+    items = _list(given)
+    if not items and body.get("previous_response_id") is None:
+        return ["input: must be a non-empty list (or text)"]
+    problems: list = _include_problems(body)
+    open_ids: list = []
+    called: set = set()
+    store = body.get("store", True)
+    seen: set = set()  # item ids: the API refuses one given twice
+    for i, item in enumerate(items):
+        problems += _responses_item(i, item, open_ids, called, store)
+        iid = item.get("id") if isinstance(item, Mapping) else None
+        if isinstance(iid, str):
+            if iid in seen:
+                problems.append(f"input[{i}]: duplicate item id {iid!r}")
+            seen.add(iid)
+        if isinstance(item, Mapping) and item.get("type") == "reasoning" and not _led(items, i):
+            problems.append(f"input[{i}]: a reasoning item was provided without its"
+                            " following item")  # fmt: skip
+    if open_ids:
+        problems.append(f"function_calls {open_ids!r} have no function_call_output")
+    return problems
+
+
+# ---- drawn transcripts (testing.strategies) ------------------------------------------
+
+
+def _said(draw: Any, n: str, kit: Any) -> list[dict]:
+    """Return the lead items of a turn: maybe reasoning, maybe a message."""
+    lead = []
+    if draw(kit.st.booleans()):
+        lead.append({"type": "reasoning", "id": f"rs_{n}", "summary": [],
+                     "encrypted_content": "gAAAA-encrypted"})  # fmt: skip
+    if draw(kit.st.booleans()):
+        part = {"type": "output_text", "text": draw(kit.text), "annotations": [], "logprobs": []}
+        lead.append({"type": "message", "id": f"msg_{n}", "role": "assistant",
+                     "status": "completed", "content": [part]})  # fmt: skip
+    return lead
+
+
+def _tool_round(draw: Any, ids: list[str], kit: Any) -> list[dict]:
+    """Return a tool round: a turn holding its items (maybe reasoning and a message, the
+    function calls), then one message of their function_call_output items."""
+    made = [{"type": "function_call", "call_id": i, "name": draw(kit.names),
+             "arguments": json.dumps(draw(kit.args))} for i in ids]  # fmt: skip
+    outputs = [{"type": "function_call_output", "call_id": i, "output": draw(kit.text)}
+               for i in ids]  # fmt: skip
+    return [
+        {"role": "assistant", "items": [*_said(draw, ids[0], kit), *made]},
+        {"role": "tool", "items": outputs},
+    ]
+
+
+def _answer(draw: Any, n: int, kit: Any) -> dict | None:
+    """Return, half the time, a final answer of its items (maybe led by reasoning)."""
+    if not draw(kit.st.booleans()):
+        return None
+    part = {"type": "output_text", "text": draw(kit.text), "annotations": [], "logprobs": []}
+    said = {"type": "message", "id": f"msg_answer_{n}", "role": "assistant",
+            "status": "completed", "content": [part]}  # fmt: skip
+    lead = _said(draw, f"answer_{n}", kit)[:1] if draw(kit.st.booleans()) else []
+    return {"role": "assistant", "items": [*[i for i in lead if i["type"] == "reasoning"], said]}
+
+
+FAKE = Fake(
+    name="responses",
+    path="/responses",
+    response=responses_response,
+    stream=_served_stream,
+    refusal=openai_refusal,  # OpenAI's API: its envelope
+    rules=validate_responses_request,
+    spec=("openai-responses.json", "CreateResponse"),
+    expand=expand,
+    keep=keep,
+    stream_failed=_failed,
+    flourishes=Flourishes(calls=_tool_round, answer=_answer, block="input_text"),
+)

@@ -6,7 +6,9 @@
 A profile is data: the client style that talks to it, and how that server says what
 goes wrong (its HTTP error bodies and headers, its errors inside a 200 and inside a
 stream) and how it streams (tool-call indexes, keep-alive comments). Each is what the
-server's documentation, code or public bug reports show (`source`).
+server's documentation, code or public bug reports show (`source`). Each dialect's kit
+module gives the profiles of the servers that speak it (its record's `profiles`, see
+`testing.fakes`); this module merges them over a neutral base and names no dialect.
 
 Profile-aware script keys, beside the neutral ones of `fake_provider`:
   {"fail": KIND}                   an HTTP error as the server sends it (status, body,
@@ -26,12 +28,16 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
 
-__all__ = ["PROFILES", "FAILURES", "KEYS", "expand", "profile_names"]
+from .fakes import Fake
+from .registry import FAKES
 
-# The failures a script can ask for: (status, OpenAI-style type, Anthropic type, message).
-# "overloaded" takes the profile's own status (Anthropic's 529, else 503).
+__all__ = ["PROFILES", "FAILURES", "KEYS", "expand", "profile_names", "default_profile"]
+
+# The failures a script can ask for: (status, the `type` OpenAI-style envelopes give it,
+# the `type` Anthropic's gives it, message). "overloaded" takes the profile's own status
+# (Anthropic's 529, else 503). A profile names its types itself (`error_types`, from its
+# dialect's kit module); the type columns stay for this table's readers.
 FAILURES = MappingProxyType(
     {
         "overloaded": (503, "server_error", "overloaded_error", "Overloaded"),
@@ -43,172 +49,58 @@ FAILURES = MappingProxyType(
 )
 
 
-def _sse(data: Any, event: str | None = None, field: str = "data") -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data)
-    head = f"event: {event}\n" if event else ""
-    return f"{head}{field}: {payload}\n\n".encode()
-
-
-# ---- error shapes, one small function each (status, type, message) -> value ----------
-
-
-def _openai_error(status: int, kind: str, message: str) -> dict:
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
-
-
-def _anthropic_error(status: int, kind: str, message: str) -> dict:
-    return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def _vllm_error(status: int, kind: str, message: str) -> dict:
-    # vLLM's ErrorResponse: a flat object, "object": "error", the HTTP status as code.
-    return {"object": "error", "message": message, "type": kind, "param": None, "code": status}
-
-
-def _coded_error(status: int, kind: str, message: str) -> dict:
-    # llama.cpp and OpenRouter: {"error": {"code": <HTTP status>, "message", ...}}.
-    return {"error": {"code": status, "message": message, "type": kind}}
-
-
-def _litellm_error(status: int, kind: str, message: str) -> dict:
-    # LiteLLM's proxy: every field a string, the status too ("429").
-    return {"error": {"message": message, "type": kind, "param": "None", "code": str(status)}}
-
-
-def _openrouter_chunk(status: int, kind: str, message: str) -> bytes:
-    # OpenRouter's mid-stream error: a chunk with a top-level error and finish "error".
-    return _sse({"id": "gen-fake", "object": "chat.completion.chunk", "created": 0,
-                 "model": "fake-model", "error": {"code": status, "message": message},
-                 "choices": [{"index": 0, "delta": {"content": ""},
-                              "finish_reason": "error"}]})  # fmt: skip
-
-
-def _data_frame(shape: Callable) -> Callable:
-    return lambda status, kind, message: _sse(shape(status, kind, message))
-
-
-def _vllm_frame(status: int, kind: str, message: str) -> bytes:
-    # vLLM's stream generator writes the error chunk, then still ends with [DONE].
-    return _sse(_vllm_error(status, kind, message)) + _sse("[DONE]")
-
-
-def _anthropic_frame(status: int, kind: str, message: str) -> bytes:
-    return _sse(_anthropic_error(status, kind, message), "error")
-
-
-def _llama_frame(status: int, kind: str, message: str) -> bytes:
-    # llama.cpp builds through 2025 wrote `error: {...}`, a field SSE does not define
-    # (ggml-org/llama.cpp#16109), then `data: [DONE]`.
-    return _sse(_coded_error(status, kind, message)["error"], field="error") + _sse("[DONE]")
-
-
-# ---- retry headers (seconds) -> headers --------------------------------------------
-
-
 def _retry_after(seconds: float) -> dict:
     return {"retry-after": str(math.ceil(seconds))}
 
 
-def _retry_after_ms(seconds: float) -> dict:
-    # Azure OpenAI sends both; the SDKs read retry-after-ms first.
-    return {"retry-after-ms": str(int(seconds * 1000)), "retry-after": str(math.ceil(seconds))}
+def _no_headers(status: int) -> dict:
+    return {}
 
 
-def _retry_anthropic(seconds: float) -> dict:
-    return {**_retry_after(seconds), "x-should-retry": "true"}
+# What every profile has unless its fields say otherwise; its dialect's kit module gives
+# the rest: `source`, `error_types` (FAILURES' kind -> its type), `error_body` and
+# `stream_error` ((status, type, message) -> its error body / its in-stream error bytes).
+_BASE = {
+    "overloaded_status": 503,
+    "retry_headers": _retry_after,  # seconds -> the headers asking to wait
+    "status_headers": _no_headers,  # status -> headers a failure carries unless given
+    # "repeat": every streamed call comes whole with index 0 (Ollama); "zero": in
+    # fragments, every one with index 0 (Dynamo); "count": 0, 1, 2 as OpenAI.
+    "tool_index": "count",
+    "preamble": b"",  # bytes sent before the first event (comments, a first chunk)
+    "whole_prefix": b"",  # bytes before a whole JSON answer
+}
+_GIVEN = ("source", "error_types", "error_body", "stream_error")
 
 
-def _profile(style: str, source: str, **fields: Any) -> Mapping:
-    base = {
-        "style": style,
-        "source": source,
-        "overloaded_status": 503,
-        "error_body": _openai_error,
-        "stream_error": _data_frame(_openai_error),
-        "retry_headers": _retry_after,
-        # "repeat": every streamed call comes whole with index 0 (Ollama); "zero": in
-        # fragments, every one with index 0 (Dynamo); "count": 0, 1, 2 as OpenAI.
-        "tool_index": "count",
-        "preamble": b"",  # bytes sent before the first event (comments, a first chunk)
-        "whole_prefix": b"",  # bytes before a whole JSON answer
-    }
-    return MappingProxyType({**base, **fields})
+def _profile(name: str, fake: Fake, fields: Mapping) -> Mapping:
+    """Return a whole profile of `fake`'s dialect (TypeError naming what it lacks)."""
+    missing = [k for k in _GIVEN if k not in fields]
+    missing += [f"error_types[{k!r}]" for k in FAILURES if k not in fields.get("error_types", {})]
+    if missing:
+        raise TypeError(f"profile {name!r} of {fake.name!r} lacks {missing}")
+    return MappingProxyType({"style": fake.name, **_BASE, **fields})
 
 
-PROFILES = MappingProxyType(
-    {
-        "openai": _profile("openai", "openai-python 3.3.1 src/openai/_streaming.py (error chunks)"),
-        "anthropic": _profile(
-            "anthropic",
-            "docs.anthropic.com errors (529 overloaded_error, SSE error events); "
-            "anthropic-sdk-python 0.121.0 _base_client.py (x-should-retry)",
-            overloaded_status=529,
-            error_body=_anthropic_error,
-            stream_error=_anthropic_frame,
-            retry_headers=_retry_anthropic,
-        ),
-        "azure": _profile(
-            "openai",
-            "learn.microsoft.com Azure OpenAI quotas (retry-after-ms, retry-after on 429); "
-            "content filtering (a first chunk with no choices, prompt_filter_results)",
-            retry_headers=_retry_after_ms,
-            preamble=_sse(
-                {
-                    "choices": [],
-                    "created": 0,
-                    "id": "",
-                    "model": "",
-                    "object": "",
-                    "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
-                }
-            ),
-        ),
-        "dynamo": _profile(
-            "openai",
-            "ai-dynamo/dynamo#4723 (parallel calls streamed in fragments, all index 0)",
-            tool_index="zero",
-        ),
-        "ollama": _profile(
-            "openai",
-            "ollama/ollama#15457 (parallel tool calls streamed with index 0, distinct ids)",
-            tool_index="repeat",
-        ),
-        "vllm": _profile(
-            "openai",
-            "vllm-project/vllm ErrorResponse ({'object': 'error', message, type, code}), "
-            "also in a stream",
-            error_body=_vllm_error,
-            stream_error=_vllm_frame,
-        ),
-        "llama.cpp": _profile(
-            "openai",
-            "ggml-org/llama.cpp#5961 (error JSON), #16109 (`error:` SSE field before it)",
-            error_body=_coded_error,
-            stream_error=_llama_frame,
-        ),
-        "deepseek": _profile(
-            "openai",
-            "api-docs.deepseek.com (keep-alive: empty lines before a whole answer, "
-            "`: keep-alive` comments in a stream)",
-            preamble=b": keep-alive\n\n",
-            whole_prefix=b"\n\n",
-        ),
-        "openrouter": _profile(
-            "openai",
-            "openrouter.ai/docs errors (200 with {'error': {'code': 502}}, mid-stream "
-            "error chunks with finish_reason 'error', `: OPENROUTER PROCESSING`)",
-            error_body=_coded_error,
-            stream_error=_openrouter_chunk,
-            preamble=b": OPENROUTER PROCESSING\n\n",
-        ),
-        "litellm": _profile(
-            "openai",
-            "BerriAI/litellm proxy errors (string codes: {'code': '429'})",
-            error_body=_litellm_error,
-            stream_error=_data_frame(_litellm_error),
-        ),
-    }
-)
+def _profiles() -> Mapping[str, Mapping]:
+    """Return every fake's profiles by name, each whole (TypeError for a name given twice)."""
+    out: dict[str, Mapping] = {}
+    for fake in FAKES.values():
+        for name, fields in fake.profiles.items():
+            if name in out:
+                raise TypeError(f"profile {name!r} is given twice")
+            out[name] = _profile(name, fake, fields)
+    return MappingProxyType(out)
+
+
+PROFILES = _profiles()
+
+
+def default_profile(dialect: str) -> str:
+    """Return the profile a plain fake provider answers `dialect`'s failures in: its
+    own first one, else the first row's (a dialect of its API, as Responses is)."""
+    own = FAKES[dialect].profiles or next(iter(FAKES.values())).profiles
+    return next(iter(own))
 
 
 def profile_names(style: str | None = None) -> list[str]:
@@ -219,11 +111,10 @@ def profile_names(style: str | None = None) -> list[str]:
 def _failure(profile: Mapping, kind: str) -> tuple[int, str, str]:
     if kind not in FAILURES:
         raise ValueError(f"unknown failure {kind!r}: one of {sorted(FAILURES)}")
-    status, openai_type, anthropic_type, message = FAILURES[kind]
+    status, *_, message = FAILURES[kind]
     if kind == "overloaded":
         status = profile["overloaded_status"]
-    kind_name = anthropic_type if profile["style"] == "anthropic" else openai_type
-    return status, kind_name, message
+    return status, profile["error_types"][kind], message
 
 
 def _http_failure(reply: Mapping, profile: Mapping) -> dict:
@@ -231,9 +122,9 @@ def _http_failure(reply: Mapping, profile: Mapping) -> dict:
     headers = dict(reply.get("headers") or {})
     if reply.get("retry_after") is not None:
         headers = {**profile["retry_headers"](reply["retry_after"]), **headers}
-    elif profile["style"] == "anthropic":
-        headers.setdefault("x-should-retry", "true" if status in (429, 529) or status >= 500
-                           else "false")  # fmt: skip
+    else:  # what the server says of every failure (Anthropic's x-should-retry)
+        own = profile["status_headers"](status)
+        headers = {**headers, **{k: v for k, v in own.items() if k not in headers}}
     return {"status": status, "body": json.dumps(profile["error_body"](status, kind, message)),
             "headers": headers}  # fmt: skip
 
@@ -257,13 +148,16 @@ def expand(reply: Mapping, profile: Mapping | str, dialect: str, events: Callabl
     if reply.get("fail_inband"):
         status, kind, message = _failure(profile, reply["fail_inband"])
         return {"response": profile["error_body"](status, kind, message)}
+    fake = FAKES[dialect]
     stream = events(reply)
-    if stream is not None and dialect == "responses" and reply.get("stream_fail"):
-        return {**reply, "sse_events": _responses_failed(reply, profile, stream)}
-    if stream is None or dialect == "responses":
+    if stream is not None and fake.stream_failed is not None and reply.get("stream_fail"):
+        _, kind, message = _failure(profile, reply["stream_fail"])
+        cut = 1 + int(reply.get("fail_after", 0))
+        return {**reply, "sse_events": fake.stream_failed(stream, cut, kind, message)}
+    if stream is None or fake.stream_failed is not None:  # its own stream: no quirks
         return {**reply, "prefix": profile["whole_prefix"]} if profile["whole_prefix"] else reply
-    if profile["tool_index"] != "count" and dialect == "openai":
-        stream = _calls_at_zero(stream, whole=profile["tool_index"] == "repeat")
+    if profile["tool_index"] != "count" and fake.index_calls is not None:
+        stream = fake.index_calls(stream, whole=profile["tool_index"] == "repeat")
     if reply.get("stream_fail"):
         status, kind, message = _failure(profile, reply["stream_fail"])
         cut = 1 + int(reply.get("fail_after", 0))
@@ -271,57 +165,3 @@ def expand(reply: Mapping, profile: Mapping | str, dialect: str, events: Callabl
     if profile["preamble"]:
         stream = [profile["preamble"], *stream]
     return {**reply, "sse_events": stream}
-
-
-def _responses_failed(reply: Mapping, profile: Mapping, stream: list) -> list:
-    """Return a Responses stream cut after `fail_after` events past its first, then the
-    dialect's own `error` event (the profile's type as its code)."""
-    _, kind, message = _failure(profile, reply["stream_fail"])
-    cut = 1 + int(reply.get("fail_after", 0))
-    error = {"type": "error", "code": kind, "message": message, "param": None,
-             "sequence_number": cut}  # fmt: skip
-    return [*stream[:cut], _sse(error)]
-
-
-def _calls_at_zero(events: list[bytes], whole: bool) -> list[bytes]:
-    """Return an openai stream whose tool calls all say index 0, with their own ids: in
-    fragments as given, or (`whole`) each in one chunk, as Ollama sends parallel calls."""
-    if not whole:
-        return [_fragments_at_zero(e) for e in events]
-    out: list[bytes] = []
-    calls: list[dict] = []
-    for raw in events:
-        text = raw.decode()
-        data = text.partition("data: ")[2].strip()
-        chunk = json.loads(data) if data.startswith("{") else None
-        choices = (chunk or {}).get("choices") or [{}]
-        fragments = (choices[0].get("delta") or {}).get("tool_calls")
-        if not fragments:
-            if calls and chunk is not None and choices[0].get("finish_reason"):
-                out += [_call_chunk(chunk, c) for c in calls]
-                calls = []
-            out.append(raw)
-            continue
-        for f in fragments:
-            if f.get("id"):
-                calls.append({**f, "index": 0, "function": dict(f["function"])})
-            else:
-                fn = calls[-1]["function"]
-                fn["arguments"] = fn.get("arguments", "") + f["function"]["arguments"]
-    return out
-
-
-def _fragments_at_zero(raw: bytes) -> bytes:
-    data = raw.decode().partition("data: ")[2].strip()
-    chunk = json.loads(data) if data.startswith("{") else {}
-    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
-    if not delta.get("tool_calls"):
-        return raw
-    delta["tool_calls"] = [{**f, "index": 0} for f in delta["tool_calls"]]
-    return _sse(chunk)
-
-
-def _call_chunk(template: Mapping, call: Mapping) -> bytes:
-    delta = {"role": "assistant", "content": None, "tool_calls": [call]}
-    choice = {"index": 0, "delta": delta, "finish_reason": None}
-    return _sse({**template, "choices": [choice]})

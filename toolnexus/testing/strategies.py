@@ -10,10 +10,15 @@ Transcripts come as plain lists and dicts (JSON-ready), in the provider's own sh
 from __future__ import annotations
 
 import itertools
-import json
 import unicodedata
+from types import SimpleNamespace
 
 from hypothesis import strategies as st
+
+from ..core.frozen import thaw
+from ..core.wire import view
+from .fakes import Fake, Flourishes
+from .registry import FAKES, fake_of
 
 __all__ = [
     "COLLIDING_IDS",
@@ -21,6 +26,7 @@ __all__ = [
     "conversation_ids",
     "id_pools",
     "transcripts",
+    "transcripts_of",
 ]
 
 # Ids that break naive stores: path tricks, whitespace, device names, case and Unicode
@@ -83,126 +89,66 @@ def id_pools(ids: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[lis
 
 # ---- transcripts -------------------------------------------------------------------
 
-
-def _openai_calls(draw, ids: list[str]) -> list[dict]:
-    calls = [
-        {
-            "id": i,
-            "type": "function",
-            "function": {"name": draw(_NAMES), "arguments": json.dumps(draw(_ARGS))},
-        }
-        for i in ids
-    ]
-    return [
-        {"role": "assistant", "content": draw(st.none() | _TEXT), "tool_calls": calls},
-        *({"role": "tool", "tool_call_id": i, "content": draw(_TEXT)} for i in ids),
-    ]
+# What a dialect's flourishes draw with (see testing.fakes.Flourishes): hypothesis'
+# strategies, and the neutral text, tool names and arguments.
+KIT = SimpleNamespace(st=st, text=_TEXT, names=_NAMES, args=_ARGS)
+DIALECTS = tuple(FAKES)
 
 
-def _anthropic_calls(draw, ids: list[str]) -> list[dict]:
-    lead = []
-    if draw(st.booleans()):
-        lead.append({"type": "thinking", "thinking": draw(_TEXT), "signature": "sig"})
-    if draw(st.booleans()):
-        lead.append({"type": "text", "text": draw(_TEXT)})
-    uses = [{"type": "tool_use", "id": i, "name": draw(_NAMES), "input": draw(_ARGS)} for i in ids]
-    results = [
-        {
-            "type": "tool_result",
-            "tool_use_id": i,
-            "content": draw(_TEXT | st.builds(lambda t: [{"type": "text", "text": t}], _TEXT)),
-            "is_error": draw(st.booleans()),
-        }
-        for i in ids
-    ]
-    return [{"role": "assistant", "content": lead + uses}, {"role": "user", "content": results}]
-
-
-def _responses_said(draw, n: str) -> list[dict]:
-    """Return the lead items of a Responses turn: maybe reasoning, maybe a message."""
-    lead = []
-    if draw(st.booleans()):
-        lead.append({"type": "reasoning", "id": f"rs_{n}", "summary": [],
-                     "encrypted_content": "gAAAA-encrypted"})  # fmt: skip
-    if draw(st.booleans()):
-        part = {"type": "output_text", "text": draw(_TEXT), "annotations": [], "logprobs": []}
-        lead.append({"type": "message", "id": f"msg_{n}", "role": "assistant",
-                     "status": "completed", "content": [part]})  # fmt: skip
-    return lead
-
-
-def _responses_calls(draw, ids: list[str]) -> list[dict]:
-    calls = [{"type": "function_call", "call_id": i, "name": draw(_NAMES),
-              "arguments": json.dumps(draw(_ARGS))} for i in ids]  # fmt: skip
-    outputs = [{"type": "function_call_output", "call_id": i, "output": draw(_TEXT)} for i in ids]
-    return [
-        {"role": "assistant", "items": [*_responses_said(draw, ids[0]), *calls]},
-        {"role": "tool", "items": outputs},
-    ]
-
-
-def _gemini_calls(draw, ids: list[str]) -> list[dict]:
-    """Return a Gemini tool round: maybe a thought and text, the calls (the first signed),
-    then one message of their functionResponse parts."""
-    calls = [{"functionCall": {"id": i, "name": draw(_NAMES), "args": draw(_ARGS)}} for i in ids]
-    calls[0] = {**calls[0], "thoughtSignature": "c2lnbmVk"}
-    lead = [{"text": draw(_TEXT), "thought": True}] if draw(st.booleans()) else []
-    lead += [{"text": draw(_TEXT)}] if draw(st.booleans()) else []
-    answers = [{"functionResponse": {"id": c["functionCall"]["id"], "name": c["functionCall"][
-        "name"], "response": {"output": draw(_TEXT)}}} for c in calls]  # fmt: skip
-    return [{"role": "assistant", "parts": [*lead, *calls]}, {"role": "tool", "parts": answers}]
-
-
-def _user(draw, dialect: str) -> dict:
-    kind = _SHAPES[dialect]["block"]
-    if kind and draw(st.booleans()):  # multi-block content
+def _user(draw, block: str | None) -> dict:
+    if block and draw(st.booleans()):  # multi-block content
         blocks = draw(st.lists(_TEXT, min_size=1, max_size=3))
-        return {"role": "user", "content": [{"type": kind, "text": t} for t in blocks]}
+        return {"role": "user", "content": [{"type": block, "text": t} for t in blocks]}
     return {"role": "user", "content": draw(_TEXT)}
 
 
-def _answer(draw, dialect: str, n: int) -> dict:
-    if dialect == "anthropic":
-        return {"role": "assistant", "content": [{"type": "text", "text": draw(_TEXT)}]}
-    if dialect == "responses" and draw(st.booleans()):
-        part = {"type": "output_text", "text": draw(_TEXT), "annotations": [], "logprobs": []}
-        said = {"type": "message", "id": f"msg_answer_{n}", "role": "assistant",
-                "status": "completed", "content": [part]}  # fmt: skip
-        lead = _responses_said(draw, f"answer_{n}")[:1] if draw(st.booleans()) else []
-        return {"role": "assistant", "items": [*[i for i in lead if i["type"] == "reasoning"],
-                                               said]}  # fmt: skip
-    if dialect == "gemini" and draw(st.booleans()):  # its parts, a signature on the text
-        return {"role": "assistant", "parts": [{"text": draw(_TEXT), "thoughtSignature": "c2ln"}]}
-    return {"role": "assistant", "content": draw(_TEXT)}
-
-
-# Each dialect's shapes: its tool round, the type of a user text block (None: text only),
-# its call id prefix, whether a system message may lead (anthropic carries it in the body).
-_SHAPES = {
-    "openai": {"calls": _openai_calls, "block": None, "prefix": "call", "system": True},
-    "anthropic": {"calls": _anthropic_calls, "block": "text", "prefix": "toolu", "system": False},
-    "responses": {"calls": _responses_calls, "block": "input_text", "prefix": "call",
-                  "system": True},
-    "gemini": {"calls": _gemini_calls, "block": None, "prefix": "call", "system": True},
-}  # fmt: skip
-DIALECTS = tuple(_SHAPES)
+def _answer(draw, own: Flourishes, n: int) -> dict:
+    made = own.answer(draw, n, KIT) if own.answer is not None else None
+    return made if made is not None else {"role": "assistant", "content": draw(_TEXT)}
 
 
 @st.composite
-def _transcript(draw, dialect: str, max_turns: int, system: bool | None) -> list[dict]:
-    shape = _SHAPES[dialect]
-    ids = (f"{shape['prefix']}_{n}" for n in itertools.count())
+def _transcript(draw, own: Flourishes, max_turns: int, system: bool | None) -> list[dict]:
+    """Return a transcript in a dialect's own shapes (its flourishes)."""
+    ids = (f"{own.prefix}_{n}" for n in itertools.count())
     out: list[dict] = []
-    if system if system is not None else (shape["system"] and draw(st.booleans())):
+    if system if system is not None else (own.system and draw(st.booleans())):
         out.append({"role": "system", "content": draw(_TEXT)})
     for n in range(draw(st.integers(0, max_turns))):
-        out.append(_user(draw, dialect))
+        out.append(_user(draw, own.block))
         rounds = draw(st.integers(0, 2))
         for _ in range(rounds):  # tool rounds, each with parallel calls
-            out += shape["calls"](draw, [next(ids) for _ in range(draw(st.integers(1, 3)))])
+            out += own.calls(draw, [next(ids) for _ in range(draw(st.integers(1, 3)))], KIT)
         if not rounds or draw(st.booleans()):  # a run stopped by max_turns ends on results
-            out.append(_answer(draw, dialect, n))
+            out.append(_answer(draw, own, n))
     return out
+
+
+def _said(draw) -> list[dict]:
+    return [{"type": "text", "text": draw(_TEXT)}] if draw(st.booleans()) else []
+
+
+@st.composite
+def _neutral(draw, dialect: str, max_turns: int, system: bool | None) -> list[dict]:
+    """Return a transcript drawn as neutral items and written by the dialect's record (a
+    row with no flourishes of its own); a system text its messages cannot hold is lifted
+    out by the writer, and left out."""
+    ids = (f"call_{n}" for n in itertools.count())
+    items: list[tuple] = []
+    if system if system is not None else draw(st.booleans()):
+        items.append(("system", draw(_TEXT)))
+    for _ in range(draw(st.integers(0, max_turns))):
+        items.append(("user", draw(_TEXT)))
+        rounds = draw(st.integers(0, 2))
+        for _ in range(rounds):
+            made = [(next(ids), draw(_NAMES), draw(_ARGS), {})
+                    for _ in range(draw(st.integers(1, 3)))]  # fmt: skip
+            items.append(("assistant", _said(draw), made, [], {}))
+            items += [("result", c[0], draw(_TEXT), draw(st.booleans())) for c in made]
+        if not rounds or draw(st.booleans()):
+            items.append(("assistant", [{"type": "text", "text": draw(_TEXT)}], [], [], {}))
+    messages, _ = view.write(items, dialect)
+    return thaw(messages)
 
 
 def transcripts(
@@ -210,17 +156,27 @@ def transcripts(
 ) -> st.SearchStrategy[list[dict]]:
     """Return a strategy of valid transcripts: turns with parallel tool-call groups.
 
-    `dialect` is a row of the registry ("openai", "anthropic", "responses", "gemini") or None
-    (any). Every tool call is answered right after its message; anthropic user messages
-    may hold several text blocks and assistant turns thinking blocks. `system`: None for a
-    random leading system message (not anthropic: it carries it in the body), True or
-    False to force it. Responses turns hold their items (reasoning with encrypted content,
-    messages, function calls) and one message of function_call_output items per round;
-    Gemini turns their parts (thoughts, text, signed functionCalls), then one message of
-    functionResponse parts.
+    `dialect` is a row of the registry (`toolnexus.core.wire.DIALECTS`) or None (any).
+    Every tool call is answered right after its message. Each dialect's own shapes are
+    its kit module's flourishes: anthropic user messages may hold several text blocks
+    and assistant turns thinking blocks; Responses turns hold their items (reasoning
+    with encrypted content, messages, function calls) and one message of
+    function_call_output items per round; Gemini turns their parts (thoughts, text,
+    signed functionCalls), then one message of functionResponse parts. A row without
+    flourishes gets neutral items written by its record. `system`: None for a random
+    leading system message (where the dialect's messages hold one: anthropic carries it
+    in the body), True or False to force it.
     """
     if dialect is None:
         return st.one_of(*(transcripts(d, max_turns=max_turns, system=system) for d in DIALECTS))
-    if dialect not in DIALECTS:
-        raise ValueError(f"unknown dialect {dialect!r}: expected one of {DIALECTS}")
-    return _transcript(dialect, max_turns, system)
+    return transcripts_of(fake_of(dialect), max_turns=max_turns, system=system)
+
+
+def transcripts_of(
+    fake: Fake, *, max_turns: int = 4, system: bool | None = None
+) -> st.SearchStrategy[list[dict]]:
+    """Return a strategy of valid transcripts in the dialect of one kit record: its
+    flourishes, else neutral items written by its core record."""
+    if fake.flourishes is None:
+        return _neutral(fake.name, max_turns, system)
+    return _transcript(fake.flourishes, max_turns, system)

@@ -1,40 +1,37 @@
-"""Request validators: the documented rules each provider enforces on a request body.
+"""Request validators: the documented rules each provider enforces on a request body, and
+its published request schema.
 
-    validate_anthropic_request(body)  -> []  (or the problems, one readable string each)
-    validate_openai_request(body)     -> []
+    validate_request(body, "anthropic")  -> []  (or the problems, one readable string each)
 
 The fake provider runs them on every request and answers 400 in the provider's own shape.
-
-Anthropic (/v1/messages): the first message is `user`; roles are only `user` and
-`assistant`; every `tool_use` is answered by `tool_result` blocks in the next message,
-a user one; tool ids match `^[a-zA-Z0-9_-]+$`; no empty text block, no empty content;
-`system`, when present, is not empty.
-OpenAI (/chat/completions): every `tool_calls` entry is answered by a `tool` message
-before the next other message; tool call ids are at most 40 characters; `arguments`
-is a string; no assistant message without content or tool calls; a function tool's
-name matches `^[a-zA-Z0-9_-]{1,64}$` (documented, not in the schema).
+Each dialect's rules are in its own kit module (testing/fake_<name>.py: `rules` of its
+record in `testing.registry`), re-exported here: `validate_openai_request`,
+`validate_anthropic_request`, `validate_responses_request`.
 
 On top of those rules, `validate_request` checks the body against the provider's
-published request schema (`schema_problems`: OpenAI's `CreateChatCompletionRequest` and
-`CreateResponse`, Anthropic's `CreateMessageParams`, Gemini's `GenerateContentRequest` read
-closed (gemini_schema; its rules: fake_gemini), in `toolnexus/testing/specs/`), with
-`jsonschema` (the `testing` extra). For OpenAI's two that includes no top-level field the
-schema does not name (the live API: "Unrecognized request argument supplied"). A `oneOf`
-with a `discriminator` is read as an `anyOf` (see specs/README.md).
+published request schema (`schema_problems`: each record's `spec`, a document in
+`toolnexus/testing/specs/`: OpenAI's `CreateChatCompletionRequest` and `CreateResponse`,
+Anthropic's `CreateMessageParams`, Gemini's `GenerateContentRequest` read closed by its
+own reader, gemini_schema), with `jsonschema` (the `testing` extra). For an OpenAPI
+document whose request schema is made with allOf, that includes no top-level field the
+schema does not name (OpenAI's live API: "Unrecognized request argument supplied"). A
+`oneOf` with a `discriminator` is read as an `anyOf` (see specs/README.md).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
-from . import gemini_schema as _gemini
-from .fake_gemini import validate_gemini_request
+from .fake_anthropic import validate_anthropic_request
+from .fake_openai import validate_openai_request
+from .fake_responses import validate_responses_request
+from .registry import FAKES, fake_of
 
 __all__ = [
     "validate_openai_request",
@@ -48,189 +45,9 @@ __all__ = [
     "SchemaChecksSkipped",
 ]
 
-ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
-OPENAI_ID_MAX = 40
-OPENAI_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 # dialect -> (shipped document, the request body's schema)
-SPECS = {
-    "openai": ("openai-chat.json", "CreateChatCompletionRequest"),
-    "anthropic": ("anthropic-messages.json", "CreateMessageParams"),
-    "responses": ("openai-responses.json", "CreateResponse"),
-    "gemini": ("gemini-generatecontent.json", "GenerateContentRequest"),  # gemini_schema
-}
+SPECS = MappingProxyType({name: f.spec for name, f in FAKES.items()})
 SPEC_URI = "urn:spec"
-
-
-def _list(value: Any) -> list:
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return list(value)
-    return []
-
-
-def _is_list(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-
-
-def _empty_text(blocks: list) -> bool:
-    return any(
-        isinstance(b, Mapping) and b.get("type") == "text" and not b.get("text") for b in blocks
-    )
-
-
-def _anthropic_message(i: int, m: Any) -> list[str]:
-    if not isinstance(m, Mapping):
-        return [f"messages[{i}]: not an object"]
-    problems = []
-    role, content = m.get("role"), m.get("content")
-    if role not in ("user", "assistant"):
-        problems.append(f"messages[{i}].role: {role!r} is not 'user' or 'assistant'")
-    if isinstance(content, str):
-        if not content:
-            problems.append(f"messages[{i}].content: empty")
-    elif not _is_list(content) or not content:
-        problems.append(f"messages[{i}].content: must be a non-empty string or list of blocks")
-    else:
-        blocks = _list(content)
-        if _empty_text(blocks):
-            problems.append(f"messages[{i}].content: text content blocks must be non-empty")
-        for b in blocks:
-            if not isinstance(b, Mapping):
-                problems.append(f"messages[{i}].content: a block is not an object")
-            elif b.get("type") == "tool_use" and not ANTHROPIC_ID.fullmatch(str(b.get("id"))):
-                problems.append(f"messages[{i}]: tool_use id {b.get('id')!r} does not match"
-                                " ^[a-zA-Z0-9_-]+$")  # fmt: skip
-            elif b.get("type") == "tool_result":
-                if role != "user":
-                    problems.append(f"messages[{i}]: tool_result in a {role!r} message")
-                if not ANTHROPIC_ID.fullmatch(str(b.get("tool_use_id"))):
-                    problems.append(f"messages[{i}]: tool_use_id {b.get('tool_use_id')!r}"
-                                    " does not match ^[a-zA-Z0-9_-]+$")  # fmt: skip
-                if _is_list(b.get("content")) and _empty_text(_list(b.get("content"))):
-                    problems.append(f"messages[{i}]: empty text block in a tool_result")
-    return problems
-
-
-def _blocks_of(m: Any, kind: str, key: str) -> list:
-    if not isinstance(m, Mapping):
-        return []
-    return [
-        b.get(key)
-        for b in _list(m.get("content"))
-        if isinstance(b, Mapping) and b.get("type") == kind
-    ]
-
-
-def validate_anthropic_request(body: Mapping) -> list[str]:
-    """Return the problems of a messages request body (empty when valid).
-
-    >>> validate_anthropic_request({"messages": [{"role": "user", "content": "hi"}]})
-    []
-    >>> validate_anthropic_request({"messages": [{"role": "system", "content": "s"}]})[-1]
-    "messages[0].role: 'system' is not 'user' or 'assistant'"
-    """
-    problems = []
-    if "system" in body and not _system_ok(body["system"]):
-        problems.append("system: must be non-empty when present")
-    messages = _list(body.get("messages"))
-    if not messages:
-        return [*problems, "messages: must be a non-empty list"]
-    if not isinstance(messages[0], Mapping) or messages[0].get("role") != "user":
-        problems.append("messages[0]: the first message must be 'user'")
-    for i, m in enumerate(messages):
-        problems += _anthropic_message(i, m)
-        uses = _blocks_of(m, "tool_use", "id")
-        if not uses:
-            continue
-        following = messages[i + 1] if i + 1 < len(messages) else None
-        answered = set(_blocks_of(following, "tool_result", "tool_use_id"))
-        if following is None or following.get("role") != "user":
-            answered = set()
-        missing = [u for u in uses if u not in answered]
-        if missing:
-            problems.append(f"messages[{i}]: tool_use ids {missing!r} have no tool_result"
-                            " blocks in the next (user) message")  # fmt: skip
-    for i, m in enumerate(messages):
-        results = _blocks_of(m, "tool_result", "tool_use_id")
-        before = set(_blocks_of(messages[i - 1], "tool_use", "id")) if i else set()
-        orphans = [r for r in results if r not in before]
-        if orphans:
-            problems.append(f"messages[{i}]: tool_result for {orphans!r} without a tool_use"
-                            " in the previous message")  # fmt: skip
-    return problems
-
-
-def _system_ok(system: Any) -> bool:
-    if isinstance(system, str):
-        return bool(system)
-    blocks = _list(system)
-    return bool(blocks) and not _empty_text(blocks)
-
-
-def _openai_calls(i: int, m: Mapping) -> tuple[list[str], list]:
-    problems, ids = [], []
-    for c in _list(m.get("tool_calls")):
-        if not isinstance(c, Mapping):
-            problems.append(f"messages[{i}].tool_calls: an entry is not an object")
-            continue
-        cid = c.get("id")
-        if not isinstance(cid, str) or not cid or len(cid) > OPENAI_ID_MAX:
-            problems.append(f"messages[{i}].tool_calls: id {cid!r} must be a string of at most"
-                            f" {OPENAI_ID_MAX} characters")  # fmt: skip
-        if not isinstance((c.get("function") or {}).get("arguments"), str):
-            problems.append(f"messages[{i}].tool_calls[{cid!r}].function.arguments: not a string")
-        ids.append(cid)
-    return problems, ids
-
-
-def validate_openai_request(body: Mapping) -> list[str]:
-    """Return the problems of a chat completions request body (empty when valid).
-
-    >>> validate_openai_request({"messages": [{"role": "user", "content": "hi"}]})
-    []
-    >>> validate_openai_request({"messages": [{"role": "assistant", "content": None}]})
-    ['messages[0]: an assistant message needs content or tool_calls']
-    """
-    problems = _openai_top(body)
-    messages = _list(body.get("messages"))
-    if not messages:
-        return [*problems, "messages: must be a non-empty list"]
-    open_ids: list = []  # calls still waiting for their tool messages
-    for i, m in enumerate(messages):
-        if not isinstance(m, Mapping):
-            problems.append(f"messages[{i}]: not an object")
-            continue
-        role = m.get("role")
-        if role == "tool":
-            cid = m.get("tool_call_id")
-            if cid in open_ids:
-                open_ids.remove(cid)
-            else:
-                problems.append(f"messages[{i}]: tool message for {cid!r} answers no open call")
-            continue
-        if open_ids:
-            problems.append(f"messages[{i}]: tool_calls {open_ids!r} are not answered by tool"
-                            " messages before it")  # fmt: skip
-            open_ids = []
-        if role == "assistant":
-            found, ids = _openai_calls(i, m)
-            problems += found
-            if not m.get("content") and not ids:
-                problems.append(f"messages[{i}]: an assistant message needs content or tool_calls")
-            open_ids = ids
-    if open_ids:
-        problems.append(f"tool_calls {open_ids!r} of the last assistant message are not answered")
-    return problems
-
-
-def _openai_top(body: Mapping) -> list[str]:
-    problems = []
-    for i, t in enumerate(_list(body.get("tools"))):
-        if isinstance(t, Mapping) and t.get("type", "function") == "function":
-            name = (t.get("function") or {}).get("name")
-            if not isinstance(name, str) or not OPENAI_TOOL_NAME.fullmatch(name):
-                problems.append(f"tools[{i}].function.name: {name!r} does not match"
-                                " ^[a-zA-Z0-9_-]{1,64}$")  # fmt: skip
-    return problems
 
 
 # ---- the published request schemas ---------------------------------------------
@@ -328,8 +145,9 @@ def schema_checks_on(validate: bool, schema: bool | None) -> bool:
 @functools.cache
 def schema_validator(dialect: str) -> Any:
     """Return the (cached) jsonschema validator of `dialect`'s published request schema."""
-    if dialect == "gemini":  # JSON Schema $defs, read closed
-        return _gemini.schema_validator()
+    own = fake_of(dialect).spec_validator
+    if own is not None:  # a document its dialect reads its own way
+        return own()
     try:
         import referencing
         import referencing.jsonschema
@@ -354,8 +172,9 @@ def schema_problems(body: Mapping, dialect: str, limit: int = 3) -> list[str]:
     ...                 "anthropic")
     ["max_tokens: a required field is missing ('max_tokens' is a required property)"]
     """
-    if dialect == "gemini":
-        return _gemini.schema_problems(body, limit)
+    own = fake_of(dialect).spec_problems
+    if own is not None:
+        return own(body, limit)
     out: list[str] = []
     fields = _request_fields(dialect)
     if fields is not None:  # the live API refuses them; a schema made with allOf cannot say it
@@ -478,110 +297,8 @@ def _short(value: Any, size: int = 80) -> str:
     return text if len(text) <= size else text[: size - 3] + "..."
 
 
-def _responses_item(i: int, item: Any, open_ids: list, called: set, store: Any) -> list[str]:
-    """Return the problems of one input item; updates the open and seen call ids."""
-    if not isinstance(item, Mapping):
-        return [f"input[{i}]: not an object"]
-    kind = item.get("type", "message")
-    if kind == "function_call":
-        cid = item.get("call_id")
-        if cid in called:
-            return [f"input[{i}]: duplicate function_call call_id {cid!r}"]
-        called.add(cid)
-        open_ids.append(cid)
-        return []
-    if kind == "function_call_output":
-        cid = item.get("call_id")
-        if cid not in open_ids:
-            return [f"input[{i}]: function_call_output for {cid!r} answers no function_call"
-                    " before it"]  # fmt: skip
-        open_ids.remove(cid)
-        return []
-    nulls = [k for k, v in item.items() if v is None]
-    if nulls:  # what a gateway adds (LiteLLM: "async": null, "namespace": null)
-        return [f"input[{i}].{nulls[0]}: null is not a valid value for an input item's field"]
-    if kind == "reasoning" and store is False and not item.get("encrypted_content"):
-        return [f"input[{i}]: a reasoning item without encrypted_content cannot be replayed"
-                " with store false (the server kept nothing)"]  # fmt: skip
-    if kind == "message" and not item.get("content"):
-        return [f"input[{i}]: a message needs content"]
-    return []
-
-
-def _led(items: list, i: int) -> bool:
-    """Return whether the reasoning at `i` leads to an output of the model's own: a
-    message of the assistant or a call, after any further reasoning."""
-    for following in items[i + 1 :]:
-        if not isinstance(following, Mapping):
-            return False
-        kind = following.get("type")
-        if kind == "reasoning":
-            continue
-        if kind in (None, "message"):
-            return following.get("role") == "assistant"
-        return kind != "function_call_output"
-    return False
-
-
-# OpenAI's models that do not reason refuse to be asked for encrypted reasoning.
-_NO_ENCRYPTED = re.compile(r"(chatgpt-4o|gpt-4o|gpt-4\.1)(-|$)")
-
-
-def _include_problems(body: Mapping) -> list[str]:
-    include = body.get("include")
-    model = body.get("model")
-    if not isinstance(model, str) or not isinstance(include, list):
-        return []
-    if "reasoning.encrypted_content" in include and _NO_ENCRYPTED.match(model):
-        return ["include: Encrypted content is not supported with this model."]
-    return []
-
-
-def validate_responses_request(body: Mapping) -> list[str]:
-    """Return the problems of a Responses request body (empty when valid): every
-    function_call_output answers a function_call before it (each once), every
-    function_call is answered, a reasoning item is followed by the item it led to, and
-    with `store: false` it carries its encrypted_content; no message without content;
-    no item id given twice; no null field on an item; no encrypted reasoning asked of a
-    model that does not reason (gpt-4o, gpt-4.1).
-
-    >>> validate_responses_request({"input": [{"type": "function_call_output",
-    ...                                        "call_id": "c", "output": "4"}]})
-    ["input[0]: function_call_output for 'c' answers no function_call before it"]
-    """
-    given = body.get("input")
-    if isinstance(given, str):
-        return [] if given else ["input: empty"]
-    items = _list(given)
-    if not items and body.get("previous_response_id") is None:
-        return ["input: must be a non-empty list (or text)"]
-    problems: list = _include_problems(body)
-    open_ids: list = []
-    called: set = set()
-    store = body.get("store", True)
-    seen: set = set()  # item ids: the API refuses one given twice
-    for i, item in enumerate(items):
-        problems += _responses_item(i, item, open_ids, called, store)
-        iid = item.get("id") if isinstance(item, Mapping) else None
-        if isinstance(iid, str):
-            if iid in seen:
-                problems.append(f"input[{i}]: duplicate item id {iid!r}")
-            seen.add(iid)
-        if isinstance(item, Mapping) and item.get("type") == "reasoning" and not _led(items, i):
-            problems.append(f"input[{i}]: a reasoning item was provided without its"
-                            " following item")  # fmt: skip
-    if open_ids:
-        problems.append(f"function_calls {open_ids!r} have no function_call_output")
-    return problems
-
-
 # Each dialect's rules, what no schema says: the fake provider checks each request by its row.
-VALIDATORS = {
-    "openai": validate_openai_request,
-    "anthropic": validate_anthropic_request,
-    "responses": validate_responses_request,
-    "gemini": validate_gemini_request,
-}
+VALIDATORS = MappingProxyType({name: f.rules for name, f in FAKES.items()})
 RULES = VALIDATORS
 
 
@@ -596,5 +313,4 @@ def validate_request(body: Mapping, dialect: str, *, schema: bool = True) -> lis
     if not isinstance(body, Mapping):
         return [f"(body): a request body is a JSON object, not {type(body).__name__}"]
     ours = VALIDATORS[dialect](body)
-    checked = schema and dialect in SPECS
-    return [*(schema_problems(body, dialect) if checked else []), *ours]
+    return [*(schema_problems(body, dialect) if schema else []), *ours]
