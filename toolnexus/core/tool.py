@@ -304,9 +304,14 @@ _FORMATTED = (
 )
 
 
+# A value's JSON type in an enum: None is null (typed "string", a Literal["a", None]
+# refused the null it declares).
+_ENUM_KINDS = {**_SCALARS, type(None): "null"}
+
+
 def _enum_schema(values: list) -> dict:
     """Return the schema of a fixed set of values (typed when they share one JSON type)."""
-    kinds = {_SCALARS.get(type(v), "string") for v in values}
+    kinds = {_ENUM_KINDS.get(type(v), "string") for v in values}
     return {"type": kinds.pop(), "enum": values} if len(kinds) == 1 else {"enum": values}
 
 
