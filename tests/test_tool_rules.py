@@ -374,6 +374,22 @@ def test_a_literal_with_none_accepts_null():
     assert f["execute"]({"x": None}) == tool_result("None")
 
 
+def test_a_literal_of_int_enum_members_is_typed_by_their_json_type():
+    # Was {"type": "string", ...}: an IntEnum member travels as its number, refused.
+    assert schema_for(typing.Literal[Size.S, Size.M]) == {"type": "integer", "enum": [1, 2]}
+    assert schema_for(typing.Literal[True, 1]) == {"enum": [True, 1]}  # bool is not integer
+
+    @define_tool
+    def f(x: typing.Literal[Size.M]) -> str:
+        return repr(x)
+
+    assert f["execute"]({"x": 2}) == tool_result("2")
+
+
+def test_a_literal_of_none_is_null():
+    assert schema_for(typing.Literal[None]) == {"type": "null", "enum": [None]}
+
+
 def test_a_nullable_schema_with_a_list_of_types_or_more_than_an_anyof_is_wrapped():
     two = {"type": ["integer", "string"]}
     assert _nullable(two) == {"anyOf": [two, {"type": "null"}]}
@@ -462,6 +478,17 @@ def test_an_inferred_schema_skips_host_and_variadic_parameters():
         "required": ["a"],
     }
     assert t["description"] == "First line."
+
+
+def test_parameters_after_skipped_ones_are_read_and_a_generic_of_none_is_required():
+    def f(_ctx, a: typing.List[None], *rest, b: int = 1, **more) -> str:  # noqa: UP006
+        return "x"
+
+    assert define_tool(f)["input_schema"] == {
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {}}, "b": {"type": "integer"}},
+        "required": ["a"],
+    }
 
 
 def test_an_inferred_schema_with_nothing_required_has_no_required_list():
