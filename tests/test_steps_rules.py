@@ -18,6 +18,7 @@ from toolnexus.core.tool import tool_result
 from toolnexus.core.transcript import TranscriptFormatError
 from toolnexus.core.wire import DIALECTS
 from toolnexus.core.wire.common import EMPTY_ANSWER, ZERO_USAGE, turn, usage
+from toolnexus.core.wire.parts import UnsupportedPartError
 
 USER = FrozenMap({"role": "user", "content": "old"})
 ANSWER = FrozenMap({"role": "assistant", "content": "a"})
@@ -102,8 +103,8 @@ def test_the_initial_texts_are_the_history_s_and_the_prompt_s():
 
 def test_a_prompt_of_parts_follows_the_part_options():
     part = {"type": "file", "url": "https://x/a.pdf"}  # openai takes no file by URL
-    with pytest.raises(ValueError):
-        steps.start("openai", [], [part])
+    with pytest.raises(UnsupportedPartError, match="^openai cannot carry the file"):
+        steps.start("openai", [], [part])  # "error" by default
     s = steps.start("openai", [], [part], on_unsupported_part="text")
     assert s["messages"][-1]["content"][0]["type"] == "text"
     big = {"type": "image", "mimeType": "image/png", "data": "QUJD" * 10}
@@ -136,8 +137,19 @@ def test_request_is_the_dialect_s_body_and_its_bytes():
     body = steps.request(s, "gpt", [], "be brief", {"temperature": 0})
     assert body == DIALECTS["openai"].body("gpt", s["messages"], [], "be brief", {"temperature": 0})
     assert json.loads(steps.request_content(s, body)) == json.loads(json.dumps(body))
+    wire = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    body = steps.request(s, "gpt", wire, "", {})
+    assert body["tools"] == wire
     tools = FrozenMap({"tools": ("X", b'"T"')})
     assert b'"tools":"T"' in steps.request_content(s, {**body, "tools": "X"}, tools)
+
+
+def test_request_content_reuses_the_state_s_texts():
+    s = steps.start("openai", [], "hi", texts=[])
+    spaced = b'{"role": "user", "content": "hi"}'  # the same JSON, other bytes: reused
+    s = {**s, "texts": pvector([spaced])}
+    body = steps.request(s, "gpt", [], "", {})
+    assert spaced in steps.request_content(s, body)
 
 
 # ---- on_turn ------------------------------------------------------------------------------
@@ -176,6 +188,7 @@ def test_calls_are_parsed_and_the_run_goes_on():
     [
         (5, "5", "tool name must be a string, got int"),
         ("", '""', "tool name is empty"),
+        (b"ab", "\"b'ab'\"", "tool name must be a string, got bytes"),  # not JSON: its str
         (
             {"n": "x" * 200},
             json.dumps({"n": "x" * 200})[:100],
@@ -273,6 +286,13 @@ def test_the_records_of_a_turn_s_calls():
     assert out["messages"] == s["messages"].extend(messages)
     assert out["texts"] == s["texts"].extend(map(_json, messages))
     assert out["fresh"] == s["fresh"] + 2 and out["status"] is None
+
+
+def test_a_result_missing_for_a_call_is_an_error_not_a_lost_record():
+    s = steps.start("openai", [], "hi")
+    s, calls = steps.on_turn(s, _turn("", [_call(1), _call(2)]))
+    with pytest.raises(ValueError, match="zip"):
+        steps.on_results(s, calls, [tool_result("r")], max_turns=5)
 
 
 def test_the_turns_end_the_run_at_their_bound():
