@@ -117,6 +117,7 @@ TESTS = {
     "toolnexus/core/wire/sse.py": ["tests/test_sse_rules.py", "tests/test_sse.py"],
     "toolnexus/core/wire/parts.py": ["tests/test_parts_rules.py", "tests/test_parts.py"],
     "toolnexus/core/wire/common.py": ["tests/test_common_rules.py"],
+    "toolnexus/core/failover.py": ["tests/test_failover_rules.py"],
 }
 
 _CMP: dict[type, type] = {
