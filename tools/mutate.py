@@ -93,6 +93,31 @@ TESTS = {
         "tests/test_secrets.py",
         "tests/test_sse.py",
     ],
+    "toolnexus/core/tool.py": [
+        "tests/test_tool_rules.py",
+        "tests/test_tool.py",
+        "tests/test_tool_helpers.py",
+    ],
+    "toolnexus/core/steps.py": [
+        "tests/test_steps_rules.py",
+        "tests/test_loop.py",
+        "tests/test_bounded_turns.py",
+    ],
+    "toolnexus/core/frozen.py": ["tests/test_frozen_rules.py"],
+    "toolnexus/core/bounds.py": ["tests/test_bounds_rules.py", "tests/test_memo_bound.py"],
+    "toolnexus/store/_ids.py": ["tests/test_ids_rules.py"],
+    "toolnexus/store/_decode.py": [
+        "tests/test_decode_rules.py",
+        "tests/test_rows.py",
+        "tests/test_rows_rules.py",
+    ],
+    "toolnexus/core/wire/jsonload.py": ["tests/test_jsonload_rules.py"],
+    "toolnexus/core/wire/generated.py": ["tests/test_generated_rules.py"],
+    "toolnexus/core/wire/inband.py": ["tests/test_inband_rules.py"],
+    "toolnexus/core/wire/sse.py": ["tests/test_sse_rules.py", "tests/test_sse.py"],
+    "toolnexus/core/wire/parts.py": ["tests/test_parts_rules.py", "tests/test_parts.py"],
+    "toolnexus/core/wire/common.py": ["tests/test_common_rules.py"],
+    "toolnexus/core/failover.py": ["tests/test_failover_rules.py"],
 }
 
 _CMP: dict[type, type] = {

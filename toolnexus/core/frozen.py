@@ -44,10 +44,11 @@ which return a new map
 
     # _hash and _json: what is derived from the value once (its hash, its JSON text as a
     # request carries it: see known_json), kept since the value never changes.
-    __slots__ = ("_hash", "_json")
+    # (no mutate: the class is made before a mutant's code is swapped in, here and below)
+    __slots__ = ("_hash", "_json")  # pragma: no mutate
 
-    __setitem__ = __delitem__ = _immutable
-    clear = pop = popitem = setdefault = _immutable
+    __setitem__ = __delitem__ = _immutable  # pragma: no mutate
+    clear = pop = popitem = setdefault = _immutable  # pragma: no mutate
 
     def __hash__(self) -> int:  # type: ignore[override]
         try:
@@ -73,7 +74,7 @@ which return a new map
             return NotImplemented
         return FrozenMap(other).update(self)
 
-    __ior__ = __or__  # `m |= x` rebinds m to a new map, as `+=` does for a tuple
+    __ior__ = __or__  # pragma: no mutate (`m |= x` rebinds m to a new map, like a tuple's +=)
 
     def copy(self) -> FrozenMap:  # type: ignore[override]
         """Return the map itself: an immutable value needs no copy."""

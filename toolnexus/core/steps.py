@@ -33,7 +33,7 @@ from .wire.view import prompt_message
 # A loop state: a plain dict that no step mutates (each returns a new one). It lives for
 # one run; everything that escapes it (messages, tool call records, the RunResult) is
 # frozen. A dict copy costs a fraction of a pmap update, and this runs every turn.
-State = Mapping[str, Any]
+State = Mapping[str, Any]  # pragma: no mutate (a type alias: read before a mutant is in)
 
 __all__ = [
     "start",

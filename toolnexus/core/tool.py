@@ -167,7 +167,7 @@ def error_result(e: BaseException):
     >>> r["output"], r["is_error"], r["metadata"]["traceback"].splitlines()[-1]
     ('ValueError: bad city', True, 'ValueError: bad city')
     """
-    trace = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    trace = "".join(traceback.format_exception(e))
     return tool_result(f"{type(e).__name__}: {e}", True, {TRACEBACK: trace})
 
 
@@ -294,9 +294,20 @@ _FORMATTED = (
 )
 
 
+# A value's JSON type in an enum: None is null (typed "string", a Literal["a", None]
+# refused the null it declares).
+_ENUM_KINDS = {**_SCALARS, type(None): "null"}
+
+
+def _kind(value: Any) -> str:
+    """Return the JSON type of an enum's value: its class's or its nearest base's (an
+    IntEnum member travels as its number, bool before int), else "string"."""
+    return next((_ENUM_KINDS[c] for c in type(value).__mro__ if c in _ENUM_KINDS), "string")
+
+
 def _enum_schema(values: list) -> dict:
     """Return the schema of a fixed set of values (typed when they share one JSON type)."""
-    kinds = {_SCALARS.get(type(v), "string") for v in values}
+    kinds = {_kind(v) for v in values}
     return {"type": kinds.pop(), "enum": values} if len(kinds) == 1 else {"enum": values}
 
 
