@@ -27,7 +27,6 @@ from toolnexus.core.wire.parts import (
     is_parts,
     part_size,
     placeholder,
-    prompt_message,
     prompt_text,
     split_data_url,
     to_anthropic,
@@ -37,6 +36,7 @@ from toolnexus.core.wire.parts import (
     tool_text,
     unsupported,
 )
+from toolnexus.core.wire.view import prompt_message
 
 PNG = {"type": "image", "mimeType": "image/png", "data": "aGk=", "name": "a.png"}
 PDF = {"type": "file", "mimeType": "application/pdf", "data": "aGk="}
