@@ -19,7 +19,6 @@ bytes) returns None: the caller reads row by row, which names the corrupt row.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import add, contains, le, methodcaller
@@ -27,7 +26,7 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from ..core.frozen import FrozenMap, keep_json
+from ..core.frozen import FrozenMap, keep_json, keep_jsons
 from ..core.transcript import check_message
 from ..core.wire.jsonload import MAX_BYTES, MAX_DEPTH, load
 
@@ -105,8 +104,8 @@ def read_rows_at_once(texts: Sequence[str | bytes]) -> list | None:
     kind = _kind(texts)
     if kind is None or max(map(len, texts)) > MAX_BYTES or not _shallow(texts, kind):
         return None
-    sep = "," if kind is str else b","
-    joined = ("[" if kind is str else b"[") + sep.join(texts) + ("]" if kind is str else b"]")
+    # One C format, not "[" + text + "]": two more copies of the whole history
+    joined = f"[{','.join(texts)}]" if kind is str else b"[%s]" % b",".join(texts)
     try:
         out = _DECODER.decode(joined if kind is str else joined.decode("utf-8"))
     except (ValueError, TypeError, RecursionError):
@@ -116,17 +115,18 @@ def read_rows_at_once(texts: Sequence[str | bytes]) -> list | None:
     if not all(map(isinstance, out, repeat(FrozenMap))):
         return None
     # A message: a string role, and tool calls (if any) a list (or null). Checked at C
-    # speed over every message; only those whose row holds an array are walked again.
-    if not all(map(str.__instancecheck__, map(methodcaller("get", "role"), out))):
+    # speed over every message (dict.get through map: no Python frame per message);
+    # only those whose row holds an array are walked again.
+    if not all(map(str.__instancecheck__, map(_get, out, repeat("role")))):
         return None
-    calls = map(methodcaller("get", "tool_calls"), out)
-    if not all(map(_CALLS.__contains__, map(type, calls))):
+    if not set(map(type, map(_get, out, repeat("tool_calls")))) <= _CALLS:
         return None
     for i in compress(range(len(out)), map(contains, texts, repeat("[" if kind is str else b"["))):
         out[i] = _frozen_lists(out[i])
-    raw = texts if kind is bytes else map(methodcaller("encode", "utf-8"), texts)
-    deque(map(keep_json, out, raw), maxlen=0)
+    raw = texts if kind is bytes else map(str.encode, texts)
+    keep_jsons(out, raw)
     return out
 
 
+_get = dict.get
 _CALLS = frozenset({list, type(None)})  # what json makes of a list, or null
