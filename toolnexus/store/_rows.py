@@ -553,7 +553,12 @@ def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list, object]:
 
 
 def read_joined(
-    backend: str, id: str, query: Callable[[int], Sequence], memo: Memo, stamped: bool = True
+    backend: str,
+    id: str,
+    query: Callable[[int], Sequence],
+    memo: Memo,
+    stamped: bool = True,
+    split: Callable[[Sequence], tuple] = split_joined,
 ) -> PVector | None:
     """Return the transcript `query(k)` reads (see `split_joined`: the head, edit stamp
     and message rows from seq `k` on, in ONE statement: one snapshot), or None.
@@ -564,19 +569,21 @@ def read_joined(
     rare second statement (history rewritten by another writer, rows changed by hand).
     Without edit stamps (`stamped` False: a database the triggers could not be added
     to) nothing vouches for what is known: every read is `query(0)`, all checked.
+    `split` makes (head, rows, stamp) of what `query` returns: a backend that reads the
+    head and the rows apart (in one snapshot) returns that triple itself (`split=tuple`).
     """
     if not stamped:
-        head, messages, _ = split_joined(query(0))
+        head, messages, _ = split(query(0))
         return decode_joined(backend, id, head, messages, memo)
     known = memo.known(id)
     k = len(known.transcript) if known is not None else 0
-    head, messages, stamp = split_joined(query(k))
+    head, messages, stamp = split(query(k))
     if known is not None and head[0] is not None:
         got = memo.read_past(id, known, head, stamp, messages)
         if got is not None:
             return got
     if k:
-        head, messages, stamp = split_joined(query(0))
+        head, messages, stamp = split(query(0))
     return decode_joined(backend, id, head, messages, memo, stamp)
 
 
