@@ -9,8 +9,6 @@ reading the stored rows back: it then appends only what is new. Pure, no I/O
 
 from __future__ import annotations
 
-import hashlib
-import json
 import operator
 import threading
 from collections import OrderedDict
@@ -21,22 +19,19 @@ from typing import NamedTuple
 from pyrsistent import PVector, pvector
 
 from ..core.bounds import DEFAULT_MEMO_BYTES, UNENCODED_MESSAGE_BYTES
-from ..core.frozen import FrozenMap, thaw
-from ..core.transcript import (
-    FORMAT_VERSION,
-    TranscriptFormatError,
-    freeze_transcript,
-    json_text,
-    readable,
-)
+from ..core.frozen import FrozenMap
+from ..core.transcript import FORMAT_VERSION, freeze_transcript
 from ._decode import READERS as _READERS
 from ._decode import read_message_row as _read_v1
 from ._decode import read_rows_at_once
+from ._encode import GENESIS as GENESIS  # re-exported
+from ._encode import chain as chain
+from ._encode import digest_of as digest_of
+from ._encode import encode_message as encode_message
+from ._encode import encode_rows as encode_rows
 from ._ids import check_id as check_id  # re-exported
 from ._ids import check_text_id as check_text_id
 from .errors import StoreCorruptError
-
-GENESIS = "0" * 32  # the digest of the empty transcript
 
 
 class Head(NamedTuple):
@@ -100,8 +95,9 @@ def _sized(seen: Seen, kept: Sequence[Seen]) -> Seen:
     if texts is None:
         return seen._replace(size=len(seen.transcript) * UNENCODED_MESSAGE_BYTES)
     base = next((e for e in kept if e.texts is not None and len(e.texts) <= len(texts)), None)
-    start, size = (0, 0) if base is None else (len(base.texts), base.size)
-    return seen._replace(size=size + sum(map(len, filter(None, texts[start:]))))
+    if base is None:  # no slice: a pvector's is a copy
+        return seen._replace(size=sum(map(len, filter(None, texts))))
+    return seen._replace(size=base.size + sum(map(len, filter(None, texts[len(base.texts) :]))))
 
 
 def frozen(transcript: Sequence[Mapping]) -> PVector:
@@ -111,55 +107,6 @@ def frozen(transcript: Sequence[Mapping]) -> PVector:
     append cost O(history); `encode_message` checks each message that is written.
     """
     return transcript if isinstance(transcript, PVector) else freeze_transcript(transcript)
-
-
-def encode_message(message: Mapping) -> str:
-    """Return the compact JSON of one message, its keys in its own order (order is data).
-
-    >>> encode_message({"role": "user", "content": "hi"})
-    '{"role":"user","content":"hi"}'
-    """
-    return json_text(_plain(message))
-
-
-def _plain(message: Mapping) -> dict:
-    plain = thaw(message)
-    if not isinstance(plain, dict) or not isinstance(plain.get("role"), str):
-        raise TranscriptFormatError(f"not a message (a map with a string 'role'): {message!r:.200}")
-    return plain
-
-
-def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
-    """Return the row texts of messages, and the same with None where a row would not read
-    back as the very message (JSON makes a number key a string, a tuple a list): the
-    memo's texts, which a read matches to give saved values back.
-
-    >>> encode_rows([{"role": "user", "content": "hi"}, {"role": "user", "n": (1,)}])
-    (('{"role":"user","content":"hi"}', '{"role":"user","n":[1]}'), ('{"role":"user","content":"hi"}', None))
-    """  # noqa: E501
-    texts, kept = [], []
-    for message in messages:
-        plain = _plain(message)
-        text = readable(json_text(plain))
-        texts.append(text)
-        kept.append(text if json.loads(text) == plain else None)
-    return tuple(texts), tuple(kept)
-
-
-def chain(digest: str, encoded: Iterable[str]) -> str:
-    """Return the digest after appending the encoded messages to a transcript of `digest`.
-
-    >>> chain(chain(GENESIS, ["a"]), ["b"]) == chain(GENESIS, ["a", "b"])
-    True
-    """
-    for text in encoded:
-        digest = hashlib.blake2b((digest + text).encode("utf-8"), digest_size=16).hexdigest()
-    return digest
-
-
-def digest_of(messages: Iterable[Mapping]) -> str:
-    """Return the chained digest of a whole transcript."""
-    return chain(GENESIS, map(encode_message, messages))
 
 
 class Memo:
@@ -328,7 +275,7 @@ class Memo:
         texts = _list_texts(bodies)
         rows = lambda: list(enumerate(bodies))  # noqa: E731
         return self._read(backend, id, (version, count, digest), rows, texts,
-                          count == len(bodies), stamp)  # fmt: skip
+                          count == len(bodies), stamp, bodies)  # fmt: skip
 
     def _read(
         self,
@@ -339,6 +286,7 @@ class Memo:
         texts: tuple[str, ...] | None,
         numbered: bool,
         stamp: object,
+        raw: Sequence | None = None,
     ) -> PVector:
         version, count, digest = head
         with self._lock:  # every row is compared below
@@ -359,6 +307,14 @@ class Memo:
             if numbered and texts[:k] == tuple(best.texts):
                 new = decode_rows(backend, id, version, count - k, rows()[k:], start=k)
                 transcript = best.transcript.extend(new)
+                self.remember(id, transcript, digest, count, texts, stamp, True)
+                return transcript
+        if best is None and numbered and texts is not None and version == FORMAT_VERSION:
+            # The usual cold read: every row decoded at once (the driver's own texts when
+            # it gave a list: bytes kept as they came), no pairs built, nothing re-checked.
+            at_once = read_rows_at_once(texts if raw is None else raw)
+            if at_once is not None and len(at_once) == count:
+                transcript = pvector(at_once)
                 self.remember(id, transcript, digest, count, texts, stamp, True)
                 return transcript
         reuse = (best.transcript, best.texts) if best is not None else None
