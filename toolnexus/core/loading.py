@@ -107,12 +107,16 @@ def _kept_ids(frozen: PVector, dialect: str) -> PSet | None:
 
 _TEXT_ROLES = frozenset({"user", "assistant"})
 _get = dict.get
+_TWO, _STR = frozenset({2}), frozenset({str})
 
 
 def _not_plain(messages: Sequence) -> list[int]:
     """Return the indexes of the messages that are not plain text, at C speed."""
     n = len(messages)
     content = list(map(_get, messages, repeat("content")))
+    if set(map(len, messages)) == _TWO and set(map(type, content)) == _STR and all(content):
+        if set(map(_get, messages, repeat("role"))) <= _TEXT_ROLES:
+            return []  # all plain (a chat without tools): half the passes of the mask
     odd = set(compress(range(n), map(operator.ne, map(len, messages), repeat(2))))
     odd.update(compress(range(n), map(operator.is_not, map(type, content), repeat(str))))
     odd.update(compress(range(n), map(operator.not_, content)))
