@@ -508,6 +508,25 @@ def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list, object]:
     return head, [(seq, body) for *_, seq, body in rows], rows[0][3]
 
 
+ROW_SEPARATOR = "\x1e"  # a raw control character: no JSON text holds one
+
+
+def split_aggregated(rows: Sequence[Sequence], k: int) -> tuple[tuple, list, object] | None:
+    """Return what `split_joined` returns, of ONE row `(version, count, digest, edited, n,
+    lo, hi, bodies)`: the head, and the n message rows from seq k on joined in seq order
+    by ROW_SEPARATOR, with their first and last seq; None when they are not exactly the
+    rows k..k+n-1, one text each (read them a row per message then: decode_rows names
+    the bad one). Seqs are unique integers (the key), so first and last tell them."""
+    version, count, digest, stamp, n, lo, hi, bodies = rows[0]
+    head = (version, count, digest)
+    if not n:
+        return head, [], stamp
+    parts = bodies.split(ROW_SEPARATOR)
+    if len(parts) != n or lo != k or hi != k + n - 1:
+        return None
+    return head, list(zip(range(k, k + n), parts, strict=True)), stamp
+
+
 def read_joined(
     backend: str,
     id: str,
