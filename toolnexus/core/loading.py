@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PSet, PVector, pset, pvector
 
+from .frozen import FrozenMap, known_jsons
 from .steps import text_of, texts_of
 from .transcript import freeze_transcript, open_calls, repair
 from .wire import DIALECTS
@@ -58,11 +59,24 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
     `facts` is (dialect, the call ids) when the history is right for the dialect as it
     is (what `translate` would keep), else None.
     """
-    frozen = freeze_transcript(loaded)
-    ids = _kept_ids(frozen, dialect)
-    if ids is not None:  # right as it is, nothing to repair or clean: the usual load
-        return Loaded(frozen, "", texts_of(frozen) if encode else None, (dialect, ids))
-    return general(frozen, dialect, policy, encode)
+    # The messages as a list too: each pass below is a C loop, and a list's is several
+    # times cheaper than a pvector's (a tree walk per item).
+    listed = list(loaded) if isinstance(loaded, PVector) else None
+    if listed is not None and set(map(type, listed)) <= _FROZEN:
+        frozen = loaded  # what freeze_transcript gives our own values back as
+    else:
+        frozen = freeze_transcript(loaded)
+        listed = list(frozen)
+    ids = _kept_ids(frozen, listed, dialect)
+    if ids is None:
+        return general(frozen, dialect, policy, encode)
+    # right as it is, nothing to repair or clean (the usual load): texts_of, on the list
+    known = known_jsons(listed) if encode else None
+    texts = (pvector(known) if None not in known else texts_of(frozen)) if encode else None
+    return Loaded(frozen, "", texts, (dialect, ids))
+
+
+_FROZEN = frozenset({FrozenMap})
 
 
 def general(frozen: PVector, dialect: str, policy: str = "error", encode: bool = True) -> Loaded:
@@ -80,7 +94,7 @@ def general(frozen: PVector, dialect: str, policy: str = "error", encode: bool =
     return Loaded(history, lifted, texts_of(history) if encode else None, facts)
 
 
-def _kept_ids(frozen: PVector, dialect: str) -> PSet | None:
+def _kept_ids(frozen: PVector, listed: list, dialect: str) -> PSet | None:
     """Return the call ids of `frozen` when `whole` keeps it as it is (right for the
     dialect, nothing repaired or cleaned), found looking only at its messages that are
     not plain text; None when it may not (`whole` then takes the general way).
@@ -90,10 +104,10 @@ def _kept_ids(frozen: PVector, dialect: str) -> PSet | None:
     finds none open before it when the messages before it are kept) and is replayed as
     it is, so the whole is kept exactly when each run of the other messages is kept.
     Which messages are plain is read at C speed from the messages themselves (nothing a
-    store or a user may have marked on them).
+    store or a user may have marked on them). `listed`: `frozen` as a list.
     """
     try:
-        odd = _not_plain(frozen)
+        odd = _not_plain(listed)
     except TypeError:  # an unhashable role: the general way names it
         return None
     ids = pset()

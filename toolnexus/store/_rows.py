@@ -89,14 +89,15 @@ class Seen(NamedTuple):
 MEMO_BYTES = DEFAULT_MEMO_BYTES  # a store value's memo (backends pass TOOLNEXUS_MEMO_BYTES)
 
 
-def _sized(seen: Seen, kept: Sequence[Seen]) -> Seen:
-    """Return `seen` with its size: in O(new) when it extends a remembered one's texts."""
+def _sized(seen: Seen, kept: Sequence[Seen], given: Sequence | None = None) -> Seen:
+    """Return `seen` with its size: in O(new) when it extends a remembered one's texts.
+    `given`: its texts as they were given (a tuple or list is cheaper to walk)."""
     texts = seen.texts  # str rows, None where unknown
     if texts is None:
         return seen._replace(size=len(seen.transcript) * UNENCODED_MESSAGE_BYTES)
     base = next((e for e in kept if e.texts is not None and len(e.texts) <= len(texts)), None)
     if base is None:  # no slice: a pvector's is a copy
-        return seen._replace(size=sum(map(len, filter(None, texts))))
+        return seen._replace(size=sum(map(len, filter(None, given or texts))))
     return seen._replace(size=base.size + sum(map(len, filter(None, texts[len(base.texts) :]))))
 
 
@@ -149,12 +150,13 @@ class Memo:
         rest = transcript[frozen_upto:] if isinstance(transcript, PVector) else None
         if rest is None or not all(isinstance(m, FrozenMap) for m in rest):
             return
+        given = texts
         if texts is not None and not isinstance(texts, PVector):
             texts = pvector(texts)
         seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
-            self._items[id] = entries = (_sized(seen, kept), *kept)[: self._per_id]
+            self._items[id] = entries = (_sized(seen, kept, given), *kept)[: self._per_id]
             self._items.move_to_end(id)
             size = max(e.size for e in entries)
             self._total += size - self._bytes.get(id, 0)
