@@ -248,6 +248,9 @@ def check_threads_share_one_store(make_store, messages: int = 20) -> None:
     assert [len(s["get"](f"thread-{n}")) for n in range(4)] == [messages] * 4
 
 
+_TWO = '{"role": "user", "content": "a"}%s{"role": "user", "content": "b"}'
+
+
 def check_corruption(make_store, raw) -> None:
     """Bad data reads as StoreCorruptError naming the id: never None, never skipped rows."""
     s = make_store()
@@ -255,6 +258,10 @@ def check_corruption(make_store, raw) -> None:
         "not json": lambda cid: raw["set_body"](cid, 1, "{not json"),
         "not a message": lambda cid: raw["set_body"](cid, 1, "42"),
         "no role": lambda cid: raw["set_body"](cid, 1, '{"content": "x"}'),
+        # Two messages in one row: never read as two (a store that joins its rows into
+        # one text, split again by a separator, must still see a row that holds one).
+        "two in a row, by the separator": lambda cid: raw["set_body"](cid, 1, _TWO % "\x1e"),
+        "two in a row, by a comma": lambda cid: raw["set_body"](cid, 1, _TWO % ","),
         "missing row": lambda cid: raw["drop_row"](cid, 1),
         "count": lambda cid: raw["set_count"](cid, 5),
         "version": lambda cid: raw["set_version"](cid, FORMAT_VERSION + 98),

@@ -186,3 +186,9 @@ def test_instructions_quick(capsys):
     assert set(ran) == {"run-inline", "run", "arun", "stream", "httpx", "httpx-async"}
     out = capsys.readouterr().out
     assert out.count(" ran") == 6
+
+
+def test_cold_instructions_quick(capsys):
+    """The cold-exchange scenario counted by callgrind runs (here: SQLite and history=)."""
+    load("cold_instructions").main(["--quick", "--stores", "history,sqlite"])
+    assert capsys.readouterr().out.count(" ran") == 3

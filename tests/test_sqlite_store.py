@@ -235,9 +235,9 @@ def test_a_read_only_file_made_before_edit_stamps_is_read_whole_every_time(tmp_p
     stamped = []
     real = _rows.read_joined
 
-    def spy(backend, id, query, memo, with_stamps=True):
+    def spy(backend, id, query, memo, with_stamps=True, **how):
         stamped.append(with_stamps)
-        return real(backend, id, query, memo, with_stamps)
+        return real(backend, id, query, memo, with_stamps, **how)
 
     monkeypatch.setattr(module, "_upgrade", lambda conn: False)  # as on such a file
     monkeypatch.setattr(_rows, "read_joined", spy)

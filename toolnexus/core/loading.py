@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
+from itertools import compress, repeat
 from typing import Any, NamedTuple
 
-from pyrsistent import PSet, PVector, pvector
+from pyrsistent import PSet, PVector, pset, pvector
 
+from .frozen import FrozenMap, known_jsons
 from .steps import text_of, texts_of
 from .transcript import freeze_transcript, open_calls, repair
 from .wire import DIALECTS
@@ -57,7 +59,28 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
     `facts` is (dialect, the call ids) when the history is right for the dialect as it
     is (what `translate` would keep), else None.
     """
-    frozen = freeze_transcript(loaded)
+    # The messages as a list too: each pass below is a C loop, and a list's is several
+    # times cheaper than a pvector's (a tree walk per item).
+    listed = list(loaded) if isinstance(loaded, PVector) else None
+    if listed is not None and set(map(type, listed)) <= _FROZEN:
+        frozen = loaded  # what freeze_transcript gives our own values back as
+    else:
+        frozen = freeze_transcript(loaded)
+        listed = list(frozen)
+    ids = _kept_ids(frozen, listed, dialect)
+    if ids is None:
+        return general(frozen, dialect, policy, encode)
+    # right as it is, nothing to repair or clean (the usual load): texts_of, on the list
+    known = known_jsons(listed) if encode else None
+    texts = (pvector(known) if None not in known else texts_of(frozen)) if encode else None
+    return Loaded(frozen, "", texts, (dialect, ids))
+
+
+_FROZEN = frozenset({FrozenMap})
+
+
+def general(frozen: PVector, dialect: str, policy: str = "error", encode: bool = True) -> Loaded:
+    """`whole`, looking at every message (what it does when the quick look cannot tell)."""
     ids = native_call_ids(frozen, dialect, keep_system=True)
     if ids is not None:  # what translate would return, without its second look
         moved, lifted = frozen, ""
@@ -69,6 +92,63 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
         ids = native_call_ids(history, dialect, keep_system=True)
     facts = (dialect, ids) if ids is not None else None
     return Loaded(history, lifted, texts_of(history) if encode else None, facts)
+
+
+def _kept_ids(frozen: PVector, listed: list, dialect: str) -> PSet | None:
+    """Return the call ids of `frozen` when `whole` keeps it as it is (right for the
+    dialect, nothing repaired or cleaned), found looking only at its messages that are
+    not plain text; None when it may not (`whole` then takes the general way).
+
+    A plain text message ({role: user|assistant, content: non-empty text}, most of a
+    conversation) is right in every dialect with no call id, closes no call (repair
+    finds none open before it when the messages before it are kept) and is replayed as
+    it is, so the whole is kept exactly when each run of the other messages is kept.
+    Which messages are plain is read at C speed from the messages themselves (nothing a
+    store or a user may have marked on them). `listed`: `frozen` as a list.
+    """
+    try:
+        odd = _not_plain(listed)
+    except TypeError:  # an unhashable role: the general way names it
+        return None
+    ids = pset()
+    replayable = DIALECTS[dialect].replayable
+    for run in _runs(frozen, odd):
+        ids = native_call_ids(run, dialect, keep_system=True, taken=ids)
+        if ids is None or repair(run) is not run or replayable(run) is not run:
+            return None
+    return ids
+
+
+_TEXT_ROLES = frozenset({"user", "assistant"})
+_get = dict.get
+_TWO, _STR = frozenset({2}), frozenset({str})
+
+
+def _not_plain(messages: Sequence) -> list[int]:
+    """Return the indexes of the messages that are not plain text, at C speed."""
+    n = len(messages)
+    content = list(map(_get, messages, repeat("content")))
+    if set(map(len, messages)) == _TWO and set(map(type, content)) == _STR and all(content):
+        if set(map(_get, messages, repeat("role"))) <= _TEXT_ROLES:
+            return []  # all plain (a chat without tools): half the passes of the mask
+    odd = set(compress(range(n), map(operator.ne, map(len, messages), repeat(2))))
+    odd.update(compress(range(n), map(operator.is_not, map(type, content), repeat(str))))
+    odd.update(compress(range(n), map(operator.not_, content)))
+    roles = map(_TEXT_ROLES.__contains__, map(_get, messages, repeat("role")))
+    odd.update(compress(range(n), map(operator.not_, roles)))
+    return sorted(odd)
+
+
+def _runs(messages: PVector, odd: list[int]) -> list[PVector]:
+    """Return the runs of consecutive messages at the indexes `odd` (sorted), as slices."""
+    runs, start = [], None
+    for k, i in enumerate(odd):
+        if start is None:
+            start = i
+        if k + 1 == len(odd) or odd[k + 1] != i + 1:
+            runs.append(messages[start : i + 1])
+            start = None
+    return runs
 
 
 def extended(memo: Mapping | None, loaded: Any, dialect: str, encode: bool = True) -> Loaded | None:

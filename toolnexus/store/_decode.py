@@ -19,7 +19,6 @@ bytes) returns None: the caller reads row by row, which names the corrupt row.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import add, contains, le, methodcaller
@@ -27,7 +26,7 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from ..core.frozen import FrozenMap, keep_json
+from ..core.frozen import FrozenMap, keep_json, keep_jsons
 from ..core.transcript import check_message
 from ..core.wire.jsonload import MAX_BYTES, MAX_DEPTH, load
 
@@ -68,11 +67,23 @@ def _not_json(name: str) -> Any:
 _DECODER = json.JSONDecoder(object_hook=FrozenMap, parse_constant=_not_json)
 
 
-def _kind(texts: Sequence) -> type | None:
-    first = type(texts[0])
-    if first not in (str, bytes) or not all(map(isinstance, texts, repeat(first))):
+def _joined(texts: Sequence) -> tuple[type, str | bytes] | None:
+    """Return the rows' type and their JSON array text, or None (not all str or bytes).
+
+    str rows need no check of their own: str.join refuses anything else. bytes.join
+    takes any buffer, so bytes rows are checked (a bytearray would be kept as a text).
+    """
+    kind = type(texts[0])
+    if kind is bytes:
+        if not all(map(bytes.__instancecheck__, texts)):
+            return None
+        return kind, b"[%s]" % b",".join(texts)
+    if kind is not str:
         return None
-    return first
+    try:
+        return kind, f"[{','.join(texts)}]"  # one C format, not "[" + ... + "]": no copies
+    except TypeError:
+        return None
 
 
 def _shallow(texts: Sequence, kind: type) -> bool:
@@ -102,31 +113,37 @@ def read_rows_at_once(texts: Sequence[str | bytes]) -> list | None:
     row's text as its JSON; None when the rows need reading one by one."""
     if not texts:
         return []
-    kind = _kind(texts)
-    if kind is None or max(map(len, texts)) > MAX_BYTES or not _shallow(texts, kind):
+    got = _joined(texts)
+    if got is None:
         return None
-    sep = "," if kind is str else b","
-    joined = ("[" if kind is str else b"[") + sep.join(texts) + ("]" if kind is str else b"]")
+    kind, joined = got
+    if len(joined) > MAX_BYTES and max(map(len, texts)) > MAX_BYTES:  # no row is longer
+        return None
+    if not _shallow(texts, kind):
+        return None
     try:
         out = _DECODER.decode(joined if kind is str else joined.decode("utf-8"))
     except (ValueError, TypeError, RecursionError):
         return None
     if type(out) is not list or len(out) != len(texts):
         return None  # a row that is not one value
-    if not all(map(isinstance, out, repeat(FrozenMap))):
+    # A message: a map with a string role, and tool calls (if any) a list (or null).
+    # Checked at C speed over every message (dict.get through map: no Python frame per
+    # message; it refuses what is not a map); only those whose row holds an array are
+    # walked again. Every object the decoder made is a FrozenMap.
+    try:
+        if not all(map(str.__instancecheck__, map(_get, out, repeat("role")))):
+            return None
+    except TypeError:  # a row that is not an object
         return None
-    # A message: a string role, and tool calls (if any) a list (or null). Checked at C
-    # speed over every message; only those whose row holds an array are walked again.
-    if not all(map(str.__instancecheck__, map(methodcaller("get", "role"), out))):
-        return None
-    calls = map(methodcaller("get", "tool_calls"), out)
-    if not all(map(_CALLS.__contains__, map(type, calls))):
+    if not set(map(type, map(_get, out, repeat("tool_calls")))) <= _CALLS:
         return None
     for i in compress(range(len(out)), map(contains, texts, repeat("[" if kind is str else b"["))):
         out[i] = _frozen_lists(out[i])
-    raw = texts if kind is bytes else map(methodcaller("encode", "utf-8"), texts)
-    deque(map(keep_json, out, raw), maxlen=0)
+    raw = texts if kind is bytes else map(str.encode, texts)
+    keep_jsons(out, raw)
     return out
 
 
+_get = dict.get
 _CALLS = frozenset({list, type(None)})  # what json makes of a list, or null

@@ -9,8 +9,6 @@ reading the stored rows back: it then appends only what is new. Pure, no I/O
 
 from __future__ import annotations
 
-import hashlib
-import json
 import operator
 import threading
 from collections import OrderedDict
@@ -21,22 +19,19 @@ from typing import NamedTuple
 from pyrsistent import PVector, pvector
 
 from ..core.bounds import DEFAULT_MEMO_BYTES, UNENCODED_MESSAGE_BYTES
-from ..core.frozen import FrozenMap, thaw
-from ..core.transcript import (
-    FORMAT_VERSION,
-    TranscriptFormatError,
-    freeze_transcript,
-    json_text,
-    readable,
-)
+from ..core.frozen import FrozenMap
+from ..core.transcript import FORMAT_VERSION, freeze_transcript
 from ._decode import READERS as _READERS
 from ._decode import read_message_row as _read_v1
 from ._decode import read_rows_at_once
+from ._encode import GENESIS as GENESIS  # re-exported
+from ._encode import chain as chain
+from ._encode import digest_of as digest_of
+from ._encode import encode_message as encode_message
+from ._encode import encode_rows as encode_rows
 from ._ids import check_id as check_id  # re-exported
 from ._ids import check_text_id as check_text_id
 from .errors import StoreCorruptError
-
-GENESIS = "0" * 32  # the digest of the empty transcript
 
 
 class Head(NamedTuple):
@@ -94,14 +89,16 @@ class Seen(NamedTuple):
 MEMO_BYTES = DEFAULT_MEMO_BYTES  # a store value's memo (backends pass TOOLNEXUS_MEMO_BYTES)
 
 
-def _sized(seen: Seen, kept: Sequence[Seen]) -> Seen:
-    """Return `seen` with its size: in O(new) when it extends a remembered one's texts."""
+def _sized(seen: Seen, kept: Sequence[Seen], given: Sequence | None = None) -> Seen:
+    """Return `seen` with its size: in O(new) when it extends a remembered one's texts.
+    `given`: its texts as they were given (a tuple or list is cheaper to walk)."""
     texts = seen.texts  # str rows, None where unknown
     if texts is None:
         return seen._replace(size=len(seen.transcript) * UNENCODED_MESSAGE_BYTES)
     base = next((e for e in kept if e.texts is not None and len(e.texts) <= len(texts)), None)
-    start, size = (0, 0) if base is None else (len(base.texts), base.size)
-    return seen._replace(size=size + sum(map(len, filter(None, texts[start:]))))
+    if base is None:  # no slice: a pvector's is a copy
+        return seen._replace(size=sum(map(len, filter(None, given or texts))))
+    return seen._replace(size=base.size + sum(map(len, filter(None, texts[len(base.texts) :]))))
 
 
 def frozen(transcript: Sequence[Mapping]) -> PVector:
@@ -111,55 +108,6 @@ def frozen(transcript: Sequence[Mapping]) -> PVector:
     append cost O(history); `encode_message` checks each message that is written.
     """
     return transcript if isinstance(transcript, PVector) else freeze_transcript(transcript)
-
-
-def encode_message(message: Mapping) -> str:
-    """Return the compact JSON of one message, its keys in its own order (order is data).
-
-    >>> encode_message({"role": "user", "content": "hi"})
-    '{"role":"user","content":"hi"}'
-    """
-    return json_text(_plain(message))
-
-
-def _plain(message: Mapping) -> dict:
-    plain = thaw(message)
-    if not isinstance(plain, dict) or not isinstance(plain.get("role"), str):
-        raise TranscriptFormatError(f"not a message (a map with a string 'role'): {message!r:.200}")
-    return plain
-
-
-def encode_rows(messages: Iterable[Mapping]) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
-    """Return the row texts of messages, and the same with None where a row would not read
-    back as the very message (JSON makes a number key a string, a tuple a list): the
-    memo's texts, which a read matches to give saved values back.
-
-    >>> encode_rows([{"role": "user", "content": "hi"}, {"role": "user", "n": (1,)}])
-    (('{"role":"user","content":"hi"}', '{"role":"user","n":[1]}'), ('{"role":"user","content":"hi"}', None))
-    """  # noqa: E501
-    texts, kept = [], []
-    for message in messages:
-        plain = _plain(message)
-        text = readable(json_text(plain))
-        texts.append(text)
-        kept.append(text if json.loads(text) == plain else None)
-    return tuple(texts), tuple(kept)
-
-
-def chain(digest: str, encoded: Iterable[str]) -> str:
-    """Return the digest after appending the encoded messages to a transcript of `digest`.
-
-    >>> chain(chain(GENESIS, ["a"]), ["b"]) == chain(GENESIS, ["a", "b"])
-    True
-    """
-    for text in encoded:
-        digest = hashlib.blake2b((digest + text).encode("utf-8"), digest_size=16).hexdigest()
-    return digest
-
-
-def digest_of(messages: Iterable[Mapping]) -> str:
-    """Return the chained digest of a whole transcript."""
-    return chain(GENESIS, map(encode_message, messages))
 
 
 class Memo:
@@ -202,12 +150,13 @@ class Memo:
         rest = transcript[frozen_upto:] if isinstance(transcript, PVector) else None
         if rest is None or not all(isinstance(m, FrozenMap) for m in rest):
             return
+        given = texts
         if texts is not None and not isinstance(texts, PVector):
             texts = pvector(texts)
         seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
-            self._items[id] = entries = (_sized(seen, kept), *kept)[: self._per_id]
+            self._items[id] = entries = (_sized(seen, kept, given), *kept)[: self._per_id]
             self._items.move_to_end(id)
             size = max(e.size for e in entries)
             self._total += size - self._bytes.get(id, 0)
@@ -328,7 +277,7 @@ class Memo:
         texts = _list_texts(bodies)
         rows = lambda: list(enumerate(bodies))  # noqa: E731
         return self._read(backend, id, (version, count, digest), rows, texts,
-                          count == len(bodies), stamp)  # fmt: skip
+                          count == len(bodies), stamp, bodies)  # fmt: skip
 
     def _read(
         self,
@@ -339,6 +288,7 @@ class Memo:
         texts: tuple[str, ...] | None,
         numbered: bool,
         stamp: object,
+        raw: Sequence | None = None,
     ) -> PVector:
         version, count, digest = head
         with self._lock:  # every row is compared below
@@ -359,6 +309,14 @@ class Memo:
             if numbered and texts[:k] == tuple(best.texts):
                 new = decode_rows(backend, id, version, count - k, rows()[k:], start=k)
                 transcript = best.transcript.extend(new)
+                self.remember(id, transcript, digest, count, texts, stamp, True)
+                return transcript
+        if best is None and numbered and texts is not None and version == FORMAT_VERSION:
+            # The usual cold read: every row decoded at once (the driver's own texts when
+            # it gave a list: bytes kept as they came), no pairs built, nothing re-checked.
+            at_once = read_rows_at_once(texts if raw is None else raw)
+            if at_once is not None and len(at_once) == count:
+                transcript = pvector(at_once)
                 self.remember(id, transcript, digest, count, texts, stamp, True)
                 return transcript
         reuse = (best.transcript, best.texts) if best is not None else None
@@ -552,8 +510,32 @@ def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list, object]:
     return head, [(seq, body) for *_, seq, body in rows], rows[0][3]
 
 
+ROW_SEPARATOR = "\x1e"  # a raw control character: no JSON text holds one
+
+
+def split_aggregated(rows: Sequence[Sequence], k: int) -> tuple[tuple, list, object] | None:
+    """Return what `split_joined` returns, of ONE row `(version, count, digest, edited, n,
+    lo, hi, bodies)`: the head, and the n message rows from seq k on joined in seq order
+    by ROW_SEPARATOR, with their first and last seq; None when they are not exactly the
+    rows k..k+n-1, one text each (read them a row per message then: decode_rows names
+    the bad one). Seqs are unique integers (the key), so first and last tell them."""
+    version, count, digest, stamp, n, lo, hi, bodies = rows[0]
+    head = (version, count, digest)
+    if not n:
+        return head, [], stamp
+    parts = bodies.split(ROW_SEPARATOR)
+    if len(parts) != n or lo != k or hi != k + n - 1:
+        return None
+    return head, list(zip(range(k, k + n), parts, strict=True)), stamp
+
+
 def read_joined(
-    backend: str, id: str, query: Callable[[int], Sequence], memo: Memo, stamped: bool = True
+    backend: str,
+    id: str,
+    query: Callable[[int], Sequence],
+    memo: Memo,
+    stamped: bool = True,
+    split: Callable[[Sequence], tuple] = split_joined,
 ) -> PVector | None:
     """Return the transcript `query(k)` reads (see `split_joined`: the head, edit stamp
     and message rows from seq `k` on, in ONE statement: one snapshot), or None.
@@ -564,19 +546,21 @@ def read_joined(
     rare second statement (history rewritten by another writer, rows changed by hand).
     Without edit stamps (`stamped` False: a database the triggers could not be added
     to) nothing vouches for what is known: every read is `query(0)`, all checked.
+    `split` makes (head, rows, stamp) of what `query` returns: a backend that reads the
+    head and the rows apart (in one snapshot) returns that triple itself (`split=tuple`).
     """
     if not stamped:
-        head, messages, _ = split_joined(query(0))
+        head, messages, _ = split(query(0))
         return decode_joined(backend, id, head, messages, memo)
     known = memo.known(id)
     k = len(known.transcript) if known is not None else 0
-    head, messages, stamp = split_joined(query(k))
+    head, messages, stamp = split(query(k))
     if known is not None and head[0] is not None:
         got = memo.read_past(id, known, head, stamp, messages)
         if got is not None:
             return got
     if k:
-        head, messages, stamp = split_joined(query(0))
+        head, messages, stamp = split(query(0))
     return decode_joined(backend, id, head, messages, memo, stamp)
 
 

@@ -54,7 +54,17 @@ def statements(table: str) -> dict:
         # One statement: one snapshot, even while another session saves; keyed on the id
         # first, so "no head, yet rows" (corrupt) differs from "absent". The rows from
         # seq %s on: what this process knows is not read again (see _rows.read_joined).
-        "get": """SELECT h.version, h.count, h.digest, h.edited, m.seq, m.body
+        # The rows come as ONE text (joined in seq order by a separator no JSON row
+        # holds: a raw control character), with their count and first and last seq: one
+        # value to receive, not a row of six per message (see _rows.split_aggregated).
+        "get": """SELECT h.version, h.count, h.digest, h.edited, m.n, m.lo, m.hi, m.bodies
+            FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
+            LEFT JOIN LATERAL (SELECT count(*) AS n, min(seq) AS lo, max(seq) AS hi,
+                string_agg(body, E'\\x1e' ORDER BY seq) AS bodies
+                FROM {messages} WHERE id = k.id AND seq >= %s) m ON true""",
+        # The same, a row per message: what a read falls back on when the joined text does
+        # not split into its rows (a corrupt row, a missing one: decode_rows names it).
+        "get_rows": """SELECT h.version, h.count, h.digest, h.edited, m.seq, m.body
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
             LEFT JOIN {messages} m ON m.id = k.id AND m.seq >= %s ORDER BY m.seq""",
         # Locks the head row (creating a placeholder of version 0 the first time, so two
@@ -82,7 +92,12 @@ def statements(table: str) -> dict:
         "start_logged": _CREATE + ", logged AS ({{log}}) SELECT count(*) FROM head",
         "drop_head": "DELETE FROM {heads} WHERE id = %s",
         # A table whose edit stamps could not be added (see add_stamps): all rows, always.
-        "get_unstamped": """SELECT h.version, h.count, h.digest, NULL, m.seq, m.body
+        "get_unstamped": """SELECT h.version, h.count, h.digest, NULL, m.n, m.lo, m.hi, m.bodies
+            FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
+            LEFT JOIN LATERAL (SELECT count(*) AS n, min(seq) AS lo, max(seq) AS hi,
+                string_agg(body, E'\\x1e' ORDER BY seq) AS bodies
+                FROM {messages} WHERE id = k.id AND seq >= %s) m ON true""",
+        "get_unstamped_rows": """SELECT h.version, h.count, h.digest, NULL, m.seq, m.body
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
             LEFT JOIN {messages} m ON m.id = k.id AND m.seq >= %s ORDER BY m.seq""",
         "ids": "SELECT id FROM {heads} ORDER BY id",

@@ -238,14 +238,19 @@ def _read(st: _Pg, id: str, conn: Any, first: Any = None):
     """Read `id` on `conn` (see _rows.read_joined); `first` is (k, the cursor of "get"
     from seq k, already sent: the fused take's), or None."""
 
-    def query(k: int) -> list:
+    def query(k: int) -> tuple:
         if first is not None and first[0] == k:
-            return first[1].fetchall()
-        with _connect.pg_autocommit(conn):
-            return run(conn, st.sql[get], (id, k)).fetchall()  # one statement, one snapshot
+            got = _rows.split_aggregated(first[1].fetchall(), k)
+        else:
+            with _connect.pg_autocommit(conn):  # one statement, one snapshot
+                got = _rows.split_aggregated(run(conn, st.sql[get], (id, k)).fetchall(), k)
+        if got is not None:
+            return got
+        with _connect.pg_autocommit(conn):  # a row per message: the bad one is named
+            return _rows.split_joined(run(conn, st.sql[get + "_rows"], (id, k)).fetchall())
 
     get = "get" if st.stamped else "get_unstamped"
-    return _rows.read_joined(st.desc, id, query, st.memo, st.stamped)
+    return _rows.read_joined(st.desc, id, query, st.memo, st.stamped, split=tuple)
 
 
 def _get(st: _Pg, id: str):
