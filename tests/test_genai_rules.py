@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from toolnexus import from_genai, to_genai
+from toolnexus.core.frozen import thaw
 
 
 def _result_of(blocks):
@@ -254,3 +255,21 @@ def test_a_gemini_calls_object_arguments_export_as_plain_json():
     assert call["type"] == "tool_call" and call["name"] == "f"
     assert call["arguments"] == {"x": [1, {"y": [2]}]}
     assert type(call["arguments"]) is dict and type(call["arguments"]["x"]) is list
+
+
+@pytest.mark.parametrize(
+    ("part", "said"),
+    [
+        ({"type": 3}, {"type": "text", "text": "[unknown (unknown type) omitted: not supported by anthropic]"}),
+        ({"type": "weird"}, {"type": "text", "text": "[weird (unknown type) omitted: not supported by anthropic]"}),
+        ({"type": "blob", "modality": "x", "mime_type": "text/plain", "content": "AA"},
+         {"type": "text", "text": "[file (text/plain) omitted: not supported by anthropic]"}),
+        ({"type": "uri", "uri": "https://x/a"}, {"type": "document", "source": {"type": "url", "url": "https://x/a"}}),
+        ({"type": "uri", "mime_type": "image/png", "uri": "https://x/a.png"},
+         {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}}),
+    ],
+)  # fmt: skip
+def test_an_imported_part_of_an_unknown_type_or_modality_is_typed_by_the_rules(part, said):
+    t = from_genai([{"role": "user", "parts": [part]}], "anthropic", on_unsupported_part="text")
+    (block,) = t[0]["content"]
+    assert thaw(block) == said
