@@ -46,7 +46,9 @@ def test_a_value_is_shown_cut_to_80_characters():
 def test_a_function_field_is_callable_and_only_optional_ones_may_be_none():
     assert _refusal(url="https://x") == "dialect 'openai': url is 'https://x'"
     assert _refusal(owns=3) == "dialect 'openai': owns is 3"
-    ok = dataclasses.replace(OPENAI, owns=None, model_url=None, hosts={}, key_env=(), owned_params=())
+    ok = dataclasses.replace(
+        OPENAI, owns=None, model_url=None, hosts={}, key_env=(), owned_params=()
+    )
     assert register(ok)["openai"] is ok
     assert OPTIONAL >= {"owns", "model_url"} and "url" not in OPTIONAL
 
@@ -54,9 +56,7 @@ def test_a_function_field_is_callable_and_only_optional_ones_may_be_none():
 def test_a_group_given_in_part_names_the_group_and_what_was_given():
     (group,) = GROUPS
     said = _refusal(stored=lambda *a: None, forgotten=lambda *a: None)
-    assert said == (
-        f"dialect 'openai': {sorted(group)} come together, got ['forgotten', 'stored']"
-    )
+    assert said == (f"dialect 'openai': {sorted(group)} come together, got ['forgotten', 'stored']")
 
 
 def test_the_registry_keeps_the_order_given_and_refuses_a_duplicate_name():
@@ -64,7 +64,10 @@ def test_the_registry_keeps_the_order_given_and_refuses_a_duplicate_name():
     assert list(register(other, OPENAI)) == ["other", "openai"]
     with pytest.raises(TypeError) as e:
         register(OPENAI, other, OPENAI)
-    assert str(e.value) == "dialect names must be unique and at least one: ['openai', 'other', 'openai']"
+    assert (
+        str(e.value)
+        == "dialect names must be unique and at least one: ['openai', 'other', 'openai']"
+    )
     with pytest.raises(TypeError) as e:
         register()
     assert str(e.value) == "dialect names must be unique and at least one: []"
