@@ -124,3 +124,8 @@ def test_calls_left_open_are_closed_in_a_new_results_message_or_the_turns_own():
         "role": "tool",
         "items": [old, {"type": "function_call_output", "call_id": "a", "output": "err"}],
     }
+
+
+def test_a_said_message_without_content_reads_as_no_parts():
+    m = {"role": "assistant", "items": [{"type": "message", "content": None}]}
+    assert RI.read(m, {}) == [("assistant", [], [], [], {})]
