@@ -46,6 +46,8 @@ def test_results_read_with_their_ids_mapped_and_error_flag_and_the_rest_is_the_u
     assert C.read(only, {}) == [("result", "t", "r", False)]
     tool = {"role": "tool", "tool_call_id": "t", "content": "r"}
     assert C.read(tool, {"t": "k"}) == [("result", "k", "r", False)]
+    assert C.read(tool, {"x": "k"}) == [("result", "t", "r", False)]
+    assert C.read(only, {"x": "k"}) == [("result", "t", "r", False)]
     assert C.read({"role": "user", "content": "hi"}, {}) == [("user", "hi")]
 
 

@@ -118,6 +118,15 @@ TESTS = {
     "toolnexus/core/wire/parts.py": ["tests/test_parts_rules.py", "tests/test_parts.py"],
     "toolnexus/core/wire/common.py": ["tests/test_common_rules.py"],
     "toolnexus/core/failover.py": ["tests/test_failover_rules.py"],
+    "toolnexus/core/genai.py": ["tests/test_genai_rules.py", "tests/test_genai.py"],
+    "toolnexus/core/neutral.py": ["tests/test_neutral_rules.py", "tests/test_dialect_record.py"],
+    "toolnexus/core/wire/dialect.py": [
+        "tests/test_dialect_rules.py",
+        "tests/test_dialect_record.py",
+    ],
+    "toolnexus/core/wire/view.py": ["tests/test_view_rules.py"],
+    "toolnexus/core/wire/responses_items.py": ["tests/test_responses_items_rules.py"],
+    "toolnexus/core/wire/chat.py": ["tests/test_chat_rules.py"],
 }
 
 _CMP: dict[type, type] = {
