@@ -164,10 +164,6 @@ def test_a_part_missing_its_value_is_refused_naming_it(part, said):
     assert str(e.value).startswith(said)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="names the neutral key ('data', 'url'), not the GenAI field the caller wrote",
-)
 @pytest.mark.parametrize(
     ("part", "field"),
     [

@@ -142,9 +142,10 @@ def _neutral(p: Mapping, where: str) -> Mapping:
         modality, mime = p.get("modality"), p.get("mime_type")
         guess = (mime or "").split("/")[0]
         neutral = _KIND.get(modality) or _KIND.get(guess) or "file"
-        key, value = ("data", p.get("content")) if kind == "blob" else ("url", p.get("uri"))
-        if not isinstance(value, str):
-            raise ValueError(f"{where}: a {kind} part needs a string {key!r}")
+        field, key = ("content", "data") if kind == "blob" else ("uri", "url")
+        value = p.get(field)
+        if not isinstance(value, str):  # named as the caller wrote it, not as kept here
+            raise ValueError(f"{where}: a {kind} part needs a string {field!r}")
         part = {"type": neutral, key: value, **({"mimeType": mime} if mime else {})}
         return P.check_part(part)
     return FrozenMap({"type": kind if isinstance(kind, str) else "unknown"})
