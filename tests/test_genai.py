@@ -224,7 +224,7 @@ def test_ids_a_dialect_refuses_are_remapped_alike():
         ([{"role": "user", "parts": ["hi"]}], "message 0: every part is an object"),
         ([{"role": "user", "parts": [{"type": "text"}]}], "a text part needs a string 'content'"),
         ([{"role": "bot", "parts": []}], "role 'bot'"),
-        ([{"role": "user", "parts": [{"type": "blob", "modality": "image"}]}], "string 'data'"),
+        ([{"role": "user", "parts": [{"type": "blob", "modality": "image"}]}], "string 'content'"),
     ],
 )
 def test_bad_messages_are_a_clear_error(messages, message):
