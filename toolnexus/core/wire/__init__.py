@@ -50,7 +50,7 @@ RESPONSES = Dialect(
     write=writers.write_responses, native=responses_items.native,
     call_ids=responses.call_ids, result_ids=responses.result_ids,
     gathers=responses_items.gathers, close=responses_items.close,
-    keep_results=responses.keep_results, server_state_body=responses.server_state_body,
+    keep_results=responses_items.keep_results, server_state_body=responses.server_state_body,
     stored=responses.stored, forgotten=responses.forgotten, **_codec(responses),
 )  # fmt: skip
 GEMINI = Dialect(
@@ -59,7 +59,7 @@ GEMINI = Dialect(
     owns=gemini.owns, read=gemini_items.items, write=gemini_items.write,
     native=gemini_items.native, call_ids=gemini.call_ids, result_ids=gemini.result_ids,
     gathers=gemini_items.gathers, close=gemini_items.close,
-    keep_results=gemini.keep_results, model_url=gemini.model_url, **_codec(gemini),
+    keep_results=gemini_items.keep_results, model_url=gemini.model_url, **_codec(gemini),
 )  # fmt: skip
 
 DIALECTS = register(OPENAI, ANTHROPIC, RESPONSES, GEMINI)

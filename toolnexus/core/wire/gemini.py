@@ -409,20 +409,6 @@ def results_message(items: Sequence) -> FrozenMap:
     return FrozenMap({"role": "tool", "parts": pvector(items)})
 
 
-def keep_results(message: Mapping, wanted: Any) -> FrozenMap | None:
-    """Return a results message with only the answers `wanted(call_id)` accepts (None: none)."""
-    parts = message.get("parts") or ()
-    kept = [
-        p
-        for p in parts
-        if not (isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping))
-        or wanted(p["functionResponse"].get("id"))
-    ]
-    if len(kept) == len(parts):
-        return message
-    return FrozenMap(message).set("parts", pvector(kept)) if kept else None
-
-
 # ---- tool results ----------------------------------------------------------------------
 
 

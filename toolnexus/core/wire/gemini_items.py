@@ -21,9 +21,10 @@ from . import gemini as G
 from . import parts as P
 from . import responses as R
 from .common import to_json
-from .responses_items import closer
+from .responses_items import closer, keeper
 
-__all__ = ["items", "native", "write", "gathers", "close", "FOREIGN_SIGNATURE"]
+__all__ = ["items", "native", "write", "gathers", "close", "keep_results",
+           "FOREIGN_SIGNATURE"]  # fmt: skip
 
 FOREIGN_SIGNATURE = "skip_thought_signature_validator"
 _LIST = (list, tuple, PVector)
@@ -97,6 +98,14 @@ def gathers(message: Mapping) -> bool:
 
 # Error answers for calls left open: merged into the turn's results message, or a new one.
 close = closer(G.output_item, G.results_message, G.result_items)
+
+
+def _is_answer(part: object) -> bool:
+    return isinstance(part, Mapping) and isinstance(part.get("functionResponse"), Mapping)
+
+
+# A results message with only the answers `wanted(call_id)` accepts (None: none left).
+keep_results = keeper("parts", _is_answer, lambda part: part["functionResponse"].get("id"))
 
 
 # ---- writing -------------------------------------------------------------------------

@@ -377,20 +377,6 @@ def results_message(items: Sequence) -> FrozenMap:
     return FrozenMap({"role": "tool", "items": pvector(items)})
 
 
-def keep_results(message: Mapping, wanted: Any) -> FrozenMap | None:
-    """Return a results message with only the outputs `wanted(call_id)` accepts (None: none)."""
-    items = message.get("items") or ()
-    kept = [
-        i
-        for i in items
-        if not (isinstance(i, Mapping) and i.get("type") == "function_call_output")
-        or wanted(i.get("call_id"))
-    ]
-    if len(kept) == len(items):
-        return message
-    return FrozenMap(message).set("items", pvector(kept)) if kept else None
-
-
 # ---- tool results ----------------------------------------------------------------------
 
 

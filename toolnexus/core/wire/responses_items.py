@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from pyrsistent import pvector
+
 from ..frozen import FrozenMap
 from . import responses as R
 
-__all__ = ["read", "native", "gathers", "close", "closer", "RESPONSES_BLOCKS"]
+__all__ = ["read", "native", "gathers", "close", "closer", "keeper", "keep_results",
+           "RESPONSES_BLOCKS"]  # fmt: skip
 
 # Content part types only the Responses dialect has.
 RESPONSES_BLOCKS = frozenset({"input_text", "input_image", "input_file", "output_text"})
@@ -96,3 +99,26 @@ def closer(output_item: Callable, results_message: Callable, result_items: Calla
 
 # Error outputs for calls left open: merged into the turn's results message, or a new one.
 close = closer(R.output_item, R.results_message, R.result_items)
+
+
+def keeper(field: str, is_result: Callable, call_id: Callable) -> Callable:
+    """Return the `keep_results` of a dialect whose results are elements of a message's
+    `field` (Responses' items, Gemini's parts): `is_result(element)` tells one,
+    `call_id(element)` the call it answers."""
+
+    def keep_results(message: Mapping, wanted: Callable) -> Mapping | None:
+        given = message.get(field) or ()
+        kept = [e for e in given if not is_result(e) or wanted(call_id(e))]
+        if len(kept) == len(given):
+            return message  # the same object: nothing dropped
+        return FrozenMap(message).set(field, pvector(kept)) if kept else None
+
+    return keep_results
+
+
+def _is_output(item: object) -> bool:
+    return isinstance(item, Mapping) and item.get("type") == "function_call_output"
+
+
+# A results message with only the outputs `wanted(call_id)` accepts (None: none left).
+keep_results = keeper("items", _is_output, lambda item: item.get("call_id"))
