@@ -116,6 +116,8 @@ def test_audio_formats(mime, fmt):
             "an image part's 'mimeType' must be a string",
         ),
         ({"type": "image", "url": "u", "name": 5}, "an image part's 'name' must be a string"),
+        ({"type": "file", "url": "u", "name": 5}, "a file part's 'name' must be a string"),
+        ({"type": "file", "data": "aGk="}, "a file part with 'data' needs a 'mimeType'"),
     ],
 )
 def test_each_refused_part_s_message(part, message):
@@ -292,11 +294,15 @@ def test_what_openai_cannot_carry(part, why):
         ),
         (
             {"type": "image"},
-            "a image part needs 'data' (base64 text) or 'url', it has neither: {'type': 'image'}",
+            "an image part needs 'data' (base64 text) or 'url', it has neither: {'type': 'image'}",
+        ),
+        (
+            {"type": "file"},
+            "a file part needs 'data' (base64 text) or 'url', it has neither: {'type': 'file'}",
         ),
         (
             {"type": "image", "data": "x"},
-            "a image part with 'data' needs a string 'mimeType': {'type': 'image', 'data': 'x'}",
+            "an image part with 'data' needs a string 'mimeType': {'type': 'image', 'data': 'x'}",
         ),
     ],
 )

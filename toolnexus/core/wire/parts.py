@@ -85,13 +85,18 @@ def check_part(part: Any) -> FrozenMap:
         raise ValueError(f"unknown content part type {kind!r}: expected 'text' or one of {MEDIA}")
     has_data, has_url = part.get("data") is not None, part.get("url") is not None
     if has_data == has_url:
-        raise ValueError(f"an {kind} part needs exactly one of 'data' (base64) or 'url'")
+        raise ValueError(f"{_a_part(kind)} needs exactly one of 'data' (base64) or 'url'")
     if has_data and not isinstance(part.get("mimeType"), str):
-        raise ValueError(f"an {kind} part with 'data' needs a 'mimeType'")
+        raise ValueError(f"{_a_part(kind)} with 'data' needs a 'mimeType'")
     for key in ("data", "url", "mimeType", "name"):
         if part.get(key) is not None and not isinstance(part[key], str):
-            raise ValueError(f"an {kind} part's {key!r} must be a string")
+            raise ValueError(f"{_a_part(kind)}'s {key!r} must be a string")
     return FrozenMap(part)
+
+
+def _a_part(kind: str) -> str:
+    """Name a part of type `kind` with its article: 'an image part', 'a file part'."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} part"
 
 
 def check_parts(parts: Any) -> tuple[FrozenMap, ...]:
@@ -256,10 +261,10 @@ def _check_part(part: Any) -> None:
     url, data = part.get("url"), part.get("data")
     if not isinstance(url, str) and not isinstance(data, str):
         raise ValueError(
-            f"a {kind} part needs 'data' (base64 text) or 'url', it has neither: {part!r:.120}"
+            f"{_a_part(kind)} needs 'data' (base64 text) or 'url', it has neither: {part!r:.120}"
         )
     if url is None and not isinstance(part.get("mimeType"), str):
-        raise ValueError(f"a {kind} part with 'data' needs a string 'mimeType': {part!r:.120}")
+        raise ValueError(f"{_a_part(kind)} with 'data' needs a string 'mimeType': {part!r:.120}")
 
 
 def _source(part: Mapping) -> FrozenMap:
