@@ -503,3 +503,18 @@ def test_async_driver_loads_and_saves_in_the_locks_own_hand_offs():
         asyncio.run(arun(c, "fail", conversation_id="x"))
     assert [k for k, _ in seen] == ["enter", "get", "save", "exit"]  # released all the same
     assert len(inner["get"]("x")) == 2  # the failed exchange saved nothing
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_request_body_with_nan_or_infinity_is_refused_before_it_is_sent(bad):
+    # NaN and Infinity are not JSON: json's encoder writes them bare, every provider
+    # answers 400, and a stored conversation holding one is refused on every turn.
+    with fake_provider([text_reply("x"), text_reply("y")]) as fp:
+        c = client(fp, request_params={"temperature": bad})
+        with pytest.raises(ValueError, match="not JSON.*NaN or Infinity"):
+            run(c, "hi")
+        history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b",
+                                                      "x_score": bad}]  # fmt: skip
+        with pytest.raises(ValueError, match="not JSON.*NaN or Infinity"):
+            run(client(fp), "hi", history=history)
+        assert fp.requests == []

@@ -191,21 +191,28 @@ def _plain(o: Any) -> Any:
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_plain)
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=_plain, allow_nan=False
+)
 # json's C encoder made once: JSONEncoder.encode builds a new one per call (and a dict of
 # markers for its circularity check), which costs more than encoding a short message.
 # Frozen values cannot hold a cycle; a plain one that did would raise RecursionError.
 _C_ENCODE = (
     None
     if c_make_encoder is None
-    else c_make_encoder(None, _plain, encode_basestring, None, ":", ",", False, False, True)
+    else c_make_encoder(None, _plain, encode_basestring, None, ":", ",", False, False, False)
 )
 
 
 def _encode(value: Any) -> str:
-    if _C_ENCODE is None:  # pragma: no cover - an interpreter without json's C speedups
-        return _ENCODER.encode(value)
-    return "".join(_C_ENCODE(value, 0))
+    # NaN and Infinity are refused (allow_nan off): json would write them bare, which no
+    # provider parses, so a request holding one would be refused with 400 on every turn.
+    try:
+        if _C_ENCODE is None:  # pragma: no cover - an interpreter without json's C speedups
+            return _ENCODER.encode(value)
+        return "".join(_C_ENCODE(value, 0))
+    except ValueError as e:
+        raise ValueError(f"not JSON: a value is NaN or Infinity ({e})") from None
 
 
 def to_json(value: Any) -> bytes:
