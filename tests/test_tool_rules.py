@@ -20,7 +20,7 @@ from typing import NotRequired, Optional, Required, TypedDict, Union
 import pytest
 from pyrsistent import PVector, pmap, pvector
 
-from toolnexus.core.frozen import FrozenMap
+from toolnexus.core.frozen import FrozenMap, thaw
 from toolnexus.core.tool import (
     TRACEBACK,
     _nullable,
@@ -64,6 +64,16 @@ def test_an_empty_or_non_string_name_has_no_hint(name):
     with pytest.raises(ValueError) as e:
         check_name(name)
     assert str(e.value) == f"tool name {name!r} is not allowed: {RULE}"
+
+
+@pytest.mark.parametrize("name", [pvector(["a", 1]), FrozenMap({"n": "a"}), ("a",)])
+def test_a_frozen_name_shows_as_the_json_its_author_wrote(name):
+    # A tool map is frozen when built, so a list given as the name arrived as a pvector
+    # and the error showed `pvector(['a', 1])`, a type the author never wrote.
+    with pytest.raises(ValueError) as e:
+        check_name(name)
+    assert str(e.value) == f"tool name {thaw(name)!r} is not allowed: {RULE}"
+    assert "pvector" not in str(e.value) and "FrozenMap" not in str(e.value)
 
 
 def test_names_at_the_edges_of_the_rule():

@@ -17,7 +17,7 @@ from typing import Any
 
 from pyrsistent import PVector, pvector
 
-from .frozen import FrozenMap, freeze
+from .frozen import FrozenMap, freeze, thaw
 from .validate import compile_schema, is_trivial
 from .wire.common import sanitize
 from .wire.parts import check_part
@@ -57,7 +57,7 @@ def check_name(name: Any, who: str = "tool") -> str:
         return name
     hint = f", e.g. {sanitize(name)[:64]!r}" if isinstance(name, str) and name else ""
     raise ValueError(
-        f"{who} name {name!r} is not allowed: a tool name must match ^[a-zA-Z0-9_-]{{1,64}}$"
+        f"{who} name {thaw(name)!r} is not allowed: a tool name must match ^[a-zA-Z0-9_-]{{1,64}}$"
         f" (letters, digits, '_' and '-', 1 to 64 characters){hint}"
     )
 
