@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolnexus import from_neutral
+from toolnexus import from_neutral, to_neutral
+from toolnexus.core.wire import DIALECTS
+from toolnexus.core.wire.parts import UnsupportedPartError
 from toolnexus.core.frozen import thaw
 
 KINDS = "'system' (2 fields), 'user' (2 fields), 'assistant' (5 fields), 'result' (4 fields)"
@@ -32,3 +34,25 @@ def test_the_policy_for_an_unsupported_part_reaches_the_writer():
     (m,) = from_neutral([("user", [audio])], "anthropic", on_unsupported_part="text")
     text = "[audio (audio/wav) omitted: not supported by anthropic]"
     assert thaw(m) == {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+IMAGE = {"type": "image", "mimeType": "image/png", "data": "aGk="}
+
+
+@pytest.mark.parametrize("style", sorted(DIALECTS))
+def test_an_image_in_an_assistant_turn_is_kept_or_refused_never_dropped(style):
+    # An assistant turn with an image (a model that draws): each dialect either carries it
+    # and reads it back as a part, or cannot (chat completions and Responses carry text
+    # alone there) and its policy says so: an error, or a placeholder in the text.
+    items = [("user", "draw"), ("assistant", [{"type": "text", "text": "here"}, IMAGE], [], [], {})]
+    try:
+        written = from_neutral(items, style)
+    except UnsupportedPartError as e:
+        assert "image" in str(e) and style in str(e)
+        (_, (_, parts, *_)) = to_neutral(from_neutral(items, style, on_unsupported_part="text"))
+        assert [thaw(p)["type"] for p in parts] == ["text"] and "omitted" in parts[0]["text"]
+        return
+    (_, (kind, parts, _calls, extras, _own)) = to_neutral(written)
+    assert kind == "assistant"
+    assert [thaw(p) for p in parts] == [{"type": "text", "text": "here"}, IMAGE]
+    assert not any(thaw(e).get("type") == "image" for e in extras)

@@ -36,6 +36,7 @@ __all__ = [
 # Content part types only chat completions has ("text" is both's).
 CHAT_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
 CHAT_ROLES = frozenset({"system", "developer", "tool"})
+_MEDIA_BLOCKS = frozenset({"image", "document"})  # Messages' media blocks
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 # What the writers read of a chat message and tool call; the rest is the provider's
 # own (reasoning_content, extra_content, ...), kept in chat, dropped elsewhere.
@@ -208,6 +209,8 @@ def _assistant(m: Mapping, ids: Mapping) -> tuple[list, list, list, dict]:
             calls.append((ids.get(b.get("id"), b.get("id")), b.get("name", ""), b.get("input"), {}))
         elif kind in ("text", "refusal") or kind in CHAT_BLOCKS:
             parts.append(part_of(b, "openai" if kind != "text" else "anthropic"))
+        elif kind in _MEDIA_BLOCKS:  # what a model drew or quoted: a part, as Gemini's are
+            parts.append(part_of(b, "anthropic"))
         else:
             extras.append(b)
     return parts, calls, extras, own

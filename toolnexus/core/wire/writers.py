@@ -147,9 +147,19 @@ def _openai_messages(items: list[tuple], policy: str) -> list[FrozenMap]:
     return out + _media_message(media)
 
 
+def _text_only(parts: list, dialect: str, policy: str) -> list:
+    """Return an assistant turn's parts for a dialect whose assistant turns carry text
+    alone: each media part is refused or stands as its placeholder text, per `policy`."""
+    why = "an assistant turn there carries text only"
+    return [
+        P.unsupported(p, dialect, policy, why) if p.get("type") in P.MEDIA else p for p in parts
+    ]
+
+
 def _openai_assistant(
     parts: list, calls: list, extras: list, own: Mapping, policy: str
 ) -> list[FrozenMap]:
+    parts = _text_only(parts, "openai", policy)
     for b in extras:
         if b.get("type") not in _DROPPED_ON_OPENAI and not _server_side(b):
             parts = [*parts, _unsupported_block(b, "openai", policy)]
@@ -257,6 +267,7 @@ def _responses_assistant(
     parts: list, calls: list, extras: list, own: Mapping, policy: str
 ) -> list[FrozenMap]:
     refusal = own.get("refusal")
+    parts = _text_only(parts, "responses", policy)
     if isinstance(refusal, str) and refusal:
         parts = [*parts, FrozenMap({"type": "text", "text": refusal})]
     for b in extras:
