@@ -448,3 +448,17 @@ def test_responses_result_parts_it_cannot_carry_follow_the_policy():
         "type": "input_text",
         "text": "[audio (audio/wav) omitted: not supported by responses]",
     }
+
+
+def test_a_user_s_part_the_dialect_cannot_carry_follows_the_policy():
+    with pytest.raises(UnsupportedPartError, match="^anthropic cannot carry the audio"):
+        W.write_anthropic([("user", [FrozenMap(WAV)])], "error")
+    with pytest.raises(UnsupportedPartError, match="^responses cannot carry the audio"):
+        W.write_responses([("user", [FrozenMap(WAV)])], "error")
+    (m,) = W.write_responses([("user", [FrozenMap(WAV)])], "text")[0]
+    assert thaw(m["content"]) == [
+        {
+            "type": "input_text",
+            "text": "[audio a.wav (audio/wav) omitted: not supported by responses]",
+        }
+    ]
