@@ -353,3 +353,68 @@ def test_to_dialect_is_translate_s_messages_with_its_policy():
     assert msgs[0]["content"][1]["text"].startswith("[audio")
     frozen = freeze([USER])
     assert T.to_dialect(frozen, "anthropic") is frozen
+
+
+# ---- the survivors' rules ----------------------------------------------------------------
+
+
+def test_the_verdicts_are_booleans():
+    assert T.valid_tool_id(None, "openai") is False
+    assert T._plain_text({"role": "user"}) is False
+    assert T._native(freeze(tool("c")), "anthropic") is False
+
+
+def test_a_message_telling_another_dialect_is_not_right_even_where_its_shape_is_taken():
+    other = freeze({"role": "user", "content": [{"type": "input_text", "text": "a"}]})
+    assert DIALECTS["openai"].native(other)  # a chat user message may hold any parts
+    assert T._native(other, "openai") is False
+
+
+def test_in_order_hands_out_three_new_ids_in_their_order():
+    order = T._InOrder({"a": ["a1", "a2", "a3"]})
+    assert [order.get("a") for _ in range(4)] == ["a1", "a2", "a3", "a3"]
+
+
+def test_a_reused_id_s_fresh_name_is_of_its_occurrence():
+    plan = T._id_plan(freeze([asks("c1", "c1", "c1")]), "openai")
+    news = [new for _, new in plan[0].items()]
+    assert news[0] == "c1"
+    assert news[1] == T._fresh("c1", 1, {"c1"})
+    assert news[2] == T._fresh("c1", 2, {"c1", news[1]})
+    assert news[1].startswith("c1_") and news[2].startswith("c1_")
+
+
+def test_an_orphan_s_fresh_name_is_its_own_and_reserved():
+    messages = freeze([tool("bad.id"), USER, tool("bad.id")])
+    plan = T._id_plan(messages, "anthropic")
+    (first,) = [n for _, n in plan[0].items()]
+    (second,) = [n for _, n in plan[2].items()]
+    assert first.startswith("bad_id_") and second.startswith("bad_id_") and first != second
+
+
+def test_a_fresh_name_avoids_an_id_kept_as_it_is():
+    taken = T._fresh("c.1", 0, set())
+    plan = T._id_plan(freeze([asks(taken, "c.1")]), "anthropic")
+    kept, new = [n for _, n in plan[0].items()]
+    assert kept == taken and new != taken and FRESH.match(new)
+
+
+def test_a_native_message_whose_ids_are_kept_stays_the_same_object():
+    own = freeze([{"role": "assistant", "content": [use("t2")]},
+                  {"role": "user", "content": [result("t2")]}])  # fmt: skip
+    frozen = freeze([USER, asks("c1"), tool("c1")]).extend(own)
+    t = T.translate(frozen, "anthropic")
+    assert t.messages[3] is frozen[3] and t.messages[4] is frozen[4]
+
+
+def test_a_system_message_right_where_kept_is_kept_the_same_object():
+    frozen = freeze([SYSTEM, USER, asks("c.1"), tool("c.1")])
+    t = T.translate(frozen, "anthropic", keep_system=True)
+    assert t.messages[0] is frozen[0]
+
+
+def test_a_system_message_s_media_is_placed_naming_the_dialect():
+    image = {"type": "image_url", "image_url": {"url": "https://x/a.png"}}
+    t = T.translate([{"role": "system", "content": [image]}, USER], "anthropic",
+                    on_unsupported_part="text")  # fmt: skip
+    assert t.system == "[image https://x/a.png (unknown type) omitted: not supported by anthropic]"
