@@ -920,3 +920,28 @@ def test_a_refused_run_saves_the_transcript_it_started_from_unless_kept():
     script, _ = exchange({"keep_refused": True}, "c", llm=[answer("", refusal="no")],
                          take=[("H", None)], commit=[(OK, OK)])  # fmt: skip
     assert len(script.of("commit")[0][2]) == 2
+
+
+def test_a_run_that_fails_after_the_model_spoke_logs_what_it_said():
+    """Fails on the old code: the log of a run that raised held the prompt alone, the
+    texts of its earlier turns lost with the loop's state."""
+    err = ProviderError("down", status=400)
+    turns = [answer("Let me check", calls=[("c1", "echo")]), err]
+    script = Script(now=["T"], llm=turns, tools=echo_all)
+    with pytest.raises(ProviderError):
+        script.run(flow.exchange_flow(xcfg(log="L", retries=0), "q", TK, None, None))
+    ((_, (op,)),) = script.of("io")
+    assert op.args == ("L", None, "q", ("Let me check",), "T")
+
+
+def test_an_answer_that_does_not_fit_the_output_schema_is_logged():
+    """Fails on the old code: the run's answer was read after the loop, and when it did
+    not fit, the log got the prompt alone."""
+    from toolnexus.core.output import OutputError, output_spec
+
+    spec = output_spec({"type": "object"})
+    script = Script(now=["T"], llm=[answer("not json")])
+    with pytest.raises(OutputError):
+        script.run(flow.exchange_flow(xcfg(log="L", output=spec), "q", TK, None, None))
+    ((_, (op,)),) = script.of("io")
+    assert op.args == ("L", None, "q", ("not json",), "T")
