@@ -9,10 +9,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from pyrsistent import pvector
+from pyrsistent import pset, pvector
 
 from toolnexus import tool, toolkit
-from toolnexus.core import flow, steps
+from toolnexus.core import flow, loading, steps
 from toolnexus.core.errors import ProviderError
 from toolnexus.core.frozen import FrozenMap, freeze, thaw
 from toolnexus.core.tool import tool_result
@@ -945,3 +945,258 @@ def test_an_answer_that_does_not_fit_the_output_schema_is_logged():
         script.run(flow.exchange_flow(xcfg(log="L", output=spec), "q", TK, None, None))
     ((_, (op,)),) = script.of("io")
     assert op.args == ("L", None, "q", ("not json",), "T")
+
+
+# ---- the survivors' rules ----------------------------------------------------------------
+
+
+def test_on_error_s_retry_of_what_would_not_be_retried_waits_its_backoff():
+    script = Script(llm=[ProviderError("bad", status=400), answer()], hook=["retry"])
+    script.run(flow._llm_turn(cfg(on_error="H"), state(), {}, 1, {}))
+    assert script.of("sleep") == [("sleep", 0.075)]
+
+
+class Stating(Codec):
+    """A codec naming the previous response only for the state's own messages."""
+
+    def server_state_body(self, full, messages):
+        return {"prev": len(messages)}
+
+
+def test_every_body_of_a_stated_turn_is_streamed_encoded_and_numbered():
+    s, tools = state(), pvector([1])
+    known = {"tools": (tools, "[K]")}
+    gone = ProviderError("no previous response", status=404)
+    c = cfg(server_state=True, retries=0, events=True, encode=True)
+    script = Script(llm=[gone, answer()])
+    script.run(flow._stated_turn(c, Stating(), s, {"tools": tools}, 7, known))
+    first, second = (e[1] for e in script.of("llm"))
+    assert first["body"] == {"prev": 1, "stream": True} and first["turn"] == 7
+    assert second["body"] == {"tools": tools, "store": True, "stream": True}
+    assert second["content"] == b'{"tools":[K],"store":true,"stream":true}'
+    assert second["turn"] == 7 and second["messages"] is s["messages"]
+    script = Script(llm=[answer()])
+    script.run(flow._stated_turn({**c, "server_state": False}, Stating(), s, {"tools": tools}, 7,
+                                 known))  # fmt: skip
+    (request,) = (e[1] for e in script.of("llm"))
+    assert request["content"] == b'{"tools":[K],"stream":true}' and request["turn"] == 7
+
+
+def test_a_refused_part_s_second_request_is_streamed_encoded_and_numbered():
+    c = cfg(retries=0, events=True, encode=True)
+    script = Script(llm=[refused("temperature"), answer("ok")])
+    script.run(flow._answer(c, Refusing(), state(), ASKED, 4, {}))
+    first, second = (e[1] for e in script.of("llm"))
+    assert first["turn"] == second["turn"] == 4
+    assert second["body"]["stream"] is True and b'"stream":true' in second["content"]
+    assert b"temperature" in first["content"] and b"temperature" not in second["content"]
+
+
+def test_the_toolkit_s_own_text_is_reused_not_encoded_again():
+    tools = CODEC.encode_tools(TK)
+    assert flow._tools_text(TK, tools, CODEC) is TK["wire_json"][DEFAULT_STYLE]
+
+
+def test_a_call_s_hooks_and_its_resumption_see_the_turn_and_the_toolkit():
+    c = cfg(hooks={"before_tool": "B"}, wait_for="W")
+    script = Script(hook=[None], tools=[ran(ASK), ran(tool_result("done"))],
+                    io=[(("ok", {"ok": True}),)])  # fmt: skip
+    script.run(flow._run_calls(c, TK, [call()], 6))
+    assert script.of("hook")[0][2]["turn"] == 6
+    assert [e[1] for e in script.of("tools")] == [TK, TK]
+
+
+def test_a_paused_turn_at_the_last_turn_allowed_ends_the_run_incomplete():
+    script, s = loop({"max_turns": 1}, [answer("part", end="pause")])
+    assert s["status"] == "incomplete" and s["limit"] == "max_turns"
+    assert len(script.of("llm")) == 1
+
+
+def test_the_loop_s_tool_hooks_see_its_turn_and_toolkit():
+    turns = [answer("", calls=[("c1", "echo")]), answer("", calls=[("c2", "echo")]), answer()]
+    script, _ = loop({"hooks": {"before_tool": "B"}}, turns, hook=[None, None])
+    assert [e[2]["turn"] for e in script.of("hook")] == [1, 2]
+    assert all(e[1] is TK for e in script.of("tools"))
+
+
+def test_a_dialect_that_marks_its_tools_for_the_cache_sends_them_marked():
+    from dialect_kit import STYLES
+
+    def marks(d):
+        tools = DIALECTS[d].encode_tools(TK)
+        return DIALECTS[d].cache_tools(tools) != tools
+
+    marking = [d for d in STYLES if marks(d)]
+    assert marking, "some dialect marks its tools for the prompt cache"
+    d = marking[0]
+    script, _ = loop({"prompt_cache": True}, [answer()], s=steps.start(d, [], "q"))
+    body = script.of("llm")[0][1]["body"]
+    assert body["tools"] == DIALECTS[d].cache_tools(DIALECTS[d].encode_tools(TK))
+    script, _ = loop({}, [answer()], s=steps.start(d, [], "q"))
+    assert script.of("llm")[0][1]["body"]["tools"] == DIALECTS[d].encode_tools(TK)
+
+
+def failover_cfg():
+    from dialect_kit import others
+
+    leg = {"dialect": others(DEFAULT_STYLE)[0], "model": "m2", "served_by": "B",
+           "system": lambda tk: "", "on_unsupported_part": "error", "encode": False}  # fmt: skip
+    return {"retries": 0, "legs": (leg,), "fails_over": "P", "served_by": "A"}
+
+
+def test_a_failover_is_measured_with_its_turn_and_error():
+    err = ProviderError("down", status=503)
+    script, _ = loop(failover_cfg(), [err, answer("hi")], hook=[True])
+    (event,) = [e[1] for e in script.of("metric") if e[1]["event"] == "failover"]
+    assert event["turn"] == 1 and event["error"] == "ProviderError" and event["status"] == "503"
+
+
+# ---- starting from what was loaded ---------------------------------------------------------
+
+HISTORY = freeze([{"role": "user", "content": "before"}, {"role": "assistant", "content": "ok"}])
+
+
+def scfg(**over):
+    return xcfg(**{"encode": True, **over})
+
+
+def test_a_transcript_this_runtime_saved_is_used_as_it_was_made_ready():
+    history = pvector(list(HISTORY))  # the ready copy: other objects, equal values
+    texts = steps.texts_of(history)
+    memo = {"messages": HISTORY, "history": history, "texts": texts,
+            "facts": (DEFAULT_STYLE, pset()), "dialect": DEFAULT_STYLE}  # fmt: skip
+    ready = flow._ready(scfg(), memo, HISTORY)
+    assert ready.history is history and ready.texts is texts and ready.lifted == ""
+    assert ready.facts is None  # its facts are of what was saved, not of the copy
+    same = {**memo, "history": HISTORY}
+    assert flow._ready(scfg(), same, HISTORY).facts == (DEFAULT_STYLE, pset())
+
+
+def test_a_memo_of_another_dialect_or_of_other_messages_is_not_used():
+    from dialect_kit import others
+
+    history = pvector(list(HISTORY))
+    memo = {"messages": HISTORY, "history": history, "texts": steps.texts_of(history),
+            "facts": None, "dialect": others(DEFAULT_STYLE)[0]}  # fmt: skip
+    assert flow._ready(scfg(), memo, HISTORY).history is not history
+    other = {**memo, "dialect": DEFAULT_STYLE, "messages": freeze([])}
+    assert flow._ready(scfg(), other, HISTORY).history is not history
+    assert flow._ready(scfg(), {**memo, "dialect": DEFAULT_STYLE}, HISTORY).history is history
+    no_dialect = {k: v for k, v in memo.items() if k != "dialect"}
+    assert flow._ready(scfg(), no_dialect, HISTORY).history is history
+
+
+def test_a_transcript_going_on_from_the_saved_one_has_its_new_messages_made_ready():
+    texts = steps.texts_of(HISTORY)
+    memo = {"messages": HISTORY, "history": HISTORY, "texts": texts,
+            "facts": (DEFAULT_STYLE, pset()), "dialect": DEFAULT_STYLE}  # fmt: skip
+    loaded = HISTORY.append(freeze({"role": "user", "content": "more"}))
+    ready = flow._ready(scfg(), memo, loaded)
+    assert ready == loading.extended(memo, loaded, DEFAULT_STYLE, True)
+    assert ready.history[0] is HISTORY[0] and len(ready.texts) == 3
+    assert flow._ready(scfg(encode=False), memo, loaded).texts is None
+
+
+def test_anything_else_is_made_ready_whole_as_the_policy_says():
+    doc = {"type": "document", "source": {"type": "url", "url": "https://x/d.pdf"}}
+    loaded = freeze([{"role": "user", "content": [{"type": "text", "text": "read"}, doc]}])
+    from toolnexus.core.wire.parts import UnsupportedPartError
+
+    with pytest.raises(UnsupportedPartError):
+        flow._ready(scfg(), None, loaded)
+    ready = flow._ready(scfg(on_unsupported_part="text"), None, loaded)
+    assert ready == loading.whole(loaded, DEFAULT_STYLE, "text", True)
+    assert flow._ready(scfg(encode=False, on_unsupported_part="text"), None, loaded).texts is None
+
+
+def test_the_first_state_is_the_ready_history_its_texts_facts_and_the_prompt():
+    script = Script(recall=[None])
+    s, lifted = script.run(flow._start(scfg(), "c", "q", HISTORY))
+    assert script.effects == [("recall", "c")] and lifted == ""
+    ready = loading.whole(HISTORY, DEFAULT_STYLE, "error", True)
+    assert s["messages"][:2] == ready.history and s["texts"][:2] == ready.texts
+    assert s["facts"] == ready.facts and s["messages"][2]["content"] == "q"
+    script = Script()
+    s, _ = script.run(flow._start(scfg(), None, "q", HISTORY))
+    assert script.effects == []  # no conversation: nothing to recall
+    s, _ = Script().run(flow._start(scfg(), "c", "q", None))
+    assert [m["content"] for m in s["messages"]] == ["q"]
+
+
+def test_the_prompt_s_parts_follow_the_exchange_s_policy_and_bound():
+    audio = [{"type": "text", "text": "hear"},
+             {"type": "audio", "mimeType": "audio/mp4", "data": "aGk="}]  # fmt: skip
+    from toolnexus.core.wire.parts import UnsupportedPartError
+
+    with pytest.raises(UnsupportedPartError):
+        Script().run(flow._start(scfg(), None, audio, None))
+    s, _ = Script().run(flow._start(scfg(on_unsupported_part="text"), None, audio, None))
+    assert "omitted" in s["messages"][-1]["content"][1]["text"]
+    big = [{"type": "image", "mimeType": "image/png", "data": "aGk=" * 10}]
+    with pytest.raises(ValueError, match="bytes"):
+        Script().run(flow._start(scfg(max_part_bytes=4), None, big, None))
+
+
+def test_a_bad_prompt_is_found_by_its_own_text_after_a_history():
+    from toolnexus.core.transcript import TranscriptFormatError
+
+    with pytest.raises(TranscriptFormatError, match="the prompt"):
+        Script(recall=[None]).run(flow._start(scfg(), "c", "\ud83d", HISTORY))
+    with pytest.raises(TranscriptFormatError, match="the prompt"):
+        Script(recall=[None]).run(flow._start(scfg(encode=False), "c", "\ud83d", HISTORY))
+
+
+def test_the_memo_holds_the_saved_messages_their_replayable_history_texts_and_facts():
+    s = steps.start(DEFAULT_STYLE, [], "q", texts=[])
+    s, _ = steps.on_turn(s, answer("", calls=[("c1", "echo")]))
+    memo = flow._memo({**s, "facts": (DEFAULT_STYLE, pset())}, "SAVED")
+    assert memo["messages"] == "SAVED" and memo["dialect"] == DEFAULT_STYLE
+    assert memo["history"] is s["messages"] and memo["texts"] is s["texts"]
+    assert memo["facts"] == (DEFAULT_STYLE, {"c1"})
+    assert flow._memo({**s, "facts": None}, "SAVED")["facts"] is None
+
+
+# ---- the exchange's survivors -------------------------------------------------------------
+
+
+def test_an_unheld_exchange_whose_store_did_not_move_saves_and_remembers_its_own():
+    old = freeze([{"role": "user", "content": "before"}])
+    script, result = exchange({"hold_lock": False}, "c", take=[("H1", old), ("H2", old)],
+                              release=[(OK,)], commit=[(OK, OK)])  # fmt: skip
+    _, _, messages, _, _, _ = script.of("commit")[0]
+    assert messages is result["messages"]
+    assert script.of("remember")[0][2]["messages"] is messages
+
+
+def test_the_conversation_id_reaches_the_prompt_cache():
+    def body(cid):
+        script, _ = exchange({"prompt_cache": True}, cid, take=[("H", None)], commit=[(OK, OK)])
+        return script.of("llm")[0][1]["body"]
+
+    assert body("c") != body("d")
+    assert body("c")["tools"] == CODEC.cache_tools(CODEC.encode_tools(TK))
+
+
+def test_a_failed_save_s_run_metric_is_timed():
+    boom = OSError("disk")
+    script = Script(now=["T"], clock=clocks(1.0, 0, 0, 4.0), llm=[answer()],
+                    take=[("H", None)], commit=[(("error", boom), OK)])  # fmt: skip
+    with pytest.raises(OSError):
+        script.run(flow.exchange_flow(xcfg(), "q", TK, None, "c"))
+    assert script.effects[-1] == ("metric", {"event": "run", "model": "m", "duration_s": 3.0,
+                                             "error": True})  # fmt: skip
+
+
+def test_a_failed_run_s_metric_is_timed():
+    script = Script(now=["T"], clock=clocks(1.0, 0, 0, 4.0), llm=[ProviderError("x", status=400)])
+    with pytest.raises(ProviderError):
+        script.run(flow.exchange_flow(xcfg(retries=0), "q", TK, None, None))
+    assert script.effects[-1][1]["duration_s"] == 3.0
+
+
+def test_a_failed_over_exchange_is_saved_but_not_remembered():
+    err = ProviderError("down", status=503)
+    script, result = exchange(failover_cfg(), "c", llm=[err, answer("hi")], hook=[True],
+                              take=[("H", None)], commit=[(OK, OK)])  # fmt: skip
+    assert result["served_by"] == "B" and len(script.of("commit")) == 1
+    assert script.of("remember") == []
