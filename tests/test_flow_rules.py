@@ -1200,3 +1200,12 @@ def test_a_failed_over_exchange_is_saved_but_not_remembered():
                               take=[("H", None)], commit=[(OK, OK)])  # fmt: skip
     assert result["served_by"] == "B" and len(script.of("commit")) == 1
     assert script.of("remember") == []
+
+
+def test_the_first_state_of_a_recalled_transcript_is_the_memo_s_history():
+    made = freeze([{"role": "user", "content": "made ready"}])
+    memo = {"messages": HISTORY, "history": made, "texts": steps.texts_of(made),
+            "facts": None, "dialect": DEFAULT_STYLE}  # fmt: skip
+    s, _ = Script(recall=[memo]).run(flow._start(scfg(), "c", "q", HISTORY))
+    assert [m["content"] for m in s["messages"]] == ["made ready", "q"]
+    assert s["texts"][0] is memo["texts"][0]

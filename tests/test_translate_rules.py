@@ -418,3 +418,15 @@ def test_a_system_message_s_media_is_placed_naming_the_dialect():
     t = T.translate([{"role": "system", "content": [image]}, USER], "anthropic",
                     on_unsupported_part="text")  # fmt: skip
     assert t.system == "[image https://x/a.png (unknown type) omitted: not supported by anthropic]"
+
+
+def test_a_developer_message_is_a_system_message_too():
+    developer = freeze({"role": "developer", "content": "d"})
+    assert T._native(developer, "anthropic", keep_system=True) is True
+    assert T._native(developer, "anthropic") is False
+
+
+def test_a_transcript_whose_system_messages_stay_in_place_is_kept_as_it_is():
+    frozen = freeze([SYSTEM, USER])
+    assert T.translate(frozen, "anthropic", keep_system=True).messages is frozen
+    assert T._unchanged(frozen, "anthropic", True) and not T._unchanged(frozen, "anthropic", False)
