@@ -127,6 +127,9 @@ TESTS = {
     "toolnexus/core/wire/view.py": ["tests/test_view_rules.py"],
     "toolnexus/core/wire/responses_items.py": ["tests/test_responses_items_rules.py"],
     "toolnexus/core/wire/chat.py": ["tests/test_chat_rules.py"],
+    "toolnexus/core/wire/writers.py": ["tests/test_writers_rules.py"],
+    "toolnexus/core/wire/translate.py": ["tests/test_translate_rules.py"],
+    "toolnexus/core/flow.py": ["tests/test_flow_rules.py"],
 }
 
 _CMP: dict[type, type] = {

@@ -311,7 +311,8 @@ def run_flow(cfg: Mapping, state: steps.State, tk: Any):
     events (whether to yield stream events) and encode (whether to build the bytes);
     optionally omitted (what requests leave out: see the codecs' `omit`),
     remember_omission (called with what a refusal added to it), served_by (the client,
-    named in the result), and legs and fails_over (a fallback chain: core.failover).
+    named in the result), legs and fails_over (a fallback chain: core.failover), and
+    progress (called with the state after each model turn: what the run has said).
     """
     state, cfg = yield from _loop(cfg, state, tk)
     return failover.finished(cfg, state)
@@ -353,6 +354,8 @@ def _loop(cfg: Mapping, state: steps.State, tk: Any):
                                                 "turn": turn_no,
                                                 "client": cfg.get("served_by")})  # fmt: skip
         state, calls = steps.on_turn(state, turn, cfg["max_turns"], cfg.get("max_tool_calls"))
+        if cfg.get("progress") is not None:  # what the run has said, if it raises later
+            cfg["progress"](state)
         if events:
             yield ("event", _event("usage", usage=turn["usage"]))
         if not calls:
@@ -501,7 +504,9 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     t0 = yield ("clock",)
     asked_at = yield ("now",)
     hold = cfg["hold_lock"]
-    cfg = {**cfg, "loaded_from_store": history is None, "conversation_id": cid}
+    reached: list = []  # the loop's state after each turn: what a run that raised said
+    cfg = {**cfg, "loaded_from_store": history is None, "conversation_id": cid,
+           "progress": reached.append}  # fmt: skip
     held, loaded, state = None, history, None
     try:
         if cid is not None:
@@ -514,7 +519,8 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
         cfg = _with_system(cfg, lifted)
         state = _with_output(cfg, (yield from run_flow(cfg, state, tk)))
     except BaseException as e:
-        yield from _fail(cfg, cid, held, prompt, state, asked_at, t0, e)
+        said = reached[-1] if reached else state
+        yield from _fail(cfg, cid, held, prompt, said, asked_at, t0, e)
         raise
     log = _log_op(cfg, cid, prompt, state, asked_at)
     try:

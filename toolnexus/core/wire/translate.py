@@ -263,7 +263,7 @@ class _InOrder:
     """A message's {old id: new ids}: `get` hands out the new ids of an old one in order,
     so two calls of one turn sharing an id, and their results, pair up in order."""
 
-    __slots__ = ("_news", "_next")
+    __slots__ = ("_news", "_next")  # pragma: no mutate
 
     def __init__(self, news: Mapping[Any, list]):
         self._news, self._next = dict(news), dict.fromkeys(news, 0)
