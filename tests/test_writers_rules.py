@@ -368,7 +368,7 @@ def test_responses_result_parts_are_input_parts_and_none_left_is_empty_text():
 
 
 def test_responses_assistant_text_alone_is_a_plain_message():
-    (m,) = W.write_responses([assistant([text("a"), text("b"), FrozenMap(PNG)])], "error")[0]
+    (m,) = W.write_responses([assistant([text("a"), text("b")])], "error")[0]
     assert thaw(m) == {"role": "assistant", "content": "ab"}
     assert W.write_responses([assistant()], "error") == ([], [])
     (m,) = W.write_responses([assistant(own={"refusal": "no"})], "error")[0]
@@ -419,9 +419,18 @@ def test_chat_result_media_chat_cannot_carry_is_a_placeholder_in_the_user_messag
     assert image["type"] == "image_url"
 
 
-def test_an_assistant_s_media_says_nothing_in_the_text_of_its_answer():
-    (m,) = W.write_openai([assistant([text("a"), FrozenMap(PNG)])], "error")[0]
-    assert m["content"] == "a"
+@pytest.mark.parametrize("write", [W.write_openai, W.write_responses])
+def test_an_assistant_s_media_follows_the_policy_where_its_turns_carry_text_alone(write):
+    # It was dropped in silence: the answer said "a" and the image was gone.
+    with pytest.raises(UnsupportedPartError, match="image c.png .*carries text only"):
+        write([assistant([text("a"), FrozenMap(PNG)])], "error")
+    (m,) = write([assistant([text("a"), FrozenMap(PNG)])], "text")[0]
+    assert m["content"] == "a[image c.png (image/png) omitted: not supported by " + (
+        "openai]" if write is W.write_openai else "responses]"
+    )
+
+
+def test_an_empty_text_part_says_nothing_in_the_text_of_an_answer():
     (m,) = W.write_responses([assistant([text(""), text("a")])], "error")[0]
     assert m["content"] == "a"
 
