@@ -81,8 +81,8 @@ def test_results_read_as_their_outputs_ids_mapped():
 def test_a_result_of_text_parts_stays_a_list():
     blocks = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
     ((kind, i, value, error),) = GI.items({"role": "tool", "parts": [_answer("a", {
-        "output": blocks})]}, {})  # fmt: skip
-    assert (kind, i, error) == ("result", "a", False) and isinstance(value, PV)
+        "output": blocks})]}, {"a": "A"})  # fmt: skip
+    assert (kind, i, error) == ("result", "A", False) and isinstance(value, PV)
     assert thaw(value) == blocks
     for other in ([], [{"type": "text", "text": "a", "x": 1}], [{"type": "image", "text": "a"}],
                   [{"type": "text", "text": 3}], ["a"]):  # fmt: skip
@@ -98,15 +98,21 @@ def test_a_result_with_media_parts_reads_as_blocks():
         "junk",
         {"fileData": {"fileUri": "https://x/a.png", "mimeType": "image/png"}},
     ]
-    part = _answer("a", {"output": "see"}, parts=media)  # fmt: skip
-    ((_, _, value, _),) = GI.items({"role": "tool", "parts": [part]}, {})
+    part = _answer("a", {"error": "see"}, parts=media)  # fmt: skip
+    ((kind, i, value, error),) = GI.items({"role": "tool", "parts": [part]}, {"a": "A"})
+    assert (kind, i, error) == ("result", "A", True)
     url_block = {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}}
     assert thaw(value) == [{"type": "text", "text": "see"}, IMAGE_BLOCK,
                            {"type": "text", "text": "ignored"}, url_block]  # fmt: skip
     assert isinstance(value, PV)
     part = _answer("a", {"output": ""}, parts=[INLINE])
+    ((kind, i, value, error),) = GI.items({"role": "tool", "parts": [part]}, {"b": "B"})
+    assert (kind, i, thaw(value), error) == ("result", "a", [IMAGE_BLOCK], False)
+    audio = {"inlineData": {"mimeType": "audio/wav", "data": "aGk="}}
+    part = _answer("a", {"output": ""}, parts=[audio])
     ((_, _, value, _),) = GI.items({"role": "tool", "parts": [part]}, {})
-    assert thaw(value) == [IMAGE_BLOCK]
+    said = "[audio (audio/wav) omitted: not supported by anthropic]"  # the view's blocks
+    assert thaw(value) == [{"type": "text", "text": said}]
     part = _answer("a", {"output": "x"}, parts=[{"functionCall": {}}])
     assert GI.items({"role": "tool", "parts": [part]}, {}) == [("result", "a", "x", False)]
 
@@ -309,6 +315,15 @@ def test_a_foreign_turn_is_written_with_the_placeholder_signature_on_its_first_c
 def test_a_foreign_turn_with_nothing_gemini_carries_is_left_out():
     assert _write(("assistant", [], [], [{"type": "reasoning"}], {"refusal": ""})) == []
     assert _write(("assistant", [], [], [], {"refusal": 5})) == []
+
+
+def test_a_turns_part_gemini_cannot_carry_follows_the_policy():
+    parts = [FrozenMap({"type": "video"}), FrozenMap({"type": "text", "text": "a"})]
+    got = _write(("assistant", parts, [], [], {}))
+    said = "[video (unknown type) omitted: not supported by gemini]"
+    assert got == [{"role": "assistant", "parts": [{"text": said}, {"text": "a"}]}]
+    with pytest.raises(UnsupportedPartError):
+        GI.write([("assistant", parts, [], [], {})], "error")
 
 
 def test_another_dialects_own_block_follows_the_policy():

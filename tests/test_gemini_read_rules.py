@@ -164,6 +164,18 @@ def test_calls_without_ids_and_without_a_response_id_share_one_hash():
                                                                "args": {}}}  # fmt: skip
 
 
+def test_a_long_given_id_stays_64_characters_when_made_unique():
+    call = {"functionCall": {"id": "x" * 64, "name": "f"}}
+    _, _, calls = GR._read_parts({}, [call, call])
+    assert [c["id"] for c in calls] == ["x" * 64, "x" * 62 + "_2"]
+
+
+def test_a_call_without_args_is_kept_as_it_came():
+    part = {"functionCall": {"id": "a", "name": "f"}}
+    kept, _, calls = GR._read_parts({}, [part])
+    assert kept[0] is part and calls == [{"id": "a", "name": "f", "arguments": {}}]
+
+
 def test_a_kept_part_is_the_same_object_when_nothing_changes():
     part = {"functionCall": {"id": "a", "name": "f", "args": {"x": 1}}}
     kept, text, calls = GR._read_parts({}, [part, {"text": "a"}, {"text": "b", "thought": True},
@@ -281,6 +293,16 @@ def test_a_stream_starts_empty():
         ({"text": "a"}, {"text": "b", "thought": True}, False),
         ({"text": "a", "thought": True}, {"text": "b"}, False),
         ({"text": "a", "thought": False}, {"text": "b"}, True),
+        (
+            {"text": "a", "thought": True, "thoughtSignature": "s"},
+            {"text": "b", "thought": True},
+            True,
+        ),
+        (
+            {"text": "a", "thought": True},
+            {"text": "b", "thought": True, "thoughtSignature": ""},
+            True,
+        ),
         ({"text": "a"}, {"text": 3}, False),
         ({"text": 3}, {"text": "b"}, False),
         ({"functionCall": {}}, {"text": "b"}, False),

@@ -45,6 +45,7 @@ def test_model_url(base, model, stream, url):
 def test_url_headers_and_stream_body():
     assert G.url("https://h/") == "https://h/v1beta/models"
     assert G.url("https://h/v1") == "https://h/v1/models"
+    assert G.url("https://h/X") == "https://h/X/v1beta/models"  # only slashes go
     assert G.headers("k") == {"x-goog-api-key": "k"}
     assert G.headers(None) == {} and G.headers("") == {}
     body = {"contents": []}
@@ -214,12 +215,12 @@ def test_a_request_leaves_out_empty_text_and_unsigned_thoughts():
         {"text": "", "a": 1, "b": 2},
         {"text": "t", "thought": True},
         {"text": "t", "thought": True, "thoughtSignature": "s2"},
-        {"text": "said"},
         "junk",
+        {"text": "said"},
     ]
     got, _ = G.contents([{"role": "assistant", "parts": parts}])
-    assert got == [{"role": "model", "parts": [parts[2], parts[3], parts[5], parts[6]]}]
-    assert got[0]["parts"][3] is parts[6]
+    assert got == [{"role": "model", "parts": [parts[2], parts[3], parts[5], parts[7]]}]
+    assert got[0]["parts"][3] is parts[7]
 
 
 def test_a_response_without_a_name_gets_its_calls_name():
@@ -260,6 +261,7 @@ def test_contents_lift_system_text_and_join_adjacent_roles():
     ]
     got, system = G.contents(msgs)
     assert system == ["s1", "s2"]
+    assert G.contents([{"role": "system", "content": 5}]) == ([], [""])
     assert thaw(got) == [
         {"role": "user", "parts": [{"text": "a"}, {"text": "b"},
                                    {"functionResponse": {"id": "c", "name": "f"}}]},
@@ -298,6 +300,8 @@ def test_replayable_drops_assistant_turns_with_nothing_to_send():
     ]
     got = G.replayable([empty[0], ok[0], empty[1], ok[1], empty[2]])
     assert got == ok
+    odd = [{"role": "assistant", "parts": [{"functionResponse": {"id": "c"}}]}]
+    assert G.replayable(odd) is odd
 
 
 # ---- the transcript algebra ------------------------------------------------------------

@@ -53,6 +53,7 @@ def test_encode_tools_uses_the_built_entries_else_builds_them():
 def test_url_strips_every_trailing_slash():
     assert R.url("https://h/v1//") == "https://h/v1/responses"
     assert R.url("https://h/v1") == "https://h/v1/responses"
+    assert R.url("https://h/X") == "https://h/X/responses"  # only slashes go
 
 
 # ---- input items -----------------------------------------------------------------------
@@ -251,6 +252,9 @@ def test_server_state_names_the_latest_answer_with_an_id():
                                                    "input": [{"role": "user",
                                                               "content": "a"}]}  # fmt: skip
     assert R.server_state_body(body, msgs[1:2]) == {**body, "store": True}
+    # the very last message may be the answer: nothing after it goes
+    got = R.server_state_body(body, msgs[:3])
+    assert got == {**body, "store": True, "previous_response_id": "r2", "input": []}
     assert R.server_state_body(body, []) == {**body, "store": True}
 
 

@@ -192,6 +192,11 @@ def test_the_first_item_of_a_stream_without_indexes_is_0():
     assert RS._index(acc, {"item": {"type": "message"}}, adding=True) == 6
     assert RS._index(acc, {"output_index": 9}, adding=True, done=True) == 9
     assert RS._index(acc, {"item_id": "i"}) == 5 and RS._index(acc, {"id": "none"}) == 5
+    assert RS._index(acc, {"output_index": True}) == 5  # not an index: the latest item
+    assert RS._index(acc, {"output_index": "3"}) == 5
+    more = acc._replace(items=acc.items.set(3, {"type": "m", "id": "i3"}).set(4, {"call_id": "k"}))
+    assert RS._index(more, {"id": "i3"}) == 3 and RS._index(more, {"item_id": "k"}) == 4
+    assert RS._index(more, {"call_id": "k"}) == 4 and RS._index(more, {"call_id": "i3"}) == 3
     assert RS._named(acc, {}) is None
     two = acc._replace(items=FrozenMap({1: {"id": "i"}, 0: {"call_id": "i"}}))
     assert RS._named(two, {"item_id": "i"}) == 1
