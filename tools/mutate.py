@@ -127,6 +127,28 @@ TESTS = {
     "toolnexus/core/wire/view.py": ["tests/test_view_rules.py"],
     "toolnexus/core/wire/responses_items.py": ["tests/test_responses_items_rules.py"],
     "toolnexus/core/wire/chat.py": ["tests/test_chat_rules.py"],
+    "toolnexus/core/wire/responses.py": [
+        "tests/test_responses_rules.py",
+        "tests/test_responses.py",
+    ],
+    "toolnexus/core/wire/responses_stream.py": [
+        "tests/test_responses_stream_rules.py",
+        "tests/test_responses.py",
+    ],
+    "toolnexus/core/wire/gemini.py": ["tests/test_gemini_rules.py", "tests/test_gemini.py"],
+    "toolnexus/core/wire/gemini_items.py": [
+        "tests/test_gemini_items_rules.py",
+        "tests/test_gemini.py",
+        "tests/test_dialect_record.py",
+    ],
+    "toolnexus/core/wire/gemini_read.py": [
+        "tests/test_gemini_read_rules.py",
+        "tests/test_gemini.py",
+    ],
+    "toolnexus/core/wire/gemini_schema.py": [
+        "tests/test_gemini_schema_rules.py",
+        "tests/test_gemini.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
