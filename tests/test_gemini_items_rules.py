@@ -84,6 +84,8 @@ def test_a_result_of_text_parts_stays_a_list():
         "output": blocks})]}, {"a": "A"})  # fmt: skip
     assert (kind, i, error) == ("result", "A", False) and isinstance(value, PV)
     assert thaw(value) == blocks
+    ((_, i, _, _),) = GI.items({"role": "tool", "parts": [_answer("a", {"output": blocks})]}, {})
+    assert i == "a"
     for other in ([], [{"type": "text", "text": "a", "x": 1}], [{"type": "image", "text": "a"}],
                   [{"type": "text", "text": 3}], ["a"]):  # fmt: skip
         assert not GI._text_blocks(other)
