@@ -130,6 +130,28 @@ TESTS = {
     "toolnexus/core/wire/writers.py": ["tests/test_writers_rules.py"],
     "toolnexus/core/wire/translate.py": ["tests/test_translate_rules.py"],
     "toolnexus/core/flow.py": ["tests/test_flow_rules.py"],
+    "toolnexus/core/wire/responses.py": [
+        "tests/test_responses_rules.py",
+        "tests/test_responses.py",
+    ],
+    "toolnexus/core/wire/responses_stream.py": [
+        "tests/test_responses_stream_rules.py",
+        "tests/test_responses.py",
+    ],
+    "toolnexus/core/wire/gemini.py": ["tests/test_gemini_rules.py", "tests/test_gemini.py"],
+    "toolnexus/core/wire/gemini_items.py": [
+        "tests/test_gemini_items_rules.py",
+        "tests/test_gemini.py",
+        "tests/test_dialect_record.py",
+    ],
+    "toolnexus/core/wire/gemini_read.py": [
+        "tests/test_gemini_read_rules.py",
+        "tests/test_gemini.py",
+    ],
+    "toolnexus/core/wire/gemini_schema.py": [
+        "tests/test_gemini_schema_rules.py",
+        "tests/test_gemini.py",
+    ],
 }
 
 _CMP: dict[type, type] = {
