@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from toolnexus import from_neutral, to_neutral
+from toolnexus.core.frozen import thaw
 from toolnexus.core.wire import DIALECTS
 from toolnexus.core.wire.parts import UnsupportedPartError
-from toolnexus.core.frozen import thaw
 
 KINDS = "'system' (2 fields), 'user' (2 fields), 'assistant' (5 fields), 'result' (4 fields)"
 
