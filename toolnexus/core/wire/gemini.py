@@ -213,8 +213,10 @@ def to_part(part: Mapping, policy: str = "error") -> FrozenMap:
     split = split_data_url(part.get("url") or "")
     if split is not None:
         return FrozenMap({"inlineData": FrozenMap({"mimeType": split[0], "data": split[1]})})
-    url = part["url"]  # the API wants a URI's media type: its extension's (parts' table)
-    mime = mime or MIME_TYPES.get(url.rpartition(".")[2].lower())
+    url = part["url"]  # the API wants a URI's media type: its path's extension's (parts'
+    # table), never a query's or fragment's (a signed URL ends `?sig=...`)
+    path = url.partition("#")[0].partition("?")[0]
+    mime = mime or MIME_TYPES.get(path.rpartition(".")[2].lower())
     made = {"mimeType": mime, "fileUri": url} if mime else {"fileUri": url}
     return FrozenMap({"fileData": FrozenMap(made)})
 
