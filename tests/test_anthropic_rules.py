@@ -34,8 +34,13 @@ def text(t, **more):
 
 
 def use(id="toolu_1", name="f", input=None, **more):
-    return {"type": "tool_use", "id": id, "name": name, "input": {} if input is None else input,
-            **more}  # fmt: skip
+    return {
+        "type": "tool_use",
+        "id": id,
+        "name": name,
+        "input": {} if input is None else input,
+        **more,
+    }
 
 
 def test_the_version_token_budget_keys_and_owned_fields():
@@ -242,7 +247,7 @@ def test_parse_response_reads_text_usage_stop_and_model():
                 text(" "),
                 {"type": "thinking", "thinking": "t", "signature": "s"},
                 text("b"),
-            ],  # fmt: skip
+            ],
             "stop_reason": "end_turn",
             "model": "claude",
             "usage": {"input_tokens": 5, "output_tokens": 2},
@@ -392,9 +397,11 @@ def test_tool_results_are_one_user_message_of_tool_result_blocks():
     results = [
         {"output": "x", "is_error": 0},
         {"output": {"k": 1}, "is_error": 1},
-        {"output": [text("t"), {"type": "image", "mimeType": "image/png", "data": "aGk="}],
-         "is_error": None},
-    ]  # fmt: skip
+        {
+            "output": [text("t"), {"type": "image", "mimeType": "image/png", "data": "aGk="}],
+            "is_error": None,
+        },
+    ]
     (message,) = A.tool_result_messages(calls, results)
     assert thaw(message) == {
         "role": "user",
