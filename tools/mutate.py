@@ -127,6 +127,14 @@ TESTS = {
     "toolnexus/core/wire/view.py": ["tests/test_view_rules.py"],
     "toolnexus/core/wire/responses_items.py": ["tests/test_responses_items_rules.py"],
     "toolnexus/core/wire/chat.py": ["tests/test_chat_rules.py"],
+    "toolnexus/core/wire/openai.py": ["tests/test_openai_rules.py"],
+    "toolnexus/core/wire/openai_stream.py": ["tests/test_openai_stream_rules.py"],
+    "toolnexus/core/wire/anthropic.py": ["tests/test_anthropic_rules.py"],
+    "toolnexus/core/wire/anthropic_stream.py": ["tests/test_anthropic_stream_rules.py"],
+    "toolnexus/core/wire/anthropic_request.py": ["tests/test_anthropic_request_rules.py"],
+    "toolnexus/core/wire/anthropic_replay.py": ["tests/test_anthropic_replay_rules.py"],
+    "toolnexus/core/wire/openai_fields.py": ["tests/test_openai_fields_rules.py"],
+    "toolnexus/core/wire/openai_read.py": ["tests/test_openai_read_rules.py"],
 }
 
 _CMP: dict[type, type] = {
