@@ -444,6 +444,10 @@ def test_a_streams_turn_carries_the_raw_arguments_of_a_cut_input():
         {"id": "b", "name": "g", "arguments": '{"y": '},
     ]
     assert thaw(t["message"]["content"])[1] == use("b", "g")
+    only_cut = AnthropicStream(log=log[2:], done=True)
+    assert thaw(A.stream_turn(only_cut)["tool_calls"]) == [
+        {"id": "b", "name": "g", "arguments": '{"y": '}
+    ]
     plain = AnthropicStream(log=pvector([(0, "text", "hi")]), done=True)
     got = A.stream_turn(plain)
     assert got == A.parse_response({"content": [text("hi")]})
