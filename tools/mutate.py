@@ -152,6 +152,14 @@ TESTS = {
         "tests/test_gemini_schema_rules.py",
         "tests/test_gemini.py",
     ],
+    "toolnexus/core/wire/openai.py": ["tests/test_openai_rules.py"],
+    "toolnexus/core/wire/openai_stream.py": ["tests/test_openai_stream_rules.py"],
+    "toolnexus/core/wire/anthropic.py": ["tests/test_anthropic_rules.py"],
+    "toolnexus/core/wire/anthropic_stream.py": ["tests/test_anthropic_stream_rules.py"],
+    "toolnexus/core/wire/anthropic_request.py": ["tests/test_anthropic_request_rules.py"],
+    "toolnexus/core/wire/anthropic_replay.py": ["tests/test_anthropic_replay_rules.py"],
+    "toolnexus/core/wire/openai_fields.py": ["tests/test_openai_fields_rules.py"],
+    "toolnexus/core/wire/openai_read.py": ["tests/test_openai_read_rules.py"],
 }
 
 _CMP: dict[type, type] = {
