@@ -462,3 +462,17 @@ def test_a_malformed_stream_is_a_provider_error_naming_the_stream():
 def test_a_tool_use_id_is_letters_digits_underscores_and_dashes():
     assert A.valid_call_id("toolu_A-1")
     assert not A.valid_call_id("") and not A.valid_call_id("a b") and not A.valid_call_id("a\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "replayed"),
+    [("", "_unnamed"), (None, "_unnamed"), ("x" * 201, "x" * 200), ("x" * 200, "x" * 200)],
+)
+def test_a_tool_use_name_the_api_would_refuse_back_is_made_replayable(name, replayed):
+    # The request schema's tool_use name is 1 to 200 characters: an empty, missing or longer
+    # name stored as sent made every later request of the conversation a 400.
+    block = {"type": "tool_use", "id": "toolu_1", "input": {}}
+    block = block if name is None else {**block, "name": name}
+    t = A.parse_response({"content": [block], "stop_reason": "tool_use"})
+    assert t["message"]["content"][0]["name"] == replayed
+    assert t["tool_calls"][0]["name"] == replayed

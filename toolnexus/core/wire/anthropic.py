@@ -235,12 +235,20 @@ def _block(b: Any, i: int) -> Mapping | None:
     bid, name, given = b.get("id"), b.get("name"), b.get("input", {})
     fixed = {
         "id": bid if isinstance(bid, str) and _ID_OK.fullmatch(bid) else _call_id(bid, i),
-        "name": name if isinstance(name, str) else sanitize(name_text(name)),
+        "name": _replay_name(name),
         "input": given if isinstance(given, Mapping) else {},
     }
     if all(b.get(k) is v for k, v in fixed.items()):
         return b
     return {**b, **fixed}
+
+
+def _replay_name(name: Any) -> str:
+    """Return a tool_use name the API takes back (1 to 200 characters): a string as it
+    came (the loop reports an unknown tool), cut to 200; a non-string as its JSON text
+    sanitized; none or an empty one as "_unnamed" (an empty name refused every request)."""
+    text = name if isinstance(name, str) else sanitize(name_text(name))
+    return text[:200] or "_unnamed"
 
 
 def _call_id(given: Any, i: int) -> str:
