@@ -580,3 +580,13 @@ def test_unique_ids_are_cut_to_their_limit():
     ten = {"i"} | {f"i_{n}" for n in range(2, 10)}
     assert unique_id("i" * 5, {"i" * 5, "iii_2"}, limit=5) == "iii_3"
     assert unique_id("i", ten) == "i_10"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_infinity_are_refused_not_written_bare(bad):
+    # json writes them as NaN / Infinity, which is not JSON: no provider parses it.
+    with pytest.raises(ValueError) as e:
+        to_json({"temperature": bad})
+    assert str(e.value).startswith("not JSON: a value is NaN or Infinity (Out of range float")
+    with pytest.raises(ValueError, match="^not JSON: a value is NaN or Infinity"):
+        message_json(FrozenMap({"role": "user", "score": pvector([bad])}))
