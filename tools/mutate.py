@@ -43,6 +43,7 @@ TESTS = {
         "tests/test_rows.py",
         "tests/test_sqlite_store.py",
     ],
+    "toolnexus/store/_encode.py": ["tests/test_rows_rules.py", "tests/test_rows.py"],
     "toolnexus/store/forks.py": ["tests/test_forks_rules.py", "tests/test_fork.py"],
     "toolnexus/store/check.py": [
         "tests/test_check_rules.py",
