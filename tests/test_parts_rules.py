@@ -12,6 +12,7 @@ import pytest
 from pyrsistent import pvector
 
 from toolnexus.core.frozen import FrozenMap
+from toolnexus.core.wire import parts as P
 from toolnexus.core.wire.parts import (
     MEDIA,
     MIME_TYPES,
@@ -543,3 +544,10 @@ def test_a_turn_s_tool_media_as_an_openai_user_message():
     assert tool_attachments([], []) is None
     with pytest.raises(ValueError):
         tool_attachments(calls, results[:1])
+
+
+def test_a_part_is_named_with_its_article_even_an_unnamed_one():
+    # "" is in every string, so a test of the first letter by `in` took "" for a vowel.
+    assert [P._a_part(k) for k in ("image", "audio", "file", "")] == [
+        "an image part", "an audio part", "a file part", "a  part"
+    ]  # fmt: skip

@@ -96,7 +96,7 @@ def check_part(part: Any) -> FrozenMap:
 
 def _a_part(kind: str) -> str:
     """Name a part of type `kind` with its article: 'an image part', 'a file part'."""
-    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} part"
+    return f"{'an' if kind.startswith(tuple('aeiou')) else 'a'} {kind} part"
 
 
 def check_parts(parts: Any) -> tuple[FrozenMap, ...]:
