@@ -21,7 +21,9 @@ Prints the median seconds per scenario of each arm and the ratios, the time of
 
 Then the upstream comparison: toolnexus 0.21.0 from PyPI has our package's name, so it
 runs in its own interpreter (benchmarks/overhead_worker.py), and so, to pay the same,
-do our `run`, `run-inline`, `arun` and the httpx floor loop: one worker process per
+do our `run`, `run-inline`, `arun` and the httpx floor loop (beside upstream also our
+`stream`, `anthropic` and `anthropic-stream`, each against upstream's same arm: its
+`stream` and its style="anthropic" `run` and `stream`): one worker process per
 arm, all against one loopback fake provider served from this process, rounds
 interleaved (the starting arm rotates), each scenario timed inside its worker. With the
 provider in another process, as a real one is, no arm's threads compete with the
@@ -88,7 +90,12 @@ ANSWER = {"content": "It is sunny in Paris, and 2 + 2 = 4."}
 def script(body: dict, dialect: str) -> dict:
     """Answer with the two calls, then (once their results are in) with the text."""
     last = (body["messages"] if "messages" in body else body["input"])[-1]
-    done = last.get("role") == "tool" or last.get("type") == "function_call_output"
+    content = last.get("content")
+    done = (
+        last.get("role") == "tool"
+        or last.get("type") == "function_call_output"
+        or (isinstance(content, list) and any(b.get("type") == "tool_result" for b in content))
+    )
     return ANSWER if done else CALLS
 
 
@@ -258,6 +265,14 @@ def time_in(proc: subprocess.Popen, n: int = 1) -> list[float]:
     return json.loads(proc.stdout.readline())
 
 
+# Beside upstream, each of its arms and ours that it is compared with (issue 35: no slower
+# than upstream in run, stream, Anthropic run, Anthropic stream).
+UPSTREAM_PAIRS = (("run", "upstream"), ("stream", "upstream-stream"),
+                  ("anthropic", "upstream-anthropic"),
+                  ("anthropic-stream", "upstream-anthropic-stream"))  # fmt: skip
+UPSTREAM_ARMS = [a for pair in UPSTREAM_PAIRS for a in pair if a != "run"]
+
+
 def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict]:
     """Return the median wall and CPU seconds per scenario of each worker arm, and hellos.
 
@@ -265,13 +280,14 @@ def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict
     beside it because it moves less with the machine's load: the arms differ in thread
     hand-offs and connections, whose wall cost depends on the scheduler.
     """
-    arm_names = ["run", "run-inline", "arun", "httpx", *(["upstream"] if upstream else [])]
+    arm_names = ["run", "run-inline", "arun", "httpx", *(UPSTREAM_ARMS if upstream else [])]
     started: dict[str, tuple[subprocess.Popen, dict]] = {}
     # The provider's cost is not ours: no request checks (the suite makes them).
     with fake_provider(script, validate=False) as fp:
         try:
             for a in arm_names:
-                started[a] = start_worker(a, fp.url, upstream if a == "upstream" else None)
+                up = upstream if a.startswith("upstream") else None
+                started[a] = start_worker(a, fp.url, up)
             for proc, _ in started.values():
                 time_in(proc, 3)  # warm up, as measure() does, beyond the hello's one
             times: dict[str, list[list[float]]] = {a: [] for a in arm_names}
@@ -346,6 +362,9 @@ def main(argv: list[str] | None = None) -> dict:
         for arm in ("run", "arun", "httpx"):
             report[f"{arm}/upstream"] = sub[arm] / sub["upstream"]
             report[f"{arm}/upstream cpu"] = sub_cpu[arm] / sub_cpu["upstream"]
+        for ours, theirs in UPSTREAM_PAIRS[1:]:
+            report[f"{ours}/{theirs}"] = sub[ours] / sub[theirs]
+            report[f"{ours}/{theirs} cpu"] = sub_cpu[ours] / sub_cpu[theirs]
     print(f"weather scenario, {rounds} rounds, median per scenario:")
     for k, v in report["median_ms"].items():
         print(f"  {k:20s} {v:8.3f} ms")
@@ -376,7 +395,8 @@ def print_workers(report: dict) -> None:
         return
     print(f"  upstream = toolnexus {up['version']} from {up['file']}")
     names = ("run/upstream", "arun/upstream", "httpx/upstream", "run/upstream cpu",
-             "arun/upstream cpu", "httpx/upstream cpu")  # fmt: skip
+             "arun/upstream cpu", "httpx/upstream cpu",
+             *(f"{o}/{t}{cpu}" for cpu in ("", " cpu") for o, t in UPSTREAM_PAIRS[1:]))  # fmt: skip
     for k in names:
         print(f"  {k:28s} {report[k]:.2f}x")
 

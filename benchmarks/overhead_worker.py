@@ -2,9 +2,12 @@
 
     python benchmarks/overhead_worker.py ARM BASE_URL [UPSTREAM_DIR]
 
-ARM is `run`, `run-inline` or `arun` (this checkout's toolnexus), `upstream` (toolnexus 0.21.0
-from PyPI, installed with its dependencies into UPSTREAM_DIR, e.g. by
-`pip install --target DIR toolnexus==0.21.0`) or `httpx` (the hand-written loop on one
+ARM is `run`, `run-inline`, `arun`, `stream`, `anthropic` or `anthropic-stream` (this
+checkout's toolnexus: `anthropic` is `run` with a style="anthropic" client, the `stream`
+arms consume `stream()` whole), `upstream` or `upstream-` + one of `stream`, `anthropic`,
+`anthropic-stream` (toolnexus 0.21.0 from PyPI, installed with its dependencies into
+UPSTREAM_DIR, e.g. by `pip install --target DIR toolnexus==0.21.0`: the same scenario by
+its own `run` and `stream`) or `httpx` (the hand-written loop on one
 httpx.Client, no toolnexus at all: what any library whose requests go through httpx
 costs at the least, so `httpx/upstream` bounds what `run/upstream` can reach).
 Both packages are named `toolnexus`, so they never share an interpreter: an upstream
@@ -102,17 +105,23 @@ def isolate(upstream_dir: str) -> None:
 
 def ours_arm(arm: str, base_url: str):
     """Return (scenario fn -> (text, outputs), toolnexus module) for our run, run-inline
-    (tools one after the other, as the floor calls them) or arun."""
+    (tools one after the other, as the floor calls them), arun, stream, anthropic (run on
+    a style="anthropic" client) or anthropic-stream."""
     import toolnexus as tn
 
     executor = "inline" if arm == "run-inline" else "threads"
-    client = tn.create_client(base_url=base_url, model="m", api_key="k", tool_executor=executor)
+    style = "anthropic" if arm.startswith("anthropic") else "openai"
+    client = tn.create_client(base_url=base_url, model="m", api_key="k", style=style,
+                              tool_executor=executor)  # fmt: skip
     tools = tn.toolkit(tn.define_tool(get_weather), tn.define_tool(add))
     loop = asyncio.new_event_loop()
 
     def once():
         if arm == "arun":
             r = loop.run_until_complete(tn.arun(client, PROMPT, toolkit=tools))
+        elif arm.endswith("stream"):
+            r = [e for e in tn.stream(client, PROMPT, toolkit=tools) if e["type"] == "done"]
+            r = r[0]["result"]
         else:
             r = tn.run(client, PROMPT, toolkit=tools)
         return r["text"], [c["output"] for c in r["tool_calls"]]
@@ -120,12 +129,14 @@ def ours_arm(arm: str, base_url: str):
     return once, tn
 
 
-def upstream_arm(base_url: str, upstream_dir: str):
-    """Return (scenario fn -> (text, outputs), toolnexus module) for upstream's run.
+def upstream_arm(arm: str, base_url: str, upstream_dir: str):
+    """Return (scenario fn -> (text, outputs), toolnexus module) for upstream's run or
+    stream (`upstream`, `upstream-stream`), on an openai or anthropic client.
 
-    Upstream's loop is async only (`await client.run(prompt, toolkit)`), its toolkit is
-    built by `await create_toolkit(...)`; built-in tools off, so the model sees exactly
-    our two tools. One event loop serves every scenario, as arun's arm does.
+    Upstream's loop is async only (`await client.run(prompt, toolkit)`, `async for` over
+    `client.stream(...)`), its toolkit is built by `await create_toolkit(...)`; built-in
+    tools off, so the model sees exactly our two tools. One event loop serves every
+    scenario, as arun's arm does.
     """
     isolate(upstream_dir)
     import toolnexus as up
@@ -136,10 +147,21 @@ def upstream_arm(base_url: str, upstream_dir: str):
     loop = asyncio.new_event_loop()
     tools = [up.define_tool(get_weather), up.define_tool(add)]
     tk = loop.run_until_complete(up.create_toolkit(extra_tools=tools, builtins=False))
-    client = up.create_client(base_url=base_url, style="openai", model="m", api_key="k")
+    style = "anthropic" if "anthropic" in arm else "openai"
+    client = up.create_client(base_url=base_url, style=style, model="m", api_key="k")
+
+    async def streamed():
+        done = None
+        async for ev in client.stream(PROMPT, tk):
+            if ev["type"] == "done":
+                done = ev["result"]
+        return done
 
     def once():
-        r = loop.run_until_complete(client.run(PROMPT, tk))
+        if arm.endswith("stream"):
+            r = loop.run_until_complete(streamed())
+        else:
+            r = loop.run_until_complete(client.run(PROMPT, tk))
         return r.text, [c["output"] for c in r.tool_calls]
 
     return once, up
@@ -156,8 +178,8 @@ def main(argv: list[str]) -> None:
     """Serve timing requests for one arm until stdin closes."""
     arm, base_url, *rest = argv
     out, sys.stdout = sys.stdout, sys.stderr  # the protocol owns the real stdout
-    if arm == "upstream":
-        once, mod = upstream_arm(base_url, rest[0])
+    if arm.startswith("upstream"):
+        once, mod = upstream_arm(arm, base_url, rest[0])
     elif arm == "httpx":
         once, mod = floor_arm(base_url)
     else:
