@@ -9,7 +9,9 @@ and httpx's, no network and no server. Each arm runs in its own interpreter unde
 (total at N - total at 0) / N, so start-up and imports cancel out. Arms:
   run-inline   toolnexus.run(), tools one after the other (as the hand-written loops)
   run          toolnexus.run(), a turn's tools offered to threads
-  arun         toolnexus.arun() in one event loop
+  arun-inline  toolnexus.arun() in one event loop, tools one after the other on it (as
+               the hand-written async loop calls them)
+  arun         toolnexus.arun() in one event loop, plain tools handed to threads
   stream       toolnexus.stream(), consumed whole (SSE answers)
   httpx        the same two POSTs by hand on one httpx.Client (the floor)
   httpx-async  the same on one httpx.AsyncClient
@@ -27,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ARMS = ("run-inline", "run", "arun", "stream", "httpx", "httpx-async")
+ARMS = ("run-inline", "run", "arun-inline", "arun", "stream", "httpx", "httpx-async")
 
 # The scenario, run inside the measured interpreter: argv = arm, n.
 SCENARIO = r"""
@@ -82,7 +84,7 @@ if arm in ("httpx", "httpx-async"):
 else:
     import toolnexus as tn
     tools = tn.toolkit(tn.define_tool(w.get_weather), tn.define_tool(w.add))
-    executor = "inline" if arm == "run-inline" else "threads"
+    executor = "inline" if arm.endswith("-inline") else "threads"
     c = tn.create_client(base_url=URL, model="m", api_key="k", tool_executor=executor,
                          transport=httpx.MockTransport(answer))
     loop = asyncio.new_event_loop()
@@ -92,6 +94,7 @@ else:
     one = {"run-inline": lambda: tn.run(c, w.PROMPT, toolkit=tools),
            "run": lambda: tn.run(c, w.PROMPT, toolkit=tools),
            "arun": lambda: loop.run_until_complete(tn.arun(c, w.PROMPT, toolkit=tools)),
+           "arun-inline": lambda: loop.run_until_complete(tn.arun(c, w.PROMPT, toolkit=tools)),
            "stream": streamed}[arm]
 for _ in range(20):
     one()
@@ -142,8 +145,8 @@ def main(argv: list[str] | None = None) -> dict:
     per = {arm: (callgrind(arm, n, a.root) - callgrind(arm, 0, a.root)) / n for arm in arms}
     for arm, count in per.items():
         print(f"  {arm:12} {count / 1e6:6.2f}M instructions per scenario")
-    for mine, floor in (("run-inline", "httpx"), ("run", "httpx"), ("arun", "httpx-async"),
-                        ("stream", "httpx")):  # fmt: skip
+    for mine, floor in (("run-inline", "httpx"), ("run", "httpx"), ("arun-inline", "httpx-async"),
+                        ("arun", "httpx-async"), ("stream", "httpx")):  # fmt: skip
         if mine in per and floor in per:
             print(f"  {mine}/{floor:12} {per[mine] / per[floor]:5.2f}x")
     return per

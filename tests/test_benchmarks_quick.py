@@ -183,9 +183,10 @@ def test_service_routing_quick(capsys):
 def test_instructions_quick(capsys):
     """Every arm's scenario of the instruction count runs (counting it takes minutes)."""
     ran = load("instructions").main(["--quick"])
-    assert set(ran) == {"run-inline", "run", "arun", "stream", "httpx", "httpx-async"}
+    assert set(ran) == {"run-inline", "run", "arun-inline", "arun", "stream", "httpx",
+                        "httpx-async"}  # fmt: skip
     out = capsys.readouterr().out
-    assert out.count(" ran") == 6
+    assert out.count(" ran") == 7
 
 
 def test_cold_instructions_quick(capsys):
