@@ -79,8 +79,7 @@ if arm in ("httpx", "httpx-async"):
     if arm == "httpx":
         one = lambda: w.by_hand(post)
     else:
-        import overhead as ov  # its async floor (it imports toolnexus: counted in both runs)
-        one = lambda: loop.run_until_complete(ov.by_hand_async(ax, URL + "/chat/completions"))
+        one = lambda: loop.run_until_complete(w.by_hand_async(ax, URL + "/chat/completions"))
 else:
     import toolnexus as tn
     tools = tn.toolkit(tn.define_tool(w.get_weather), tn.define_tool(w.add))

@@ -78,6 +78,7 @@ PROMPT, get_weather, add, FUNCS, floor_loop = (
     _W.FUNCS,
     _W.by_hand,
 )
+by_hand_streamed, by_hand_async = _W.by_hand_streamed, _W.by_hand_async
 CALLS = {
     "tool_calls": [
         {"name": "get_weather", "arguments": {"city": "Paris"}},
@@ -101,70 +102,6 @@ def script(body: dict, dialect: str) -> dict:
 
 TOOLS = tn.toolkit(tn.define_tool(get_weather), tn.define_tool(add))
 TOOL_DEFS = tn.to_openai(TOOLS)
-
-
-def by_hand_streamed(hx: httpx.Client, url: str) -> str:
-    """The streaming floor: SSE lines parsed by hand, tool-call fragments joined by index."""
-    messages = [{"role": "user", "content": PROMPT}]
-    while True:
-        # The same body run's stream sends: it asks for the usage chunk (one more event
-        # for the server to write and for this loop to read).
-        body = {"model": "m", "messages": messages, "tools": TOOL_DEFS, "stream": True,
-                "stream_options": {"include_usage": True}}  # fmt: skip
-        text, calls = [], {}
-        with hx.stream("POST", url, json=body) as resp:
-            for line in resp.iter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                for choice in json.loads(line[6:]).get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    text.append(delta.get("content") or "")
-                    for frag in delta.get("tool_calls") or ():
-                        c = calls.setdefault(frag["index"], {"id": "", "name": "", "args": ""})
-                        c["id"] = frag.get("id") or c["id"]
-                        fn = frag.get("function") or {}
-                        c["name"] = fn.get("name") or c["name"]
-                        c["args"] += fn.get("arguments") or ""
-        if not calls:
-            return "".join(text)
-        ordered = [calls[i] for i in sorted(calls)]
-        tool_calls = [
-            {
-                "id": c["id"],
-                "type": "function",
-                "function": {"name": c["name"], "arguments": c["args"]},
-            }
-            for c in ordered
-        ]
-        messages.append({"role": "assistant", "content": None, "tool_calls": tool_calls})
-        for c in ordered:
-            out = FUNCS[c["name"]](**json.loads(c["args"]))
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
-
-
-async def by_hand_async(ax: httpx.AsyncClient, url: str, threads: bool = False) -> str:
-    """The async floor: the same loop on httpx.AsyncClient.
-
-    With `threads`, the tools run in worker threads (gathered), as arun runs plain tools
-    so that a slow one cannot block the event loop: the like-for-like floor.
-    """
-    messages = [{"role": "user", "content": PROMPT}]
-    while True:
-        resp = await ax.post(url, json={"model": "m", "messages": messages, "tools": TOOL_DEFS})
-        msg = resp.json()["choices"][0]["message"]
-        messages.append(msg)
-        if not msg.get("tool_calls"):
-            return msg["content"]
-        calls = [
-            (FUNCS[c["function"]["name"]], json.loads(c["function"]["arguments"]))
-            for c in msg["tool_calls"]
-        ]
-        if threads:
-            outs = await asyncio.gather(*(asyncio.to_thread(fn, **args) for fn, args in calls))
-        else:
-            outs = [fn(**args) for fn, args in calls]
-        for c, out in zip(msg["tool_calls"], outs, strict=True):
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
 
 
 def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
@@ -203,10 +140,10 @@ def arms(base_url: str, loop: asyncio.AbstractEventLoop) -> dict:
         "httpx": lambda: floor_loop(httpx_post)[0],
         "http.client": lambda: floor_loop(stdlib_post)[0],
         "stream": streamed,
-        "httpx-sse": lambda: by_hand_streamed(hx, url),
+        "httpx-sse": lambda: by_hand_streamed(hx, url)[0],
         "arun": lambda: loop.run_until_complete(tn.arun(client, PROMPT, toolkit=TOOLS))["text"],
-        "httpx-async": lambda: loop.run_until_complete(by_hand_async(ax, url)),
-        "httpx-async+threads": lambda: loop.run_until_complete(by_hand_async(ax, url, True)),
+        "httpx-async": lambda: loop.run_until_complete(by_hand_async(ax, url))[0],
+        "httpx-async+threads": lambda: loop.run_until_complete(by_hand_async(ax, url, True))[0],
     }
 
 
@@ -270,7 +207,13 @@ def time_in(proc: subprocess.Popen, n: int = 1) -> list[float]:
 UPSTREAM_PAIRS = (("run", "upstream"), ("stream", "upstream-stream"),
                   ("anthropic", "upstream-anthropic"),
                   ("anthropic-stream", "upstream-anthropic-stream"))  # fmt: skip
-UPSTREAM_ARMS = [a for pair in UPSTREAM_PAIRS for a in pair if a != "run"]
+# Ours and the hand-written floors, each alone in a worker: what item 5 bounds (run,
+# stream and arun at most 1.2x the httpx, httpx-sse and httpx-async loops).
+WORKER_ARMS = ["run", "run-inline", "arun", "arun-inline", "stream", "httpx", "httpx-sse",
+               "httpx-async"]  # fmt: skip
+WORKER_FLOORS = (("run", "httpx"), ("run-inline", "httpx"), ("stream", "httpx-sse"),
+                 ("arun", "httpx-async"), ("arun-inline", "httpx-async"))  # fmt: skip
+UPSTREAM_ARMS = [a for pair in UPSTREAM_PAIRS for a in pair if a not in WORKER_ARMS]
 
 
 def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict]:
@@ -280,7 +223,7 @@ def measure_workers(rounds: int, upstream: str | None) -> tuple[dict, dict, dict
     beside it because it moves less with the machine's load: the arms differ in thread
     hand-offs and connections, whose wall cost depends on the scheduler.
     """
-    arm_names = ["run", "run-inline", "arun", "httpx", *(UPSTREAM_ARMS if upstream else [])]
+    arm_names = [*WORKER_ARMS, *(UPSTREAM_ARMS if upstream else [])]
     started: dict[str, tuple[subprocess.Popen, dict]] = {}
     # The provider's cost is not ours: no request checks (the suite makes them).
     with fake_provider(script, validate=False) as fp:
@@ -354,9 +297,9 @@ def main(argv: list[str] | None = None) -> dict:
         "worker_cpu_median_ms": {k: v * 1000 for k, v in sub_cpu.items()},
         "upstream": hellos.get("upstream") or {"skipped": skipped},
     }
-    for arm in ("run", "run-inline"):  # the provider in another process, as a real one is
-        report[f"worker {arm}/httpx"] = sub[arm] / sub["httpx"]
-        report[f"worker {arm}/httpx cpu"] = sub_cpu[arm] / sub_cpu["httpx"]
+    for arm, floor in WORKER_FLOORS:  # the provider in another process, as a real one is
+        report[f"worker {arm}/{floor}"] = sub[arm] / sub[floor]
+        report[f"worker {arm}/{floor} cpu"] = sub_cpu[arm] / sub_cpu[floor]
     if upstream:
         # httpx/upstream: the least any loop whose requests go through httpx can reach.
         for arm in ("run", "arun", "httpx"):
@@ -385,8 +328,7 @@ def print_workers(report: dict) -> None:
     print("one interpreter per arm, interleaved, median per scenario (wall, worker CPU):")
     for k, v in report["worker_median_ms"].items():
         print(f"  {k:20s} {v:8.3f} ms {report['worker_cpu_median_ms'][k]:8.3f} ms CPU")
-    names = ("worker run/httpx", "worker run-inline/httpx", "worker run/httpx cpu",
-             "worker run-inline/httpx cpu")  # fmt: skip
+    names = [f"worker {a}/{f}{cpu}" for cpu in ("", " cpu") for a, f in WORKER_FLOORS]
     for k in names:
         print(f"  {k:28s} {report[k]:.2f}x")
     up = report["upstream"]

@@ -2,14 +2,15 @@
 
     python benchmarks/overhead_worker.py ARM BASE_URL [UPSTREAM_DIR]
 
-ARM is `run`, `run-inline`, `arun`, `stream`, `anthropic` or `anthropic-stream` (this
-checkout's toolnexus: `anthropic` is `run` with a style="anthropic" client, the `stream`
-arms consume `stream()` whole), `upstream` or `upstream-` + one of `stream`, `anthropic`,
-`anthropic-stream` (toolnexus 0.21.0 from PyPI, installed with its dependencies into
-UPSTREAM_DIR, e.g. by `pip install --target DIR toolnexus==0.21.0`: the same scenario by
-its own `run` and `stream`) or `httpx` (the hand-written loop on one
-httpx.Client, no toolnexus at all: what any library whose requests go through httpx
-costs at the least, so `httpx/upstream` bounds what `run/upstream` can reach).
+ARM is one of this checkout's toolnexus: `run`, `run-inline`, `arun`, `arun-inline`,
+`stream`, `anthropic` (`run` on a style="anthropic" client) or `anthropic-stream` (the
+`stream` arms consume `stream()` whole); or upstream's: `upstream` or `upstream-` + one
+of `stream`, `anthropic`, `anthropic-stream` (toolnexus 0.21.0 from PyPI, installed with
+its dependencies into UPSTREAM_DIR, e.g. by `pip install --target DIR toolnexus==0.21.0`:
+the same scenario by its own `run` and `stream`); or a hand-written loop, no toolnexus
+at all: `httpx` (on one httpx.Client: what any library whose requests go through httpx
+costs at the least, so `httpx/upstream` bounds what `run/upstream` can reach),
+`httpx-sse` (streamed) or `httpx-async` (on one httpx.AsyncClient, tools called inline).
 Both packages are named `toolnexus`, so they never share an interpreter: an upstream
 worker drops our editable finder from `sys.meta_path`, puts UPSTREAM_DIR first on
 `sys.path`, and refuses to run if the `toolnexus` it imported is not the one in
@@ -80,12 +81,86 @@ def by_hand(post) -> tuple[str, list]:
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
 
 
-def floor_arm(base_url: str):
-    """Return (scenario fn -> (text, outputs), httpx module) for the hand-written loop."""
+def by_hand_streamed(hx, url: str) -> tuple[str, list]:
+    """The streaming floor on an httpx.Client: SSE lines parsed by hand, tool-call
+    fragments joined by index; (text, tool outputs)."""
+    messages, outputs = [{"role": "user", "content": PROMPT}], []
+    while True:
+        # The same body run's stream sends: it asks for the usage chunk (one more event
+        # for the server to write and for this loop to read).
+        body = {"model": "m", "messages": messages, "tools": TOOL_DEFS, "stream": True,
+                "stream_options": {"include_usage": True}}  # fmt: skip
+        text, calls = [], {}
+        with hx.stream("POST", url, json=body) as resp:
+            for line in resp.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                for choice in json.loads(line[6:]).get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    text.append(delta.get("content") or "")
+                    for frag in delta.get("tool_calls") or ():
+                        c = calls.setdefault(frag["index"], {"id": "", "name": "", "args": ""})
+                        c["id"] = frag.get("id") or c["id"]
+                        fn = frag.get("function") or {}
+                        c["name"] = fn.get("name") or c["name"]
+                        c["args"] += fn.get("arguments") or ""
+        if not calls:
+            return "".join(text), outputs
+        ordered = [calls[i] for i in sorted(calls)]
+        tool_calls = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["args"]},
+            }
+            for c in ordered
+        ]
+        messages.append({"role": "assistant", "content": None, "tool_calls": tool_calls})
+        for c in ordered:
+            out = FUNCS[c["name"]](**json.loads(c["args"]))
+            outputs.append(out)
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+
+
+async def by_hand_async(ax, url: str, threads: bool = False) -> tuple[str, list]:
+    """The async floor: the same loop on an httpx.AsyncClient; (text, tool outputs).
+
+    With `threads`, the tools run in worker threads (gathered), as arun runs plain tools
+    so that a slow one cannot block the event loop: the like-for-like floor.
+    """
+    messages, outputs = [{"role": "user", "content": PROMPT}], []
+    while True:
+        resp = await ax.post(url, json={"model": "m", "messages": messages, "tools": TOOL_DEFS})
+        msg = resp.json()["choices"][0]["message"]
+        messages.append(msg)
+        if not msg.get("tool_calls"):
+            return msg["content"], outputs
+        calls = [
+            (FUNCS[c["function"]["name"]], json.loads(c["function"]["arguments"]))
+            for c in msg["tool_calls"]
+        ]
+        if threads:
+            outs = await asyncio.gather(*(asyncio.to_thread(fn, **args) for fn, args in calls))
+        else:
+            outs = [fn(**args) for fn, args in calls]
+        outputs.extend(outs)
+        for c, out in zip(msg["tool_calls"], outs, strict=True):
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+
+
+def floor_arm(arm: str, base_url: str):
+    """Return (scenario fn -> (text, outputs), httpx module) for a hand-written loop:
+    `httpx` (whole answers), `httpx-sse` (streamed) or `httpx-async` (one event loop)."""
     import httpx
 
-    hx = httpx.Client(headers={"Authorization": "Bearer k"})
     url = base_url + "/chat/completions"
+    headers = {"Authorization": "Bearer k"}
+    if arm == "httpx-async":
+        ax, loop = httpx.AsyncClient(headers=headers), asyncio.new_event_loop()
+        return (lambda: loop.run_until_complete(by_hand_async(ax, url))), httpx
+    hx = httpx.Client(headers=headers)
+    if arm == "httpx-sse":
+        return (lambda: by_hand_streamed(hx, url)), httpx
     return (lambda: by_hand(lambda body: hx.post(url, json=body).json())), httpx
 
 
@@ -105,11 +180,11 @@ def isolate(upstream_dir: str) -> None:
 
 def ours_arm(arm: str, base_url: str):
     """Return (scenario fn -> (text, outputs), toolnexus module) for our run, run-inline
-    (tools one after the other, as the floor calls them), arun, stream, anthropic (run on
-    a style="anthropic" client) or anthropic-stream."""
+    (tools one after the other, as the floor calls them), arun, arun-inline, stream,
+    anthropic (run on a style="anthropic" client) or anthropic-stream."""
     import toolnexus as tn
 
-    executor = "inline" if arm == "run-inline" else "threads"
+    executor = "inline" if arm.endswith("-inline") else "threads"
     style = "anthropic" if arm.startswith("anthropic") else "openai"
     client = tn.create_client(base_url=base_url, model="m", api_key="k", style=style,
                               tool_executor=executor)  # fmt: skip
@@ -117,7 +192,7 @@ def ours_arm(arm: str, base_url: str):
     loop = asyncio.new_event_loop()
 
     def once():
-        if arm == "arun":
+        if arm.startswith("arun"):
             r = loop.run_until_complete(tn.arun(client, PROMPT, toolkit=tools))
         elif arm.endswith("stream"):
             r = [e for e in tn.stream(client, PROMPT, toolkit=tools) if e["type"] == "done"]
@@ -180,8 +255,8 @@ def main(argv: list[str]) -> None:
     out, sys.stdout = sys.stdout, sys.stderr  # the protocol owns the real stdout
     if arm.startswith("upstream"):
         once, mod = upstream_arm(arm, base_url, rest[0])
-    elif arm == "httpx":
-        once, mod = floor_arm(base_url)
+    elif arm.startswith("httpx"):
+        once, mod = floor_arm(arm, base_url)
     else:
         once, mod = ours_arm(arm, base_url)
     text, outputs = once()

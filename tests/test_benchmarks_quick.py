@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from toolnexus.testing import fake_provider
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -29,15 +31,33 @@ def test_overhead_quick(capsys, monkeypatch):
     }  # fmt: skip
     assert report["run-responses/run"] > 0
     assert all(v > 0 for v in report["median_ms"].values())
-    assert set(report["worker_median_ms"]) == {"run", "run-inline", "arun", "httpx"}
+    assert set(report["worker_median_ms"]) == {
+        "run", "run-inline", "arun", "arun-inline", "stream", "httpx", "httpx-sse", "httpx-async",
+    }  # fmt: skip
     assert set(report["worker_cpu_median_ms"]) == set(report["worker_median_ms"])
-    assert report["worker run/httpx"] > 0 and report["worker run-inline/httpx"] > 0
+    for ratio in ("run/httpx", "run-inline/httpx", "stream/httpx-sse", "arun/httpx-async",
+                  "arun-inline/httpx-async"):  # fmt: skip
+        assert report[f"worker {ratio}"] > 0 and report[f"worker {ratio} cpu"] > 0
     assert all(v > 0 for v in report["worker_median_ms"].values())
     assert all(v > 0 for v in report["worker_cpu_median_ms"].values())
     assert report["upstream"] == {"skipped": "no --upstream DIR and no TOOLNEXUS_UPSTREAM_DIR"}
     assert "run/upstream" not in report
     out = capsys.readouterr().out
     assert "run/httpx" in out and "upstream arm skipped: no --upstream DIR" in out
+
+
+def test_the_arms_compared_with_upstream_run_the_scenario():
+    """Our arms that only run beside upstream (Anthropic, whole and streamed) answer the
+    scenario right: start_worker refuses a worker whose first answer or tool outputs
+    differ from the scenario's."""
+    overhead = load("overhead")
+    with fake_provider(overhead.script, validate=False) as fp:
+        for arm in ("anthropic", "anthropic-stream"):
+            proc, hello = overhead.start_worker(arm, fp.url, None)
+            proc.stdin.close()
+            proc.wait()
+            assert hello["text"] == overhead.ANSWER["content"]
+            assert hello["outputs"] == overhead.EXPECTED_OUTPUTS
 
 
 def test_the_floor_declares_the_tools_the_library_declares():
