@@ -14,6 +14,7 @@ and httpx's, no network and no server. Each arm runs in its own interpreter unde
   arun         toolnexus.arun() in one event loop, plain tools handed to threads
   stream       toolnexus.stream(), consumed whole (SSE answers)
   httpx        the same two POSTs by hand on one httpx.Client (the floor)
+  httpx-sse    the same streamed by hand on one httpx.Client (stream's floor)
   httpx-async  the same on one httpx.AsyncClient
 Without valgrind on the PATH it says so and exits.
 """
@@ -29,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ARMS = ("run-inline", "run", "arun-inline", "arun", "stream", "httpx", "httpx-async")
+ARMS = ("run-inline", "run", "arun-inline", "arun", "stream", "httpx", "httpx-sse", "httpx-async")
 
 # The scenario, run inside the measured interpreter: argv = arm, n.
 SCENARIO = r"""
@@ -71,13 +72,15 @@ def answer(request):
     return httpx.Response(200, content=WHOLE[i], headers={"content-type": "application/json"})
 
 URL = "http://model.test/v1"
-if arm in ("httpx", "httpx-async"):
+if arm in ("httpx", "httpx-sse", "httpx-async"):
     hx = httpx.Client(transport=httpx.MockTransport(answer), headers={"Authorization": "Bearer k"})
     post = lambda body: hx.post(URL + "/chat/completions", json=body).json()
     ax = httpx.AsyncClient(transport=httpx.MockTransport(answer), headers={"Authorization": "Bearer k"})
     loop = asyncio.new_event_loop()
     if arm == "httpx":
         one = lambda: w.by_hand(post)
+    elif arm == "httpx-sse":
+        one = lambda: w.by_hand_streamed(hx, URL + "/chat/completions")
     else:
         one = lambda: loop.run_until_complete(w.by_hand_async(ax, URL + "/chat/completions"))
 else:
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
     for arm, count in per.items():
         print(f"  {arm:12} {count / 1e6:6.2f}M instructions per scenario")
     for mine, floor in (("run-inline", "httpx"), ("run", "httpx"), ("arun-inline", "httpx-async"),
-                        ("arun", "httpx-async"), ("stream", "httpx")):  # fmt: skip
+                        ("arun", "httpx-async"), ("stream", "httpx-sse")):  # fmt: skip
         if mine in per and floor in per:
             print(f"  {mine}/{floor:12} {per[mine] / per[floor]:5.2f}x")
     return per

@@ -204,9 +204,9 @@ def test_instructions_quick(capsys):
     """Every arm's scenario of the instruction count runs (counting it takes minutes)."""
     ran = load("instructions").main(["--quick"])
     assert set(ran) == {"run-inline", "run", "arun-inline", "arun", "stream", "httpx",
-                        "httpx-async"}  # fmt: skip
+                        "httpx-sse", "httpx-async"}  # fmt: skip
     out = capsys.readouterr().out
-    assert out.count(" ran") == 7
+    assert out.count(" ran") == 8
 
 
 def test_cold_instructions_quick(capsys):
