@@ -10,6 +10,8 @@ import pickle
 from collections import OrderedDict
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyrsistent import PSet, pmap, pset, pvector
 
 from toolnexus.core.frozen import FrozenMap, freeze, keep_json, known_json, known_jsons, thaw
@@ -146,3 +148,45 @@ def test_thaw_makes_plain_dicts_lists_tuples_and_sets():
 @pytest.mark.parametrize("value", ["s", 1, 2.5, False, None, b"x", frozenset({1})])
 def test_thaw_leaves_other_values_as_they_are(value):
     assert thaw(value) is value
+
+
+# Any JSON value, with dicts and lists (plain) or already frozen at any depth: freeze must
+# give the same structure back, frozen all through, and a frozen part back as itself.
+_LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_MIXED = st.recursive(
+    _LEAF,
+    lambda inner: (
+        st.lists(inner, max_size=4).flatmap(lambda v: st.sampled_from([v, pvector(v)]))
+        | st.dictionaries(st.text(max_size=5), inner, max_size=4).flatmap(
+            lambda d: st.sampled_from([d, FrozenMap(d)])
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def _frozen_through(value) -> bool:
+    if isinstance(value, dict):
+        return type(value) is FrozenMap and all(map(_frozen_through, value.values()))
+    if isinstance(value, list):
+        return False
+    if type(value) is type(pvector()):
+        return all(map(_frozen_through, value))
+    return True
+
+
+@given(_MIXED)
+def test_freeze_makes_any_mix_frozen_all_through_and_keeps_what_already_was(value):
+    out = freeze(value)
+    assert thaw(out) == thaw(value) and _frozen_through(out)
+    assert freeze(out) is out  # frozen: the same object, whatever its depth
+    if _frozen_through(value):
+        assert out is value
+
+
+def test_a_frozen_map_of_text_subclasses_comes_back_as_itself():
+    class Name(str):
+        pass
+
+    m = FrozenMap({"role": Name("user"), "n": True})
+    assert freeze(m) is m and freeze(pvector([Name("a"), 1])) == pvector(["a", 1])

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from itertools import repeat
+from operator import is_
 from typing import Any, NoReturn
 
 from pyrsistent import PMap, PSet, PVector, pset, pvector
@@ -169,14 +170,23 @@ def freeze(value: Any) -> Any:
     return value
 
 
+# Values that are frozen as they are: a map or vector holding only these is returned at
+# once, told at C speed (a turn's maps are mostly strings), with no walk and no copy.
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
 def _freeze_map(m: FrozenMap) -> FrozenMap:
+    if _ATOMS.issuperset(map(type, m.values())):
+        return m
     frozen = {k: freeze(v) for k, v in m.items()}
-    return m if all(frozen[k] is v for k, v in m.items()) else FrozenMap(frozen)
+    return m if all(map(is_, frozen.values(), m.values())) else FrozenMap(frozen)
 
 
 def _freeze_vector(v: PVector) -> PVector:
+    if _ATOMS.issuperset(map(type, v)):
+        return v
     frozen = [freeze(x) for x in v]
-    return v if all(a is b for a, b in zip(frozen, v, strict=True)) else pvector(frozen)
+    return v if all(map(is_, frozen, v)) else pvector(frozen)
 
 
 def thaw(value: Any) -> Any:
