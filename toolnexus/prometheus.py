@@ -63,6 +63,8 @@ def metrics_state() -> FrozenMap:
 
 
 def _label(value: Any) -> str:
+    if type(value) is str:  # the usual label: as it is (the checks below cost more)
+        return value
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -72,6 +74,11 @@ def _label(value: Any) -> str:
 
 def _amount(value: Any) -> float | int | None:
     # Only finite, non-negative numbers move a counter or a histogram: counters are monotone.
+    kind = type(value)
+    if kind is int:  # exact types first: most amounts are a count or a duration
+        return value if value >= 0 else None
+    if kind is float:
+        return value if math.isfinite(value) and value >= 0 else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value if math.isfinite(value) and value >= 0 else None
@@ -85,7 +92,7 @@ def _llm(e: Mapping) -> list[tuple]:
     model = _label(e.get("model"))
     out = [("count", "toolnexus_llm_requests_total", (model, _label(e.get("status"))), 1)]
     usage = e.get("usage")
-    if isinstance(usage, Mapping):
+    if type(usage) is FrozenMap or isinstance(usage, Mapping):
         for labels, key in _TOKENS:
             out.append(("count", "toolnexus_llm_tokens_total", labels, usage.get(key) or 0))
         for labels, key in _DETAIL_TOKENS:  # only where the provider reported them
@@ -133,7 +140,7 @@ def observations(event: Any) -> list[tuple]:
     >>> observations({"event": "run", "model": "m", "error": True})
     [('count', 'toolnexus_run_errors_total', ('m',), 1)]
     """
-    name = event.get("event") if isinstance(event, Mapping) else None
+    name = event.get("event") if type(event) is dict or isinstance(event, Mapping) else None
     observer = _OBSERVERS.get(name) if isinstance(name, str) else None
     if observer is None:
         return []
