@@ -31,6 +31,9 @@ from ._encode import encode_message as encode_message
 from ._encode import encode_rows as encode_rows
 from ._ids import check_id as check_id  # re-exported
 from ._ids import check_text_id as check_text_id
+from ._split import ROW_SEPARATOR as ROW_SEPARATOR  # re-exported
+from ._split import Numbered, split_joined
+from ._split import split_aggregated as split_aggregated
 from .errors import StoreCorruptError
 
 
@@ -225,7 +228,7 @@ class Memo:
         texts = _texts(rows)
         if texts is None or chain(known.digest, texts) != digest:
             return None
-        if not all(map(operator.eq, _seqs(rows), range(k, count))):
+        if not _numbered_from(rows, k):
             return None
         try:
             new = read_rows_at_once(texts)
@@ -360,6 +363,8 @@ def _starts(transcript: Sequence, prefix: Sequence) -> bool:
 def _texts(rows: Sequence) -> tuple[str, ...] | None:
     """Return the rows' texts as str (a driver may give bytes), or None if one is not
     UTF-8 (decoding then names the row)."""
+    if type(rows) is Numbered:  # split from one text: str, and a tuple already
+        return rows.texts
     texts = tuple(map(_second, rows))
     if all(map(str.__instancecheck__, texts)):  # the usual case, checked at C speed
         return texts
@@ -388,11 +393,15 @@ def _seqs(rows: Sequence) -> Iterable:
 
 
 def _numbered_from(rows: Sequence, start: int) -> bool:
+    if type(rows) is Numbered:
+        return rows.start == start
     return all(map(operator.eq, _seqs(rows), range(start, start + len(rows))))
 
 
 def _numbered(rows: Sequence, count: object) -> bool:
     """Whether `rows` are exactly rows 0..count-1, in order."""
+    if type(rows) is Numbered:
+        return count == len(rows) and rows.start == 0
     return count == len(rows) and all(map(operator.eq, _seqs(rows), range(len(rows))))
 
 
@@ -497,36 +506,6 @@ def decode_rows(
         found = len(messages) + start
         raise _fail(backend, id, f"the head says {count!r} messages but {found} rows exist")
     return pvector(messages)
-
-
-def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list, object]:
-    """Return the head, the `(seq, body)` rows and the edit stamp of a key-first outer
-    join's rows `(version, count, digest, edited, seq, body)` (see `decode_joined`)."""
-    if not rows:
-        return (None, None, None), [], None
-    head = tuple(rows[0][:3])
-    if rows[0][4] is None:  # the join found no message row
-        return head, [], rows[0][3]
-    return head, [(seq, body) for *_, seq, body in rows], rows[0][3]
-
-
-ROW_SEPARATOR = "\x1e"  # a raw control character: no JSON text holds one
-
-
-def split_aggregated(rows: Sequence[Sequence], k: int) -> tuple[tuple, list, object] | None:
-    """Return what `split_joined` returns, of ONE row `(version, count, digest, edited, n,
-    lo, hi, bodies)`: the head, and the n message rows from seq k on joined in seq order
-    by ROW_SEPARATOR, with their first and last seq; None when they are not exactly the
-    rows k..k+n-1, one text each (read them a row per message then: decode_rows names
-    the bad one). Seqs are unique integers (the key), so first and last tell them."""
-    version, count, digest, stamp, n, lo, hi, bodies = rows[0]
-    head = (version, count, digest)
-    if not n:
-        return head, [], stamp
-    parts = bodies.split(ROW_SEPARATOR)
-    if len(parts) != n or lo != k or hi != k + n - 1:
-        return None
-    return head, list(zip(range(k, k + n), parts, strict=True)), stamp
 
 
 def read_joined(
