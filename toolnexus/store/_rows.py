@@ -31,7 +31,6 @@ from ._encode import encode_message as encode_message
 from ._encode import encode_rows as encode_rows
 from ._ids import check_id as check_id  # re-exported
 from ._ids import check_text_id as check_text_id
-from ._split import ROW_SEPARATOR as ROW_SEPARATOR  # re-exported
 from ._split import Numbered, split_joined
 from ._split import split_aggregated as split_aggregated
 from .errors import StoreCorruptError

@@ -1,11 +1,11 @@
 """A snapshot's message rows as the databases give them, made `(seq, text)` rows, pure.
 
-A row per message (`split_joined`), or every row joined into ONE text by the database
-(`split_aggregated`): one value to receive instead of a row per message. A joined
-text is split into `Numbered` rows: the rows k..k+n-1, held as their texts alone, so a
-read need not build (seq, text) pairs nor check their numbering again (a pass each over
-the rows). Whatever does not split into exactly its rows gives None: the caller reads a
-row per message, which names the bad one.
+A row per message (`split_joined`), or every row gathered into ONE array by the database
+(`split_aggregated`): one value to receive instead of a row per message, made
+`Numbered` rows: the rows k..k+n-1, held as their texts alone, so a read need not build
+(seq, text) pairs nor check their numbering again (a pass each over the rows). Whatever
+is not exactly its rows gives None: the caller reads a row per message, which names the
+bad one.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Numbered", "ROW_SEPARATOR", "split_joined", "split_aggregated"]
-
-ROW_SEPARATOR = "\x1e"  # a raw control character: no JSON text holds one
+__all__ = ["Numbered", "split_joined", "split_aggregated"]
 
 
 class Numbered(Sequence):
@@ -62,15 +60,17 @@ def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list, object]:
 
 def split_aggregated(rows: Sequence[Sequence], k: int) -> tuple[tuple, Sequence, object] | None:
     """Return what `split_joined` returns, of ONE row `(version, count, digest, edited, n,
-    lo, hi, bodies)`: the head, and the n message rows from seq k on joined in seq order
-    by ROW_SEPARATOR, with their first and last seq; None when they are not exactly the
+    lo, hi, bodies)`: the head, and the n message rows from seq k on as one array in seq
+    order (`bodies`), with their first and last seq; None when they are not exactly the
     rows k..k+n-1, one text each (read them a row per message then: decode_rows names
     the bad one). Seqs are unique integers (the key), so first and last tell them."""
     version, count, digest, stamp, n, lo, hi, bodies = rows[0]
     head = (version, count, digest)
     if not n:
         return head, [], stamp
-    parts = bodies.split(ROW_SEPARATOR)
-    if len(parts) != n or lo != k or hi != k + n - 1:
+    if len(bodies) != n or lo != k or hi != k + n - 1:
         return None
-    return head, Numbered(k, tuple(parts)), stamp
+    texts = tuple(bodies)
+    if not all(map(str.__instancecheck__, texts)):
+        return None
+    return head, Numbered(k, texts), stamp
