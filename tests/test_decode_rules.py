@@ -192,3 +192,12 @@ def test_rows_read_at_once_are_the_rows_read_one_by_one(rows, as_bytes):
     at_once = read_rows_at_once(texts)
     assert at_once == each and [known_json(m) for m in at_once] == [known_json(m) for m in each]
     assert repr(at_once) == repr(each)  # the same types all the way down (pvectors, maps)
+
+
+def test_rows_given_with_their_bytes_keep_those_bytes():
+    rows = [USER, CALLS]
+    encoded = [r.encode() for r in rows]
+    out = read_rows_at_once(rows, encoded)
+    assert out == read_rows_at_once(rows) and type(out[1]["tool_calls"]) is PVECTOR
+    assert [known_json(m) for m in out] == encoded
+    assert all(known_json(m) is e for m, e in zip(out, encoded, strict=True))

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolnexus.core.frozen import freeze
+from toolnexus.core.frozen import freeze, known_json
 from toolnexus.store import _rows
 from toolnexus.store._split import Numbered, split_aggregated
 from toolnexus.store.errors import StoreCorruptError
@@ -114,3 +114,15 @@ def test_split_aggregated_gives_numbered_rows_or_none(k, bodies):
         assert split_aggregated(_aggregated([*bodies, "x"], k, n=len(bodies)), k) is None
         not_text = [*bodies[:-1], bodies[-1].encode()]  # a loader that gives bytes
         assert split_aggregated(_aggregated(not_text, k), k) is None
+
+
+@pytest.mark.parametrize("as_bytes", [True, False])
+def test_a_list_read_keeps_bytes_as_each_message_json(as_bytes):
+    bodies = [t.encode() for t in TEXTS] if as_bytes else list(TEXTS)
+    got = _rows.Memo().read_list("db", "c", *HEAD, bodies)
+    assert got == T4 and [known_json(m) for m in got] == [t.encode() for t in TEXTS]
+    if as_bytes:  # the driver's own bytes, not made again
+        assert all(known_json(m) is b for m, b in zip(got, bodies, strict=True))
+    mixed = [bodies[0], *(t.encode() if type(t) is str else t.decode() for t in bodies[1:])]
+    got = _rows.Memo().read_list("db", "c", *HEAD, mixed)
+    assert got == T4 and [known_json(m) for m in got] == [t.encode() for t in TEXTS]

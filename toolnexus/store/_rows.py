@@ -276,10 +276,10 @@ class Memo:
     ) -> PVector:
         """`read` for a backend whose rows are a list (row i is bodies[i]): the same checks,
         without building `(seq, text)` pairs unless rows must be decoded one by one."""
-        texts = _list_texts(bodies)
+        texts, encoded = _list_texts(bodies)
         rows = lambda: list(enumerate(bodies))  # noqa: E731
         return self._read(backend, id, (version, count, digest), rows, texts,
-                          count == len(bodies), stamp, bodies)  # fmt: skip
+                          count == len(bodies), stamp, encoded)  # fmt: skip
 
     def _read(
         self,
@@ -290,7 +290,7 @@ class Memo:
         texts: tuple[str, ...] | None,
         numbered: bool,
         stamp: object,
-        raw: Sequence | None = None,
+        encoded: Sequence[bytes] | None = None,
     ) -> PVector:
         version, count, digest = head
         with self._lock:  # every row is compared below
@@ -314,9 +314,9 @@ class Memo:
                 self.remember(id, transcript, digest, count, texts, stamp, True)
                 return transcript
         if best is None and numbered and texts is not None and version == FORMAT_VERSION:
-            # The usual cold read: every row decoded at once (the driver's own texts when
-            # it gave a list: bytes kept as they came), no pairs built, nothing re-checked.
-            at_once = read_rows_at_once(texts if raw is None else raw)
+            # The usual cold read: every row decoded at once (bytes a driver gave, the
+            # texts' own UTF-8, kept as they came), no pairs built, nothing re-checked.
+            at_once = read_rows_at_once(texts, encoded)
             if at_once is not None and len(at_once) == count:
                 transcript = pvector(at_once)
                 self.remember(id, transcript, digest, count, texts, stamp, True)
@@ -373,15 +373,15 @@ def _texts(rows: Sequence) -> tuple[str, ...] | None:
         return None
 
 
-def _list_texts(bodies: list) -> tuple[str, ...] | None:
-    """`_texts` of rows given as a list of bodies (bytes from most drivers): decoded at C
-    speed."""
+def _list_texts(bodies: list) -> tuple[tuple[str, ...] | None, list | None]:
+    """`_texts` of rows given as a list of bodies (bytes from most drivers), decoded at C
+    speed, and the bodies when they are those texts' UTF-8 (all bytes), else None."""
     try:
-        return tuple(map(bytes.decode, bodies))
+        return tuple(map(bytes.decode, bodies)), bodies
     except TypeError:  # str (a client that decodes its replies itself)
-        return _texts(list(enumerate(bodies)))
+        return _texts(list(enumerate(bodies))), None
     except UnicodeDecodeError:
-        return None
+        return None, None
 
 
 _first, _second = operator.itemgetter(0), operator.itemgetter(1)
