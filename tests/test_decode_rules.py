@@ -6,7 +6,11 @@ the edges of those bounds, not JSON, NaN, not one message, a bad role or tool_ca
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyrsistent import pvector
 
 from toolnexus.core.frozen import FrozenMap, known_json
@@ -141,3 +145,59 @@ def test_the_readers_by_format_version_and_what_is_not_json():
     with pytest.raises(ValueError) as e:
         _not_json("NaN")
     assert str(e.value) == "NaN is not JSON"
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        '{"role":"assistant","tool\\u005fcalls":"many"}',  # the key spelled by an escape
+        '{"role":"assistant","\\u0074ool_calls":{"a":1}}',
+        '{"role":"assistant","tool_calls":5}',  # no "[" anywhere in the rows
+    ],
+)
+def test_tool_calls_that_are_not_a_list_are_found_however_spelled(row):
+    assert read_rows_at_once([USER, row]) is None
+    with pytest.raises(ValueError):
+        read_message_row(row)
+
+
+_KEYS = ("tool_calls", "tool\\u005fcalls", "content")
+_values = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='ab[]{}\\"\u00e9', max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("xy"), inner),
+    max_leaves=6,
+)
+
+
+@st.composite
+def _rows(draw):
+    """A message row: a role (mostly a string), maybe tool_calls (a list, null or not a
+    list), maybe other values; its key maybe spelled by an escape, non-ASCII maybe escaped."""
+    role = draw(st.sampled_from(["user", "assistant", "tool"]) | st.integers())
+    fields = draw(st.dictionaries(st.sampled_from(_KEYS), _values, max_size=2))
+    text = json.dumps({"role": role}, ensure_ascii=draw(st.booleans()))[:-1]
+    for key, value in fields.items():
+        text += f',"{key}":' + json.dumps(value, ensure_ascii=draw(st.booleans()))
+    return text + "}"
+
+
+@given(st.lists(_rows(), max_size=5), st.booleans())
+def test_rows_read_at_once_are_the_rows_read_one_by_one(rows, as_bytes):
+    texts = [r.encode() for r in rows] if as_bytes else rows
+    try:
+        each = [read_message_row(t) for t in texts]
+    except ValueError:
+        assert read_rows_at_once(texts) is None
+        return
+    at_once = read_rows_at_once(texts)
+    assert at_once == each and [known_json(m) for m in at_once] == [known_json(m) for m in each]
+    assert repr(at_once) == repr(each)  # the same types all the way down (pvectors, maps)
+
+
+def test_rows_given_with_their_bytes_keep_those_bytes():
+    rows = [USER, CALLS]
+    encoded = [r.encode() for r in rows]
+    out = read_rows_at_once(rows, encoded)
+    assert out == read_rows_at_once(rows) and type(out[1]["tool_calls"]) is PVECTOR
+    assert [known_json(m) for m in out] == encoded
+    assert all(known_json(m) is e for m, e in zip(out, encoded, strict=True))

@@ -44,6 +44,7 @@ TESTS = {
         "tests/test_sqlite_store.py",
     ],
     "toolnexus/store/_encode.py": ["tests/test_rows_rules.py", "tests/test_rows.py"],
+    "toolnexus/store/_split.py": ["tests/test_split_rules.py", "tests/test_rows_rules.py"],
     "toolnexus/store/forks.py": ["tests/test_forks_rules.py", "tests/test_fork.py"],
     "toolnexus/store/check.py": [
         "tests/test_check_rules.py",
@@ -109,6 +110,7 @@ TESTS = {
     "toolnexus/store/_ids.py": ["tests/test_ids_rules.py"],
     "toolnexus/store/_decode.py": [
         "tests/test_decode_rules.py",
+        "tests/test_split_rules.py",
         "tests/test_rows.py",
         "tests/test_rows_rules.py",
     ],

@@ -108,9 +108,10 @@ def _frozen_lists(value: Any) -> Any:
     return value
 
 
-def read_rows_at_once(texts: Sequence[str | bytes]) -> list | None:
+def read_rows_at_once(texts: Sequence[str | bytes], encoded: Sequence | None = None) -> list | None:
     """Return the messages of message rows (JSON texts) decoded at once, each keeping its
-    row's text as its JSON; None when the rows need reading one by one."""
+    row's text as its JSON; None when the rows need reading one by one. `encoded`: str
+    rows' UTF-8 bytes, when the caller has them (they came so): kept, not made again."""
     if not texts:
         return []
     got = _joined(texts)
@@ -138,12 +139,16 @@ def read_rows_at_once(texts: Sequence[str | bytes]) -> list | None:
         return None
     if not set(map(type, map(_get, out, repeat("tool_calls")))) <= _CALLS:
         return None
-    for i in compress(range(len(out)), map(contains, texts, repeat("[" if kind is str else b"["))):
+    # bytes' `in` tries the needle as an int first (an exception made and dropped per
+    # row): count, at C speed too
+    arrays = map(contains, texts, repeat("[")) if kind is str else map(_count_arrays, texts)
+    for i in compress(range(len(out)), arrays):
         out[i] = _frozen_lists(out[i])
-    raw = texts if kind is bytes else map(str.encode, texts)
+    raw = texts if kind is bytes else map(str.encode, texts) if encoded is None else encoded
     keep_jsons(out, raw)
     return out
 
 
 _get = dict.get
+_count_arrays = methodcaller("count", b"[")
 _CALLS = frozenset({list, type(None)})  # what json makes of a list, or null

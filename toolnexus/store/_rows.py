@@ -31,6 +31,8 @@ from ._encode import encode_message as encode_message
 from ._encode import encode_rows as encode_rows
 from ._ids import check_id as check_id  # re-exported
 from ._ids import check_text_id as check_text_id
+from ._split import Numbered, split_joined
+from ._split import split_aggregated as split_aggregated
 from .errors import StoreCorruptError
 
 
@@ -225,7 +227,7 @@ class Memo:
         texts = _texts(rows)
         if texts is None or chain(known.digest, texts) != digest:
             return None
-        if not all(map(operator.eq, _seqs(rows), range(k, count))):
+        if not _numbered_from(rows, k):
             return None
         try:
             new = read_rows_at_once(texts)
@@ -274,10 +276,10 @@ class Memo:
     ) -> PVector:
         """`read` for a backend whose rows are a list (row i is bodies[i]): the same checks,
         without building `(seq, text)` pairs unless rows must be decoded one by one."""
-        texts = _list_texts(bodies)
+        texts, encoded = _list_texts(bodies)
         rows = lambda: list(enumerate(bodies))  # noqa: E731
         return self._read(backend, id, (version, count, digest), rows, texts,
-                          count == len(bodies), stamp, bodies)  # fmt: skip
+                          count == len(bodies), stamp, encoded)  # fmt: skip
 
     def _read(
         self,
@@ -288,7 +290,7 @@ class Memo:
         texts: tuple[str, ...] | None,
         numbered: bool,
         stamp: object,
-        raw: Sequence | None = None,
+        encoded: Sequence[bytes] | None = None,
     ) -> PVector:
         version, count, digest = head
         with self._lock:  # every row is compared below
@@ -312,9 +314,9 @@ class Memo:
                 self.remember(id, transcript, digest, count, texts, stamp, True)
                 return transcript
         if best is None and numbered and texts is not None and version == FORMAT_VERSION:
-            # The usual cold read: every row decoded at once (the driver's own texts when
-            # it gave a list: bytes kept as they came), no pairs built, nothing re-checked.
-            at_once = read_rows_at_once(texts if raw is None else raw)
+            # The usual cold read: every row decoded at once (bytes a driver gave, the
+            # texts' own UTF-8, kept as they came), no pairs built, nothing re-checked.
+            at_once = read_rows_at_once(texts, encoded)
             if at_once is not None and len(at_once) == count:
                 transcript = pvector(at_once)
                 self.remember(id, transcript, digest, count, texts, stamp, True)
@@ -360,6 +362,8 @@ def _starts(transcript: Sequence, prefix: Sequence) -> bool:
 def _texts(rows: Sequence) -> tuple[str, ...] | None:
     """Return the rows' texts as str (a driver may give bytes), or None if one is not
     UTF-8 (decoding then names the row)."""
+    if type(rows) is Numbered:  # split from one text: str, and a tuple already
+        return rows.texts
     texts = tuple(map(_second, rows))
     if all(map(str.__instancecheck__, texts)):  # the usual case, checked at C speed
         return texts
@@ -369,15 +373,15 @@ def _texts(rows: Sequence) -> tuple[str, ...] | None:
         return None
 
 
-def _list_texts(bodies: list) -> tuple[str, ...] | None:
-    """`_texts` of rows given as a list of bodies (bytes from most drivers): decoded at C
-    speed."""
+def _list_texts(bodies: list) -> tuple[tuple[str, ...] | None, list | None]:
+    """`_texts` of rows given as a list of bodies (bytes from most drivers), decoded at C
+    speed, and the bodies when they are those texts' UTF-8 (all bytes), else None."""
     try:
-        return tuple(map(bytes.decode, bodies))
+        return tuple(map(bytes.decode, bodies)), bodies
     except TypeError:  # str (a client that decodes its replies itself)
-        return _texts(list(enumerate(bodies)))
+        return _texts(list(enumerate(bodies))), None
     except UnicodeDecodeError:
-        return None
+        return None, None
 
 
 _first, _second = operator.itemgetter(0), operator.itemgetter(1)
@@ -388,11 +392,15 @@ def _seqs(rows: Sequence) -> Iterable:
 
 
 def _numbered_from(rows: Sequence, start: int) -> bool:
+    if type(rows) is Numbered:
+        return rows.start == start
     return all(map(operator.eq, _seqs(rows), range(start, start + len(rows))))
 
 
 def _numbered(rows: Sequence, count: object) -> bool:
     """Whether `rows` are exactly rows 0..count-1, in order."""
+    if type(rows) is Numbered:
+        return count == len(rows) and rows.start == 0
     return count == len(rows) and all(map(operator.eq, _seqs(rows), range(len(rows))))
 
 
@@ -497,36 +505,6 @@ def decode_rows(
         found = len(messages) + start
         raise _fail(backend, id, f"the head says {count!r} messages but {found} rows exist")
     return pvector(messages)
-
-
-def split_joined(rows: Sequence[Sequence]) -> tuple[tuple, list, object]:
-    """Return the head, the `(seq, body)` rows and the edit stamp of a key-first outer
-    join's rows `(version, count, digest, edited, seq, body)` (see `decode_joined`)."""
-    if not rows:
-        return (None, None, None), [], None
-    head = tuple(rows[0][:3])
-    if rows[0][4] is None:  # the join found no message row
-        return head, [], rows[0][3]
-    return head, [(seq, body) for *_, seq, body in rows], rows[0][3]
-
-
-ROW_SEPARATOR = "\x1e"  # a raw control character: no JSON text holds one
-
-
-def split_aggregated(rows: Sequence[Sequence], k: int) -> tuple[tuple, list, object] | None:
-    """Return what `split_joined` returns, of ONE row `(version, count, digest, edited, n,
-    lo, hi, bodies)`: the head, and the n message rows from seq k on joined in seq order
-    by ROW_SEPARATOR, with their first and last seq; None when they are not exactly the
-    rows k..k+n-1, one text each (read them a row per message then: decode_rows names
-    the bad one). Seqs are unique integers (the key), so first and last tell them."""
-    version, count, digest, stamp, n, lo, hi, bodies = rows[0]
-    head = (version, count, digest)
-    if not n:
-        return head, [], stamp
-    parts = bodies.split(ROW_SEPARATOR)
-    if len(parts) != n or lo != k or hi != k + n - 1:
-        return None
-    return head, list(zip(range(k, k + n), parts, strict=True)), stamp
 
 
 def read_joined(

@@ -54,13 +54,14 @@ def statements(table: str) -> dict:
         # One statement: one snapshot, even while another session saves; keyed on the id
         # first, so "no head, yet rows" (corrupt) differs from "absent". The rows from
         # seq %s on: what this process knows is not read again (see _rows.read_joined).
-        # The rows come as ONE text (joined in seq order by a separator no JSON row
-        # holds: a raw control character), with their count and first and last seq: one
-        # value to receive, not a row of six per message (see _rows.split_aggregated).
+        # The rows come as ONE array in seq order (received binary: each body as its own
+        # length and bytes, nothing to split or unescape), with their count and first and
+        # last seq: one value to receive, not a row of six per message (see
+        # _split.split_aggregated).
         "get": """SELECT h.version, h.count, h.digest, h.edited, m.n, m.lo, m.hi, m.bodies
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
             LEFT JOIN LATERAL (SELECT count(*) AS n, min(seq) AS lo, max(seq) AS hi,
-                string_agg(body, E'\\x1e' ORDER BY seq) AS bodies
+                array_agg(body ORDER BY seq) AS bodies
                 FROM {messages} WHERE id = k.id AND seq >= %s) m ON true""",
         # The same, a row per message: what a read falls back on when the joined text does
         # not split into its rows (a corrupt row, a missing one: decode_rows names it).
@@ -95,7 +96,7 @@ def statements(table: str) -> dict:
         "get_unstamped": """SELECT h.version, h.count, h.digest, NULL, m.n, m.lo, m.hi, m.bodies
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
             LEFT JOIN LATERAL (SELECT count(*) AS n, min(seq) AS lo, max(seq) AS hi,
-                string_agg(body, E'\\x1e' ORDER BY seq) AS bodies
+                array_agg(body ORDER BY seq) AS bodies
                 FROM {messages} WHERE id = k.id AND seq >= %s) m ON true""",
         "get_unstamped_rows": """SELECT h.version, h.count, h.digest, NULL, m.seq, m.body
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id

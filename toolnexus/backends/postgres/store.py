@@ -30,14 +30,15 @@ def _array(texts: Sequence[str]) -> str:
     return json.dumps(texts, ensure_ascii=False)
 
 
-def run(conn: Any, query: str, params: Sequence[Any] = ()) -> Any:
+def run(conn: Any, query: str, params: Sequence[Any] = (), binary: bool = False) -> Any:
     """Execute one statement of the store's on `conn` through psycopg; return its cursor.
 
     Prepared by psycopg once per session (`prepare=True`: the statements run on every
     exchange), unless the connection's `prepare_threshold` is None (PgBouncer in
-    transaction mode), which psycopg honours by preparing nothing.
+    transaction mode), which psycopg honours by preparing nothing. `binary`: results in
+    psycopg's binary format (the reads: an array of bodies is received without parsing).
     """
-    return conn.execute(query, params, prepare=True)
+    return conn.execute(query, params, prepare=True, binary=binary)
 
 
 class StoreRefusedError(StoreUnavailableError):
@@ -243,7 +244,7 @@ def _read(st: _Pg, id: str, conn: Any, first: Any = None):
             got = _rows.split_aggregated(first[1].fetchall(), k)
         else:
             with _connect.pg_autocommit(conn):  # one statement, one snapshot
-                got = _rows.split_aggregated(run(conn, st.sql[get], (id, k)).fetchall(), k)
+                got = _rows.split_aggregated(run(conn, st.sql[get], (id, k), True).fetchall(), k)
         if got is not None:
             return got
         with _connect.pg_autocommit(conn):  # a row per message: the bad one is named
@@ -356,7 +357,8 @@ def _lock_load(st: _Pg, id: str) -> tuple[Any, Any]:
     _prepare(st)  # the tables exist before the read that goes with the take
     known = st.memo.known(id) if st.stamped else None
     k = len(known.transcript) if known is not None else 0
-    read = partial(run, query=st.sql["get" if st.stamped else "get_unstamped"], params=(id, k))
+    get = st.sql["get" if st.stamped else "get_unstamped"]
+    read = partial(run, query=get, params=(id, k), binary=True)
     with _errors(st, id):  # the read's errors, raised as the take's
         # The usual case is one round trip: the read goes in the take's pipeline.
         held = st.lock.made().take_on(id, read)
