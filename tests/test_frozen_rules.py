@@ -14,7 +14,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import PSet, pmap, pset, pvector
 
-from toolnexus.core.frozen import FrozenMap, freeze, keep_json, known_json, known_jsons, thaw
+from toolnexus.core.frozen import (
+    FrozenMap,
+    freeze,
+    keep_json,
+    keep_jsons,
+    known_json,
+    known_jsons,
+    thaw,
+)
 
 M = FrozenMap({"zeta": 1, "alpha": 2})
 REFUSED = (
@@ -98,6 +106,14 @@ def test_the_json_text_kept_with_a_map():
     assert known_json(a) is None and known_jsons([a, b, {"c": 3}]) == [None, None, None]
     assert keep_json(a, b'{"a":1}') == b'{"a":1}'
     assert known_json(a) == b'{"a":1}' and known_jsons([b, a]) == [None, b'{"a":1}']
+
+
+def test_keep_jsons_keeps_each_text_with_its_map_in_order():
+    maps = [FrozenMap({"n": n}) for n in range(3)]
+    texts = [b'{"n":0}', b'{"n":1}', b'{"n":2}']
+    assert keep_jsons(iter(maps), iter(texts)) is None  # consumes both, keeps nothing else
+    assert known_jsons(maps) == texts and all(map(known_json, maps))
+    assert known_json(maps[1]) is texts[1]
 
 
 @pytest.mark.parametrize("value", ["s", 1, 2.5, True, None, b"x", object()])
