@@ -56,25 +56,29 @@ elif store == "postgres":
     table = f"toolnexus_cg_{uuid.uuid4().hex[:8]}"
     dsn = os.environ["TOOLNEXUS_TEST_POSTGRES_DSN"]
     pool = ConnectionPool(dsn, min_size=1, max_size=2, open=True)
-    made = []
-    make = lambda: made.append(tn.store.postgres_store(pool, table)) or made[-1]
+    make = lambda: tn.store.postgres_store(pool, table)
 else:
     import redis
     conn = redis.Redis.from_url(os.environ["TOOLNEXUS_TEST_REDIS_URL"])
     prefix = f"toolnexus-cg:{uuid.uuid4().hex[:8]}:"
     make = lambda: tn.store.redis_store(conn, prefix=prefix)
+def cold(cid, prompt):
+    # A new store value per exchange, closed (and so dropped) after it, on every store:
+    # what it read is not kept alive for the collector to walk in later exchanges.
+    s = make()
+    tn.run(tg.client(s), prompt, id=cid)
+    s.get("close", lambda: None)()
 writer = make()
 ids = [f"cold-{i}" for i in range(K + 1)]
 for cid in ids:
     writer["save"](cid, tg.history(n - 2))
-tn.run(tg.client(make()), "warm up", id=ids[-1])  # imports and first-use costs, not counted
+cold(ids[-1], "warm up")  # imports and first-use costs, not counted
 for cid in ids[:k]:
-    tn.run(tg.client(make()), "one more", id=cid)
+    cold(cid, "one more")
 for cid in ids:
     writer["delete"](cid)
+writer.get("close", lambda: None)()
 if store == "postgres":
-    for s in made:
-        s["close"]()
     with pool.connection() as c:
         c.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")
     pool.close()
