@@ -16,6 +16,7 @@ and httpx's, no network and no server. Each arm runs in its own interpreter unde
   httpx        the same two POSTs by hand on one httpx.Client (the floor)
   httpx-sse    the same streamed by hand on one httpx.Client (stream's floor)
   httpx-async  the same on one httpx.AsyncClient
+  httpx-async+threads  the same, its tools in worker threads (arun's like-for-like floor)
 Without valgrind on the PATH it says so and exits.
 """
 
@@ -30,7 +31,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ARMS = ("run-inline", "run", "arun-inline", "arun", "stream", "httpx", "httpx-sse", "httpx-async")
+ARMS = ("run-inline", "run", "arun-inline", "arun", "stream", "httpx", "httpx-sse", "httpx-async",
+        "httpx-async+threads")  # fmt: skip
 
 # The scenario, run inside the measured interpreter: argv = arm, n.
 SCENARIO = r"""
@@ -72,7 +74,7 @@ def answer(request):
     return httpx.Response(200, content=WHOLE[i], headers={"content-type": "application/json"})
 
 URL = "http://model.test/v1"
-if arm in ("httpx", "httpx-sse", "httpx-async"):
+if arm.startswith("httpx"):
     hx = httpx.Client(transport=httpx.MockTransport(answer), headers={"Authorization": "Bearer k"})
     post = lambda body: hx.post(URL + "/chat/completions", json=body).json()
     ax = httpx.AsyncClient(transport=httpx.MockTransport(answer), headers={"Authorization": "Bearer k"})
@@ -82,7 +84,8 @@ if arm in ("httpx", "httpx-sse", "httpx-async"):
     elif arm == "httpx-sse":
         one = lambda: w.by_hand_streamed(hx, URL + "/chat/completions")
     else:
-        one = lambda: loop.run_until_complete(w.by_hand_async(ax, URL + "/chat/completions"))
+        threads = arm == "httpx-async+threads"
+        one = lambda: loop.run_until_complete(w.by_hand_async(ax, URL + "/chat/completions", threads))
 else:
     import toolnexus as tn
     tools = tn.toolkit(tn.define_tool(w.get_weather), tn.define_tool(w.add))
@@ -148,7 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
     for arm, count in per.items():
         print(f"  {arm:12} {count / 1e6:6.2f}M instructions per scenario")
     for mine, floor in (("run-inline", "httpx"), ("run", "httpx"), ("arun-inline", "httpx-async"),
-                        ("arun", "httpx-async"), ("stream", "httpx-sse")):  # fmt: skip
+                        ("arun", "httpx-async"), ("arun", "httpx-async+threads"),
+                        ("stream", "httpx-sse")):  # fmt: skip
         if mine in per and floor in per:
             print(f"  {mine}/{floor:12} {per[mine] / per[floor]:5.2f}x")
     return per

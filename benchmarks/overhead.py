@@ -208,11 +208,14 @@ UPSTREAM_PAIRS = (("run", "upstream"), ("stream", "upstream-stream"),
                   ("anthropic", "upstream-anthropic"),
                   ("anthropic-stream", "upstream-anthropic-stream"))  # fmt: skip
 # Ours and the hand-written floors, each alone in a worker: what item 5 bounds (run,
-# stream and arun at most 1.2x the httpx, httpx-sse and httpx-async loops).
+# stream and arun at most 1.2x the httpx, httpx-sse and httpx-async loops). arun hands
+# plain tools to threads (a slow one must not block the event loop): beside the inline
+# async loop it is also set against the same loop with its tools in threads.
 WORKER_ARMS = ["run", "run-inline", "arun", "arun-inline", "stream", "httpx", "httpx-sse",
-               "httpx-async"]  # fmt: skip
+               "httpx-async", "httpx-async+threads"]  # fmt: skip
 WORKER_FLOORS = (("run", "httpx"), ("run-inline", "httpx"), ("stream", "httpx-sse"),
-                 ("arun", "httpx-async"), ("arun-inline", "httpx-async"))  # fmt: skip
+                 ("arun", "httpx-async"), ("arun", "httpx-async+threads"),
+                 ("arun-inline", "httpx-async"))  # fmt: skip
 UPSTREAM_ARMS = [a for pair in UPSTREAM_PAIRS for a in pair if a not in WORKER_ARMS]
 
 

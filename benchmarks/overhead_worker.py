@@ -10,7 +10,8 @@ its dependencies into UPSTREAM_DIR, e.g. by `pip install --target DIR toolnexus=
 the same scenario by its own `run` and `stream`); or a hand-written loop, no toolnexus
 at all: `httpx` (on one httpx.Client: what any library whose requests go through httpx
 costs at the least, so `httpx/upstream` bounds what `run/upstream` can reach),
-`httpx-sse` (streamed) or `httpx-async` (on one httpx.AsyncClient, tools called inline).
+`httpx-sse` (streamed), `httpx-async` (on one httpx.AsyncClient, tools called inline) or
+`httpx-async+threads` (the same, tools in worker threads as arun runs plain tools).
 Both packages are named `toolnexus`, so they never share an interpreter: an upstream
 worker drops our editable finder from `sys.meta_path`, puts UPSTREAM_DIR first on
 `sys.path`, and refuses to run if the `toolnexus` it imported is not the one in
@@ -150,14 +151,16 @@ async def by_hand_async(ax, url: str, threads: bool = False) -> tuple[str, list]
 
 def floor_arm(arm: str, base_url: str):
     """Return (scenario fn -> (text, outputs), httpx module) for a hand-written loop:
-    `httpx` (whole answers), `httpx-sse` (streamed) or `httpx-async` (one event loop)."""
+    `httpx` (whole answers), `httpx-sse` (streamed), `httpx-async` (one event loop) or
+    `httpx-async+threads` (the same, its tools in worker threads)."""
     import httpx
 
     url = base_url + "/chat/completions"
     headers = {"Authorization": "Bearer k"}
-    if arm == "httpx-async":
+    if arm.startswith("httpx-async"):
         ax, loop = httpx.AsyncClient(headers=headers), asyncio.new_event_loop()
-        return (lambda: loop.run_until_complete(by_hand_async(ax, url))), httpx
+        threads = arm == "httpx-async+threads"
+        return (lambda: loop.run_until_complete(by_hand_async(ax, url, threads))), httpx
     hx = httpx.Client(headers=headers)
     if arm == "httpx-sse":
         return (lambda: by_hand_streamed(hx, url)), httpx

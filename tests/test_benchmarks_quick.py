@@ -33,10 +33,11 @@ def test_overhead_quick(capsys, monkeypatch):
     assert all(v > 0 for v in report["median_ms"].values())
     assert set(report["worker_median_ms"]) == {
         "run", "run-inline", "arun", "arun-inline", "stream", "httpx", "httpx-sse", "httpx-async",
+        "httpx-async+threads",
     }  # fmt: skip
     assert set(report["worker_cpu_median_ms"]) == set(report["worker_median_ms"])
     for ratio in ("run/httpx", "run-inline/httpx", "stream/httpx-sse", "arun/httpx-async",
-                  "arun-inline/httpx-async"):  # fmt: skip
+                  "arun/httpx-async+threads", "arun-inline/httpx-async"):  # fmt: skip
         assert report[f"worker {ratio}"] > 0 and report[f"worker {ratio} cpu"] > 0
     assert all(v > 0 for v in report["worker_median_ms"].values())
     assert all(v > 0 for v in report["worker_cpu_median_ms"].values())
@@ -204,9 +205,9 @@ def test_instructions_quick(capsys):
     """Every arm's scenario of the instruction count runs (counting it takes minutes)."""
     ran = load("instructions").main(["--quick"])
     assert set(ran) == {"run-inline", "run", "arun-inline", "arun", "stream", "httpx",
-                        "httpx-sse", "httpx-async"}  # fmt: skip
+                        "httpx-sse", "httpx-async", "httpx-async+threads"}  # fmt: skip
     out = capsys.readouterr().out
-    assert out.count(" ran") == 8
+    assert out.count(" ran") == 9
 
 
 def test_cold_instructions_quick(capsys):
