@@ -342,6 +342,22 @@ def test_the_failover_metric_and_the_hooks_name_each_client(providers):
     ) in text
 
 
+def test_every_leg_reports_to_the_chains_metrics_not_its_own(providers):
+    """What a leg's model turn adds to the metrics reaches the chain's (the primary's)
+    sink and on_metric: the second client's own stay empty though its model answered."""
+    one, two, _ = providers
+    seen = []
+    one.load([*failing("529")])
+    two.load([answer("done")])
+    primary = client(one, "anthropic", on_metric=seen.append)
+    second = client(two, "openai", on_metric=lambda e: pytest.fail(f"the leg's own: {e}"))
+    run(fallback(primary, second), "hi")
+    llm = [(e["model"], e["status"]) for e in seen if e["event"] == "llm"]
+    assert ("second-model", "ok") in llm
+    assert 'toolnexus_llm_requests_total{model="second-model"' in metrics(primary)
+    assert "second-model" not in metrics(second)
+
+
 def test_a_failover_is_an_event_of_the_exchanges_span(providers, monkeypatch):
     pytest.importorskip("opentelemetry.sdk")
     from opentelemetry.sdk.trace import TracerProvider

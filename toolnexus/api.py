@@ -40,18 +40,10 @@ __all__ = ["run", "stream", "ask", "conversation", "arun", "astream", "aask", "f
 # ---- the run's setup, from the client's plan (see plan.py) ---------------------------
 
 
-def _context(client: Client, emit: Callable) -> sync.Context:
-    return sync.Context(
-        endpoint=client.endpoint,
-        given=client.given,
-        proxy=client.proxy,
-        generate=client.generate,
-        runtime=client.runtime,
-        emit=emit,
-        read_timeout=client.read_timeout_ms / 1000,
-        inline_tools=client.tool_executor == "inline",
-        key=scope_of(client.store).key,
-    )
+def _context(client: Client) -> sync.Context:
+    # Made once with the client (plan.py). A chain's metric effects are performed by its
+    # primary's handlers, whatever leg answers (fallback.table): legs only send requests.
+    return client.plan["context"]
 
 
 def as_toolkit(tk: Any) -> Any:
@@ -109,12 +101,10 @@ def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_
     """Return (flow, context) of one exchange (the contexts of a chain's clients: Legs)."""
     _check_run(prompt, conversation_id)
     output = output_spec(output_schema) if output_schema is not None else None  # checked first
-    emit = client.plan["emit"]
     if isinstance(client, Fallback):
-        cfg, ctx = chained(client, lambda c: _cfg(c, streaming, output),
-                           lambda c: _context(c, emit))  # fmt: skip
+        cfg, ctx = chained(client, lambda c: _cfg(c, streaming, output), _context)
     else:
-        cfg, ctx = _cfg(client, streaming, output), _context(client, emit)
+        cfg, ctx = _cfg(client, streaming, output), _context(client)
     tk = _toolkit(client, toolkit, conversation_id)
     flow = exchange_flow(cfg, prompt, tk, history, conversation_id)
     return performed(flow, cfg["exchange"]), ctx

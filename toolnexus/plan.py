@@ -52,9 +52,22 @@ def _served_by(o: Mapping) -> Any:
     return FrozenMap({"style": o["style"], "model": o["model"], "base_url": base})
 
 
+def _context(o: Mapping, runtime: Any, emit: Callable) -> Any:
+    """Return what a run's handlers need from the client (drivers.sync.Context)."""
+    from .core.scope import scope_of
+    from .drivers.sync import Context
+
+    return Context(endpoint=o["endpoint"], given=o["given"], proxy=o["proxy"],
+                   generate=o.get("generate"), runtime=runtime, emit=emit,
+                   read_timeout=o["read_timeout_ms"] / 1000,
+                   inline_tools=o["tool_executor"] == "inline",
+                   key=scope_of(o["store"]).key)  # fmt: skip
+
+
 def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     """Return {False: the flow configuration of a plain run, True: of a streaming one,
-    "emit": the metric emitter} for a client's fields `o` (read-only maps)."""
+    "emit": the metric emitter, "context": what its runs' handlers need} for a client's
+    fields `o` (read-only maps)."""
     from .drivers.sync import rng
     from .exchange import choose
     from .skills import system_for
@@ -99,4 +112,5 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     # conversation, and its save is rebased on what is stored then (see flow.rebase).
     run = MappingProxyType({**base, "events": False, "hold_lock": True})
     streaming = MappingProxyType({**base, "events": True, "hold_lock": False})
-    return MappingProxyType({False: run, True: streaming, "emit": emit})
+    return MappingProxyType({False: run, True: streaming, "emit": emit,
+                             "context": _context(o, runtime, emit)})  # fmt: skip

@@ -45,7 +45,7 @@ class StreamClosed(RunCancelledError):
 
 
 class Context(NamedTuple):
-    """What a run's handlers need from its client: built per run, from the client's fields."""
+    """What a run's handlers need from its client: built once per client (plan.py)."""
 
     endpoint: Any  # transport.Endpoint, or None for an in-process model
     given: Any  # transport.Given: the host's httpx clients, or None for the runtime's own
