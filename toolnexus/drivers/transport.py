@@ -446,8 +446,7 @@ def _kind(resp: httpx.Response) -> str:
     return resp.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def _check_stream_type(ep: Endpoint, resp: httpx.Response) -> None:
-    kind = _kind(resp)
+def _check_stream_type(ep: Endpoint, kind: str) -> None:
     if kind and kind not in ("text/event-stream", "application/json"):
         raise ProviderError(f"POST {ep.url}: a stream was answered with {kind!r}", url=ep.url)
 
@@ -551,8 +550,9 @@ def send_stream(
     try:
         if not _ok(resp.status_code):
             raise ep.status_error(resp.status_code, resp.headers, _error_body(ep, resp))
-        _check_stream_type(ep, resp)
-        if _kind(resp) == "application/json":
+        kind = _kind(resp)  # once: a header lookup on httpx's Headers costs a few µs
+        _check_stream_type(ep, kind)
+        if kind == "application/json":
             yield from _whole(ep, resp.status_code, _read(ep, resp))
             return
         state = _Stream(ep.codec, ep.clean)
@@ -581,8 +581,9 @@ async def asend_stream(
         if not _ok(resp.status_code):
             body = await _aerror_body(ep, resp)
             raise ep.status_error(resp.status_code, resp.headers, body)
-        _check_stream_type(ep, resp)
-        if _kind(resp) == "application/json":
+        kind = _kind(resp)  # once: a header lookup on httpx's Headers costs a few µs
+        _check_stream_type(ep, kind)
+        if kind == "application/json":
             for item in _whole(ep, resp.status_code, await _aread(ep, resp)):
                 yield item
             return

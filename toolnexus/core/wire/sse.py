@@ -84,10 +84,12 @@ def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, t
     # Apply complete lines to the event being built; dispatched events go to `out`.
     for line in lines:
         if line.startswith("data:"):  # the hot path: most lines are data lines
-            data = (*data, line[6:] if line[5:6] == " " else line[5:])
+            value = line[6:] if line[5:6] == " " else line[5:]
+            data = (*data, value) if data else (value,)
         elif not line:
-            if data:
-                out.append(_event(event, data))
+            if data:  # _event, inline: one event per blank line
+                joined = data[0] if len(data) == 1 else "\n".join(data)
+                out.append(MappingProxyType({"event": event or "message", "data": joined}))
             event, data = "", ()
         elif line[0] != ":":  # ":" starts a comment: keep-alive pings
             name, colon, value = line.partition(":")
@@ -136,7 +138,8 @@ def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
     whole = not state.buffer and cut == len(chunk) - 1  # the usual chunk: whole lines
     raw = chunk if whole else b"".join((*state.buffer, chunk[: cut + 1]))
     # The split leaves "" after the final terminator: drop it, it is not a line.
-    lines = _decode(raw, state.fresh)[:-1]
+    lines = _decode(raw, state.fresh)
+    lines.pop()
     out: list = []
     event, data = _lines(state.event, state.data, lines, out)
     rest = b"" if whole else chunk[cut + 1 :]
@@ -155,6 +158,8 @@ def end(state: SSEState) -> tuple[Mapping, ...]:
     >>> [(e["event"], e["data"]) for e in end(feed(start(), b'data: {"stop": 1}')[0])]
     [('message', '{"stop": 1}')]
     """
+    if not state.buffer and not state.data:  # the usual end: between events, nothing held
+        return ()
     out: list = []
     lines = _decode(b"".join(state.buffer), state.fresh) if state.buffer else []
     event, data = _lines(state.event, state.data, lines, out)
