@@ -6,6 +6,7 @@ these as its own and turns the response into the normalized turn.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -228,6 +229,9 @@ def _more(extra: Mapping | None, more: Mapping, deltas: list) -> Mapping:
     return out
 
 
+_INDEX = itemgetter(0)  # a StreamCall's index (a C key function: no frame per call)
+
+
 def stream_response(acc: OpenAIStream) -> dict:
     """Return the chat completions response a stream amounts to (what parse_response reads)."""
     calls = [
@@ -237,7 +241,7 @@ def stream_response(acc: OpenAIStream) -> dict:
             "type": "function",
             "function": {"name": c.name, "arguments": "".join(c.args)},
         }
-        for c in sorted(acc.calls, key=lambda c: c.index)
+        for c in sorted(acc.calls, key=_INDEX)
     ]
     message: dict = {**(acc.extra or {}), "role": "assistant",
                      "content": "".join(acc.text) or None}  # fmt: skip

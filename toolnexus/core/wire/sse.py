@@ -70,9 +70,12 @@ class SSEState(NamedTuple):
 _BETWEEN = SSEState(fresh=False)  # the state after a whole event, with nothing held
 
 
+_START = SSEState()  # a value: every stream may start from the same one
+
+
 def start() -> SSEState:
     """Return the state of a decoder that has seen no bytes."""
-    return SSEState()
+    return _START
 
 
 def _event(name: str, data: tuple[str, ...]) -> Mapping:
