@@ -125,8 +125,8 @@ def _data_events(text: str) -> tuple[Mapping, ...] | None:
     """Return the events of `text` if it is whole events of one `data: ` line each, LF
     ended (what OpenAI-style servers send), else None: what `_lines` makes of it from
     between events, without a pass per line."""
-    if text[-2:] != "\n\n" or "\r" in text:
-        return None
+    if text[-2:] != "\n\n" or not text.startswith("data: ") or "\r" in text:
+        return None  # (Anthropic's, `event:` first, declined before any split)
     out = []
     for block in text[:-2].split("\n\n"):
         if not block.startswith("data: ") or "\n" in block:
