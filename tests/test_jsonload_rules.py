@@ -66,6 +66,45 @@ def test_malformed_text_is_a_value_error():
         load(b"\xff")
 
 
+def _decoded(text):
+    # json's own decoder with load's option: its value, or its error's type and message
+    reject = json.JSONDecoder(parse_constant=lambda name: _refuse(name))
+    try:
+        return ("value", reject.decode(text))
+    except ValueError as e:
+        return ("error", type(e), str(e))
+
+
+def _refuse(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loaded(text):
+    try:
+        return ("value", load(text))
+    except ValueError as e:
+        return ("error", type(e), str(e))
+
+
+_JSONISH = st.text(alphabet=' \t\n\r{}[]":,0123456789.eE+-tfrunlasNIaiy\\xé', max_size=24)
+_DOCS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+).map(json.dumps)
+
+
+@given(st.one_of(_JSONISH, _DOCS, st.tuples(st.sampled_from(["", " ", "\n\t"]), _DOCS,
+                                            st.sampled_from(["", " ", "\r\n", " x", "]"]))
+                 .map("".join)))  # fmt: skip
+def test_load_decodes_as_json_decode_does_values_and_errors(text):
+    # load runs JSONDecoder.decode's steps inline: the same value, or the same error
+    # (type and message, position included), for any text within the bounds
+    assert _loaded(text) == _decoded(text)
+
+
 def test_a_recursion_error_while_decoding_is_a_limit_error():
     import sys
 

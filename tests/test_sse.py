@@ -84,6 +84,13 @@ def test_lone_cr_then_lf_in_next_chunk_counts_once():
     assert [e["data"] for e in decode_chunks(chunks)] == ["a", "b"]
 
 
+def test_a_cr_ended_chunk_then_a_lone_lf_chunk_skips_that_lf_only():
+    # the LF after a CR is its CRLF's tail, once: an LF in the chunk after it is a line
+    # end of its own (it was swallowed too, merging two events into one)
+    chunks = [b"data: a\r", b"\n", b"\n", b"data: b\n\n"]
+    assert [e["data"] for e in decode_chunks(chunks)] == ["a", "b"]
+
+
 def test_feed_does_not_modify_its_input():
     state, _ = sse.feed(sse.start(), b"data: x")
     before = tuple(state)
@@ -123,6 +130,53 @@ def event_streams(draw):
 def test_any_stream_any_split_matches_the_model(stream, cuts):
     raw, expected = stream
     assert [(e["event"], e["data"]) for e in decode_chunks(split(raw, cuts))] == expected
+
+
+_DATA_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["", "event: x\n", ": ping\n", "\n", "data\n"]),
+        st.text(st.sampled_from("ab :{}\r\n\ufeffé"), max_size=6),
+        st.sampled_from(["data: ", "data:", "data:  ", "dat: "]),
+        st.sampled_from(["\n\n", "\n", "\r\n\r\n", "\n\n\n"]),
+    ),
+    max_size=4,
+).map(lambda parts: "".join(a + c + b + d for a, b, c, d in parts))
+
+
+def _bytewise(state, raw):
+    events: tuple = ()
+    for i in range(len(raw)):
+        state, got = sse.feed(state, raw[i : i + 1])
+        events += got
+    return state, events
+
+
+def _pairs(events):
+    return [(e["event"], e["data"]) for e in events]
+
+
+@given(_DATA_EVENTS, st.booleans())
+def test_a_chunk_of_whole_data_events_reads_as_its_bytes_one_by_one(text, fresh):
+    # feed's quick read of whole one-line `data: ` events (sse._data_events) gives what
+    # the line-by-line read gives (a chunk of one byte never takes the quick read)
+    state = sse.start() if fresh else sse._BETWEEN
+    raw = text.encode()
+    whole_state, whole = sse.feed(state, raw)
+    byte_state, bytewise = _bytewise(state, raw)
+    assert _pairs(whole + sse.end(whole_state)) == _pairs(bytewise + sse.end(byte_state))
+    assert (whole_state.event, whole_state.data) == (byte_state.event, byte_state.data)
+
+
+def test_the_quick_read_takes_one_line_data_events_only():
+    from toolnexus.core.wire.sse import _data_events
+
+    assert _pairs(_data_events('data: {"a": 1}\n\ndata: \n\n')) == [
+        ("message", '{"a": 1}'),
+        ("message", ""),
+    ]
+    for text in ("data: a\n", "data: a\r\n\r\n", "data:a\n\n", "data: a\ndata: b\n\n",
+                 "event: x\ndata: a\n\n", "data: a\n\n\n\n"):  # fmt: skip
+        assert _data_events(text) is None
 
 
 # ---- recorded streams --------------------------------------------------------------

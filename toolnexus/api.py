@@ -202,8 +202,6 @@ def stream(
 
 
 def _done(result: FrozenMap) -> StreamEvent:
-    from .core.frozen import FrozenMap
-
     return cast("StreamEvent", FrozenMap({"type": "done", "result": result}))
 
 

@@ -235,9 +235,10 @@ class _Sync:
     def _items(self, http: Any, content: bytes, timeout: float) -> Iterator[FrozenMap]:
         ctx = self.ctx
         items = send_stream(http, ctx.endpoint, content, timeout, self.guard.check)
-        if not self.watched:
-            yield from items
-            return
+        # Unwatched, the items are the stream's own: no generator layer in between.
+        return self._watched(items) if self.watched else items
+
+    def _watched(self, items: Iterator[FrozenMap]) -> Iterator[FrozenMap]:
         # A reader thread, so a stalled stream cannot hold the run past its deadline.
         import queue  # only a watched stream needs it
 

@@ -242,6 +242,8 @@ class Endpoint:
         """Return a turn (or a delta) with every form of the secrets masked: a model that
         spells out a key it read puts it in no result, transcript, log or event. A value
         with nothing to mask is returned as it is, after one quick look at its strings."""
+        if type(value) is str:  # a stream's delta: one look, no walk (what the walk gives)
+            return self.scrub(value)
         if not self.hides or all(self.scrub(t) is t for t in _strings(value)):
             return value
         return scrub_value(value, self.scrub)
@@ -446,10 +448,11 @@ def _kind(resp: httpx.Response) -> str:
     return resp.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def _check_stream_type(ep: Endpoint, resp: httpx.Response) -> None:
-    kind = _kind(resp)
+def _stream_kind(ep: Endpoint, resp: httpx.Response) -> str:
+    kind = _kind(resp)  # read once a turn: a lookup in httpx's Headers costs a few µs
     if kind and kind not in ("text/event-stream", "application/json"):
         raise ProviderError(f"POST {ep.url}: a stream was answered with {kind!r}", url=ep.url)
+    return kind
 
 
 def _error_body(ep: Endpoint, resp: httpx.Response) -> bytes:
@@ -517,9 +520,8 @@ class _Stream:
         out: list[FrozenMap] = []
         for ev in events:
             self.acc, deltas = self.codec.stream_event(self.acc, ev)
-            # Stream events are pmaps like every other value we hand out: the answer's
-            # text, a model's thinking (Anthropic thinking, reasoning_content) and a
-            # refusal's text, each of its own kind.
+            # Stream events are pmaps like every value we hand out: the answer's text, a
+            # model's thinking (thinking, reasoning_content), a refusal's text, each its kind.
             for d in deltas:
                 if d["type"] in _SHOWN:
                     out.append(FrozenMap({"type": d["type"], "delta": self.clean(d["delta"])}))
@@ -551,8 +553,7 @@ def send_stream(
     try:
         if not _ok(resp.status_code):
             raise ep.status_error(resp.status_code, resp.headers, _error_body(ep, resp))
-        _check_stream_type(ep, resp)
-        if _kind(resp) == "application/json":
+        if _stream_kind(ep, resp) == "application/json":
             yield from _whole(ep, resp.status_code, _read(ep, resp))
             return
         state = _Stream(ep.codec, ep.clean)
@@ -581,8 +582,7 @@ async def asend_stream(
         if not _ok(resp.status_code):
             body = await _aerror_body(ep, resp)
             raise ep.status_error(resp.status_code, resp.headers, body)
-        _check_stream_type(ep, resp)
-        if _kind(resp) == "application/json":
+        if _stream_kind(ep, resp) == "application/json":
             for item in _whole(ep, resp.status_code, await _aread(ep, resp)):
                 yield item
             return

@@ -13,6 +13,7 @@ import json
 import re
 from array import array
 from itertools import accumulate
+from json.decoder import WHITESPACE, JSONDecodeError
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_BYTES", "JSONLimitError", "load", "nesting_exceeds"]
@@ -90,6 +91,11 @@ def _reject_constant(name: str) -> Any:
 # third of a small document's cost); its C scanner keeps no state between calls, as the
 # module-level decoder behind json.loads shows.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# Its decode() steps, run inline by `load` (two Python frames and, for a document with no
+# surrounding whitespace, both regex matches fewer per document): the C scanner, and
+# json's own whitespace pattern for what may surround the value.
+_SCAN = _DECODER.scan_once
+_SPACE = WHITESPACE.match
 
 
 def load(data: str | bytes | bytearray, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES):
@@ -111,6 +117,13 @@ def load(data: str | bytes | bytearray, max_depth: int = MAX_DEPTH, max_bytes: i
     if nesting_exceeds(text, max_depth):
         raise JSONLimitError(f"JSON nested deeper than {max_depth} levels")
     try:
-        return _DECODER.decode(text)
+        obj, end = _SCAN(text, _SPACE(text, 0).end() if text[:1] in " \t\n\r" else 0)
+    except StopIteration as e:  # what JSONDecoder.raw_decode says
+        raise JSONDecodeError("Expecting value", text, e.value) from None
     except RecursionError:  # a caller already deep in its own stack: still only an error
         raise JSONLimitError(f"JSON nested too deep to decode here ({max_depth} allowed)") from None
+    if end != len(text):  # only whitespace may follow (JSONDecoder.decode's test)
+        end = _SPACE(text, end).end()
+        if end != len(text):
+            raise JSONDecodeError("Extra data", text, end)
+    return obj

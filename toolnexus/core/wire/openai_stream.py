@@ -6,13 +6,14 @@ these as its own and turns the response into the normalized turn.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from pyrsistent import PVector, pvector
 
 from .common import MALFORMED, malformed, merge_extra, text_of
-from .openai_read import READ_CALL, args_text, array, extra_fields, mapping, str_or_none
+from .openai_read import READ_CALL, args_text, array, extra_fields, mapping
 from .sse import load_json, stream_error
 
 __all__ = [
@@ -64,9 +65,15 @@ class OpenAIStream(NamedTuple):
     extra: Mapping | None = None  # other delta fields, accumulated (reasoning_content, ...)
 
 
+_START = OpenAIStream()  # a value: every stream may start from the same one
+# Builds an accumulator or call from its fields without the NamedTuple's Python-level
+# __new__ (what its _make does): one frame less per event on the hot path.
+_new = tuple.__new__
+
+
 def stream_start() -> OpenAIStream:
     """Return the accumulator of a stream that has delivered nothing yet."""
-    return OpenAIStream()
+    return _START
 
 
 def _delta(**fields: Any) -> Mapping:
@@ -89,16 +96,24 @@ def _position(calls: PVector, fragment: Mapping) -> tuple[int, int]:
             return (max(c.index for c in calls) + 1 if calls else 0), -1
         return calls[-1].index, len(calls) - 1
     index = int(index)
-    if calls and calls[-1].wire == index:  # the common case: fragments of the latest call
-        pos = len(calls) - 1
-    else:  # the latest call sent under that index
-        pos = next((p for p in range(len(calls) - 1, -1, -1) if calls[p].wire == index), -1)
+    # The latest call sent under that index (plain loops: a generator costs more than
+    # the few calls a turn holds); the common case is fragments of the latest call.
+    pos, taken = -1, False
+    for p in range(len(calls) - 1, -1, -1):
+        if calls[p].wire == index:
+            pos = p
+            break
     if pos >= 0 and fid and calls[pos].id and calls[pos].id != fid:
         # A repeated index with a new id is another call (Ollama streams parallel calls
         # all with index 0): it gets the next index of ours.
         return max(c.index for c in calls) + 1, -1
-    if pos < 0 and any(c.index == index for c in calls):
-        return max(c.index for c in calls) + 1, -1
+    if pos < 0:
+        for c in calls:
+            if c.index == index:
+                taken = True
+                break
+        if taken:
+            return max(c.index for c in calls) + 1, -1
     return (calls[pos].index if pos >= 0 else index), pos
 
 
@@ -106,24 +121,28 @@ def _add_fragment(calls: PVector, fragment: Mapping, deltas: list) -> PVector:
     index, pos = _position(calls, fragment)
     fn = fragment.get("function") or {}
     args = fn.get("arguments")
-    piece = (args_text(args),) if args else ()
-    extra = extra_fields(fragment, READ_CALL) or None
+    piece = (args if type(args) is str else args_text(args)) if args else None
+    extra = None if fragment.keys() <= READ_CALL else (extra_fields(fragment, READ_CALL) or None)
     if pos < 0:
         wire = fragment.get("index")
-        call = StreamCall(index, fragment.get("id"), fn.get("name") or "", pvector(piece), extra,
-                          None if wire is None else int(wire))  # fmt: skip
-        deltas.append(_delta(type="tool_call_start", index=index, id=call.id, name=call.name))
-        return calls.append(call)
-    call = calls[pos]
+        fid, name = fragment.get("id"), fn.get("name") or ""
+        call = (index, fid, name, pvector(() if piece is None else (piece,)), extra,
+                None if wire is None else int(wire))  # fmt: skip
+        deltas.append(MappingProxyType({"type": "tool_call_start", "index": index, "id": fid,
+                                        "name": name}))  # fmt: skip
+        return calls.append(_new(StreamCall, call))
+    # One new call from the old one's fields (a _replace per field costs a frame each:
+    # this runs for every argument fragment of a streamed call).
+    at, fid, name, pieces, was, wire = calls[pos]
     if extra:
-        call = call._replace(extra=merge_extra(call.extra, extra, concat=False))
-    if piece:
-        call = call._replace(args=call.args.extend(piece))
-    if not call.id and fragment.get("id"):
-        call = call._replace(id=fragment["id"])
-    if not call.name and fn.get("name"):
-        call = call._replace(name=fn["name"])
-    return calls.set(pos, call)
+        was = merge_extra(was, extra, concat=False)
+    if piece is not None:
+        pieces = pieces.append(piece)
+    if not fid and fragment.get("id"):
+        fid = fragment["id"]
+    if not name and fn.get("name"):
+        name = fn["name"]
+    return calls.set(pos, _new(StreamCall, (at, fid, name, pieces, was, wire)))
 
 
 def stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple[Mapping, ...]]:
@@ -135,56 +154,62 @@ def stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple
     malformed is a ProviderError too.
     """
     try:
-        return _stream_event(acc, event)
+        data = event["data"]
+        if event["event"] == "error":
+            raise stream_error(data)
+        if data[:1] != "{":
+            if data.strip() == "[DONE]":  # a chunk is an object: "{..."
+                return _new(OpenAIStream, (*acc[:6], True, acc[7])), ()  # done=True
+            if not data.strip():  # an event with no data carries nothing: skipped
+                return acc, ()
+        chunk = load_json(data)
+        # An error chunk ({"error": {...}}, vLLM's {"object": "error", ...}) ends the turn:
+        # inband.envelope's test, inline (plain dict lookups: this runs for every chunk).
+        if chunk.get("error") is not None or "error" in (chunk.get("object"), chunk.get("type")):
+            raise stream_error(chunk)
+        text, refusal, calls, usage, finish, model, done, extra = acc
+        if model is None and type(chunk.get("model")) is str:
+            model = chunk["model"]
+        given = chunk.get("usage")
+        if given is not None and (type(given) is dict or isinstance(given, Mapping)):
+            usage = given  # the include_usage chunk (its choices may be empty)
+        deltas: list = []
+        # The shape checks run as exact type tests first (what json.loads makes), the
+        # helpers only for anything else: they name what is wrong (per chunk, per choice).
+        choices = chunk.get("choices")
+        for choice in choices if type(choices) is list else array(choices, "choices"):
+            if type(choice) is not dict:
+                choice = mapping(choice, "choice")
+            if choice.get("index", 0) != 0:  # parse_response reads choices[0] only
+                continue
+            delta = choice.get("delta")
+            if type(delta) is not dict:
+                delta = mapping(delta, "delta")
+            content = delta.get("content")
+            if content:
+                # a list of parts joins into text
+                piece = content if type(content) is str else text_of(content, "delta.content")
+                if piece:
+                    text = text.append(piece)
+                    deltas.append(MappingProxyType({"type": "text", "delta": piece}))
+            if delta.get("refusal"):
+                piece = text_of(delta["refusal"], "delta.refusal")
+                refusal = refusal.append(piece)
+                deltas.append(MappingProxyType({"type": "refusal", "delta": piece}))
+            fragments = delta.get("tool_calls")
+            if fragments is not None:
+                for fragment in array(fragments, "delta.tool_calls"):
+                    calls = _add_fragment(calls, mapping(fragment, "tool call fragment"), deltas)
+            if not delta.keys() <= _READ_DELTA:  # inline: this runs for every chunk
+                more = extra_fields(delta, _READ_DELTA)
+                if more:
+                    extra = _more(extra, more, deltas)
+            if isinstance(choice.get("finish_reason"), str):  # a later null never resets it
+                finish = choice["finish_reason"]
+        acc = _new(OpenAIStream, (text, refusal, calls, usage, finish, model, done, extra))
+        return acc, (tuple(deltas) if deltas else ())
     except MALFORMED as e:
         raise malformed(e, "stream event") from None
-
-
-def _stream_event(acc: OpenAIStream, event: Mapping) -> tuple[OpenAIStream, tuple[Mapping, ...]]:
-    data = event["data"]
-    if event["event"] == "error":
-        raise stream_error(data)
-    if data[:1] != "{":
-        if data.strip() == "[DONE]":  # a chunk is an object: "{..."
-            return acc._replace(done=True), ()
-        if not data.strip():  # an event with no data carries nothing: skipped
-            return acc, ()
-    chunk = load_json(data)
-    # An error chunk ({"error": {...}}, vLLM's {"object": "error", ...}) ends the turn:
-    # inband.envelope's test, inline (plain dict lookups: this runs for every chunk).
-    if chunk.get("error") is not None or "error" in (chunk.get("object"), chunk.get("type")):
-        raise stream_error(chunk)
-    text, refusal, calls, usage, finish, model, done, extra = acc
-    if model is None:
-        model = str_or_none(chunk.get("model"))
-    given = chunk.get("usage")
-    if given is not None and isinstance(given, Mapping):  # the include_usage chunk
-        usage = given  # (its choices may be empty)
-    deltas: list = []
-    for choice in array(chunk.get("choices"), "choices"):
-        choice = mapping(choice, "choice")
-        if choice.get("index", 0) != 0:  # parse_response reads choices[0] only
-            continue
-        delta = mapping(choice.get("delta"), "delta")
-        content = delta.get("content")
-        if content:
-            piece = text_of(content, "delta.content")  # a list of parts joins into text
-            if piece:
-                text = text.append(piece)
-                deltas.append(_delta(type="text", delta=piece))
-        if delta.get("refusal"):
-            piece = text_of(delta["refusal"], "delta.refusal")
-            refusal = refusal.append(piece)
-            deltas.append(_delta(type="refusal", delta=piece))
-        for fragment in array(delta.get("tool_calls"), "delta.tool_calls"):
-            calls = _add_fragment(calls, mapping(fragment, "tool call fragment"), deltas)
-        if not delta.keys() <= _READ_DELTA:  # inline: this runs for every chunk
-            more = extra_fields(delta, _READ_DELTA)
-            if more:
-                extra = _more(extra, more, deltas)
-        if isinstance(choice.get("finish_reason"), str):  # a later null never resets it
-            finish = choice["finish_reason"]
-    return OpenAIStream(text, refusal, calls, usage, finish, model, done, extra), tuple(deltas)
 
 
 _READ_DELTA = frozenset({"role", "content", "refusal", "tool_calls", "function_call"})
@@ -204,6 +229,9 @@ def _more(extra: Mapping | None, more: Mapping, deltas: list) -> Mapping:
     return out
 
 
+_INDEX = itemgetter(0)  # a StreamCall's index (a C key function: no frame per call)
+
+
 def stream_response(acc: OpenAIStream) -> dict:
     """Return the chat completions response a stream amounts to (what parse_response reads)."""
     calls = [
@@ -213,7 +241,7 @@ def stream_response(acc: OpenAIStream) -> dict:
             "type": "function",
             "function": {"name": c.name, "arguments": "".join(c.args)},
         }
-        for c in sorted(acc.calls, key=lambda c: c.index)
+        for c in sorted(acc.calls, key=_INDEX)
     ]
     message: dict = {**(acc.extra or {}), "role": "assistant",
                      "content": "".join(acc.text) or None}  # fmt: skip

@@ -70,9 +70,12 @@ class SSEState(NamedTuple):
 _BETWEEN = SSEState(fresh=False)  # the state after a whole event, with nothing held
 
 
+_START = SSEState()  # a value: every stream may start from the same one
+
+
 def start() -> SSEState:
     """Return the state of a decoder that has seen no bytes."""
-    return SSEState()
+    return _START
 
 
 def _event(name: str, data: tuple[str, ...]) -> Mapping:
@@ -83,12 +86,16 @@ def _event(name: str, data: tuple[str, ...]) -> Mapping:
 def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, tuple]:
     # Apply complete lines to the event being built; dispatched events go to `out`.
     for line in lines:
-        if line.startswith("data:"):  # the hot path: most lines are data lines
-            data = (*data, line[6:] if line[5:6] == " " else line[5:])
-        elif not line:
-            if data:
-                out.append(_event(event, data))
+        # The hot path: a data line, then the blank line that dispatches it (tested first:
+        # the cheaper test, and half the lines of a stream).
+        if not line:
+            if data:  # _event, inline: one event per blank line
+                joined = data[0] if len(data) == 1 else "\n".join(data)
+                out.append(MappingProxyType({"event": event or "message", "data": joined}))
             event, data = "", ()
+        elif line.startswith("data:"):
+            value = line[6:] if line[5:6] == " " else line[5:]
+            data = (*data, value) if data else (value,)
         elif line[0] != ":":  # ":" starts a comment: keep-alive pings
             name, colon, value = line.partition(":")
             if name == "event":
@@ -101,11 +108,31 @@ def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, t
     return event, data
 
 
-def _decode(raw: bytes, fresh: bool) -> list[str]:
+def _text(raw: bytes, fresh: bool) -> str:
     text = raw.decode("utf-8", errors="replace")
-    if fresh and text[:1] == "\ufeff":
-        text = text[1:]
+    return text[1:] if fresh and text[:1] == "\ufeff" else text
+
+
+def _split(text: str) -> list[str]:
     return text.split("\n") if "\r" not in text else _EOL.split(text)
+
+
+def _decode(raw: bytes, fresh: bool) -> list[str]:
+    return _split(_text(raw, fresh))
+
+
+def _data_events(text: str) -> tuple[Mapping, ...] | None:
+    """Return the events of `text` if it is whole events of one `data: ` line each, LF
+    ended (what OpenAI-style servers send), else None: what `_lines` makes of it from
+    between events, without a pass per line."""
+    if text[-2:] != "\n\n" or not text.startswith("data: ") or "\r" in text:
+        return None  # (Anthropic's, `event:` first, declined before any split)
+    out = []
+    for block in text[:-2].split("\n\n"):
+        if not block.startswith("data: ") or "\n" in block:
+            return None  # other fields, comments, several lines: read line by line
+        out.append(MappingProxyType({"event": "message", "data": block[6:]}))
+    return tuple(out)
 
 
 def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
@@ -123,6 +150,8 @@ def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
     """
     if state.skip_lf and chunk[:1] == b"\n":
         chunk = chunk[1:]
+        if not chunk:  # that LF alone: skipped, and only that one
+            return state._replace(skip_lf=False), ()
     if not chunk:
         return state, ()
     # Search only the new bytes, and keep a line's pieces apart until it ends, so a long
@@ -135,8 +164,14 @@ def feed(state: SSEState, chunk: bytes) -> tuple[SSEState, tuple[Mapping, ...]]:
         return state._replace(buffer=(*state.buffer, chunk), held=held, skip_lf=False), ()
     whole = not state.buffer and cut == len(chunk) - 1  # the usual chunk: whole lines
     raw = chunk if whole else b"".join((*state.buffer, chunk[: cut + 1]))
+    text = _text(raw, state.fresh)
+    if whole and not state.event and not state.data:  # from between events
+        events = _data_events(text)
+        if events is not None:
+            return _BETWEEN, events
     # The split leaves "" after the final terminator: drop it, it is not a line.
-    lines = _decode(raw, state.fresh)[:-1]
+    lines = _split(text)
+    lines.pop()
     out: list = []
     event, data = _lines(state.event, state.data, lines, out)
     rest = b"" if whole else chunk[cut + 1 :]
@@ -155,6 +190,8 @@ def end(state: SSEState) -> tuple[Mapping, ...]:
     >>> [(e["event"], e["data"]) for e in end(feed(start(), b'data: {"stop": 1}')[0])]
     [('message', '{"stop": 1}')]
     """
+    if not state.buffer and not state.data:  # the usual end: between events, nothing held
+        return ()
     out: list = []
     lines = _decode(b"".join(state.buffer), state.fresh) if state.buffer else []
     event, data = _lines(state.event, state.data, lines, out)
