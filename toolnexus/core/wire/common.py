@@ -31,6 +31,7 @@ __all__ = [
     "encode_body",
     "message_text",
     "turn",
+    "frozen_turn",
     "MalformedResponse",
     "MALFORMED",
     "malformed",
@@ -343,13 +344,28 @@ def turn(
     continues it).
     `refusal` is the text of a refusal (None: not one).
     """
+    calls = freeze(tool_calls if isinstance(tool_calls, PVector) else list(tool_calls))
+    return frozen_turn(freeze(message), text, calls, use, finish, model, end, refusal)
+
+
+def frozen_turn(
+    message: FrozenMap,
+    text: str,
+    tool_calls: PVector,
+    use: Mapping,
+    finish: Any,
+    model: Any,
+    end: str | None,
+    refusal: str | None,
+) -> FrozenMap:
+    """Return the model turn of `turn` from values already frozen (no walk, no copy)."""
+    # A decoder that builds its maps frozen calls this: freezing them again would walk
+    # every map of the turn only to find nothing to change.
     return FrozenMap(
         {
-            "message": freeze(message),
+            "message": message,
             "text": text,
-            "tool_calls": freeze(
-                tool_calls if isinstance(tool_calls, PVector) else list(tool_calls)
-            ),
+            "tool_calls": tool_calls,
             "usage": use,
             "finish": finish,
             "model": model,

@@ -7,12 +7,13 @@ from typing import Any
 
 from pyrsistent import PVector, pvector
 
-from ..frozen import FrozenMap
+from ..frozen import FrozenMap, freeze
 from . import openai_fields as fields
 from .common import (
     EMPTY_ANSWER,
     MALFORMED,
     MalformedResponse,
+    frozen_turn,
     is_empty_answer,
     is_empty_text_block,
     is_forced_choice,
@@ -188,31 +189,45 @@ _READ_MESSAGE = frozenset({"role", "content", "tool_calls", "function_call"})
 def _assistant_message(
     text: str, calls: Sequence[Mapping], extra: Mapping | None = None
 ) -> FrozenMap:
-    # Built frozen (not frozen afterwards): this runs for every model turn.
-    if not text and not calls and not extra:
+    # The message of plain call dicts {id, name, arguments[, extra]}.
+    wire = [_wire_call(c) for c in calls]
+    return _message(text, wire, extra)
+
+
+def _message(text: str, wire: Sequence[Mapping], extra: Mapping | None) -> FrozenMap:
+    # Built frozen (not frozen afterwards): this runs for every model turn. `wire` holds
+    # the calls as the message carries them (`_wire_entry`), `extra` frozen values.
+    if not text and not wire and not extra:
         return EMPTY_ANSWER
-    msg = {"role": "assistant", "content": text if (text or not calls) else None}
-    if extra and not text and not calls and extra.get("refusal"):
+    msg = {"role": "assistant", "content": text if (text or not wire) else None}
+    if extra and not text and not wire and extra.get("refusal"):
         msg["content"] = None  # a refusal: the API's own shape, no content
-    if calls:
-        msg["tool_calls"] = pvector([_wire_call(c) for c in calls])
+    if wire:
+        msg["tool_calls"] = pvector(wire)
     if extra:
         msg.update(extra)
     return FrozenMap(msg)
 
 
 def _wire_call(c: Mapping) -> FrozenMap:
-    # The call as the assistant message carries it (from the decoder's plain dict).
-    fn = FrozenMap({"name": c["name"], "arguments": c["arguments"]})
-    extra = c.get("extra")
+    # The call as the assistant message carries it (from a plain call dict).
+    return _wire_entry(c["id"], c["name"], c["arguments"], c.get("extra"))
+
+
+def _wire_entry(cid: str, name: str, arguments: str, extra: Mapping | None) -> FrozenMap:
+    # The call as the assistant message carries it, from its fields.
+    fn = FrozenMap({"name": name, "arguments": arguments})
     if not extra:
-        return FrozenMap({"id": c["id"], "type": "function", "function": fn})
-    return FrozenMap({**extra, "id": c["id"], "type": "function", "function": fn})
+        return FrozenMap({"id": cid, "type": "function", "function": fn})
+    return FrozenMap({**extra, "id": cid, "type": "function", "function": fn})
 
 
 def _usage(u: Mapping) -> FrozenMap:
     if u.keys() <= _PLAIN_USAGE:  # no details reported
-        return usage(u.get("prompt_tokens"), u.get("completion_tokens"))
+        p, c = u.get("prompt_tokens"), u.get("completion_tokens")
+        if type(p) is int and type(c) is int and p >= 0 and c >= 0:  # the usual counts
+            return FrozenMap({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
+        return usage(p, c)
     prompt_details = u.get("prompt_tokens_details")
     prompt_details = prompt_details if isinstance(prompt_details, Mapping) else {}
     done_details = u.get("completion_tokens_details")
@@ -235,15 +250,20 @@ _PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 _ENDS = {"length": "max_tokens", "content_filter": "content_filter"}  # truncations
 
 
+def _refusal(extra: Mapping | None) -> str | None:
+    refusal = extra.get("refusal") if extra else None
+    return refusal if isinstance(refusal, str) and refusal else None
+
+
 def _turn(
     text: str, calls: list, u: Mapping | None, finish: Any, model: Any, extra: Mapping | None = None
 ) -> FrozenMap:
+    # The turn of plain call dicts {id, name, arguments} (the in-process client's).
     use = _usage(u) if u else usage(None, None)
     frozen = pvector([FrozenMap(c) for c in calls])
-    refusal = extra.get("refusal") if extra else None
-    refusal = refusal if isinstance(refusal, str) and refusal else None
-    message = _assistant_message(text, calls, extra)  # read from the plain dicts: faster
-    return turn(message, text, frozen, use, finish, model, end=_ENDS.get(finish), refusal=refusal)
+    message = _assistant_message(text, calls, extra)
+    end = _ENDS.get(finish)
+    return turn(message, text, frozen, use, finish, model, end=end, refusal=_refusal(extra))
 
 
 def parse_response(data: Mapping | bytes | str) -> FrozenMap:
@@ -264,37 +284,68 @@ def parse_response(data: Mapping | bytes | str) -> FrozenMap:
         raise malformed(e) from None
 
 
+# Each shape check below tests the exact type json.loads makes first and calls the
+# helper that names what is wrong (and accepts other mappings and sequences) only for
+# any other type: the same errors, without a frame or an error label per field.
+
+
 def _parse_response(data: Mapping) -> FrozenMap:
-    choices = array(data.get("choices"), "choices")
+    choices = data.get("choices")
+    if type(choices) is not list:
+        choices = array(choices, "choices")
     if not choices:
         raise MalformedResponse("response has no choices")
-    choice = mapping(choices[0], "choices[0]")
-    message = mapping(choice.get("message"), "choices[0].message")
-    calls, taken = [], set()
-    for i, c in enumerate(array(message.get("tool_calls"), "tool_calls")):
-        c = mapping(c, f"tool_calls[{i}]")
-        fn = mapping(c.get("function"), f"tool_calls[{i}].function")
+    choice = choices[0]
+    if type(choice) is not dict:
+        choice = mapping(choice, "choices[0]")
+    message = choice.get("message")
+    if type(message) is not dict:
+        message = mapping(message, "choices[0].message")
+    raw = message.get("tool_calls")
+    calls, wire = _calls(raw if type(raw) is list else array(raw, "tool_calls"))
+    text = message.get("content")
+    if type(text) is not str:
+        text = text_of(text, "choices[0].message.content")
+    u = data.get("usage")
+    use = _usage(u) if u and isinstance(u, Mapping) else usage(None, None)
+    finish, model = choice.get("finish_reason"), data.get("model")
+    finish = finish if type(finish) is str else str_or_none(finish)
+    model = model if type(model) is str else str_or_none(model)
+    extra = None if message.keys() <= _READ_MESSAGE else extra_fields(message, _READ_MESSAGE)
+    extra = freeze(extra) if extra else None  # kept as sent: nested values frozen
+    msg = _message(text, wire, extra)
+    return frozen_turn(msg, text, pvector(calls), use, finish, model, _ENDS.get(finish),
+                       _refusal(extra))  # fmt: skip
+
+
+def _calls(raw: Sequence) -> tuple[list, list]:
+    # The turn's calls {id, name, arguments[, extra]} and the message's, both frozen.
+    calls, wire, taken = [], [], set()
+    for i, c in enumerate(raw):
+        if type(c) is not dict:
+            c = mapping(c, f"tool_calls[{i}]")
+        fn = c.get("function")
+        if type(fn) is not dict:
+            fn = mapping(fn, f"tool_calls[{i}].function")
         cid = c.get("id")
-        call = {
-            # Distinct within the turn: two calls sharing an id get `id_2`, ...
-            "id": unique_id(cid if isinstance(cid, str) and cid else f"call_{i}", taken),
-            "name": name_text(fn.get("name")),
-            "arguments": args_text(fn.get("arguments") or ""),
-        }
-        extra = extra_fields(c, READ_CALL)
+        if type(cid) is not str or not cid:
+            cid = cid if isinstance(cid, str) and cid else f"call_{i}"
+        # Distinct within the turn: two calls sharing an id get `id_2`, ...
+        cid = unique_id(cid, taken)
+        name = fn.get("name")
+        if type(name) is not str:
+            name = name_text(name)
+        args = fn.get("arguments") or ""
+        if type(args) is not str:
+            args = args_text(args)
+        extra = None if c.keys() <= READ_CALL else extra_fields(c, READ_CALL)
         if extra:
-            call["extra"] = FrozenMap(extra)
-        calls.append(call)
-    text = text_of(message.get("content"), "choices[0].message.content")
-    usage_ = data.get("usage")
-    return _turn(
-        text,
-        calls,
-        usage_ if isinstance(usage_, Mapping) else None,
-        str_or_none(choice.get("finish_reason")),
-        str_or_none(data.get("model")),
-        extra_fields(message, _READ_MESSAGE),
-    )
+            extra = freeze(extra)  # kept as sent: nested values frozen
+            calls.append(FrozenMap({"id": cid, "name": name, "arguments": args, "extra": extra}))
+        else:
+            calls.append(FrozenMap({"id": cid, "name": name, "arguments": args}))
+        wire.append(_wire_entry(cid, name, args, extra))
+    return calls, wire
 
 
 def tool_result_messages(calls: Sequence[Mapping], results: Sequence[Mapping]) -> list[FrozenMap]:
