@@ -6,8 +6,11 @@ and `provider_words` on what it cannot read."""
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from toolnexus.core.errors import ProviderError
 from toolnexus.core.wire.inband import (
@@ -185,3 +188,21 @@ def test_no_envelope_is_no_error():
 )
 def test_provider_words_never_raise(content, words):
     assert provider_words(content) == words
+
+
+_FIELD = (
+    st.none()
+    | st.text(max_size=3)
+    | st.integers()
+    | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+)
+_OBJ = st.fixed_dictionaries(
+    {},
+    optional={"error": _FIELD, "error_type": _FIELD, "object": _FIELD | st.just("error"),
+              "type": _FIELD | st.just("error"), "message": _FIELD},
+)  # fmt: skip
+
+
+@given(_OBJ)
+def test_a_dict_and_any_other_mapping_are_read_alike(obj):
+    assert envelope(obj) == envelope(MappingProxyType(obj))

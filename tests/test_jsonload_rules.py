@@ -181,3 +181,9 @@ def test_nesting_exceeds_by_default_is_the_load_bound():
     assert nesting_exceeds("[" * 100 + "]" * 100) is False
     assert nesting_exceeds("[" * 101 + "]" * 101) is True
     assert nesting_exceeds("{}" * 500) is False  # many brackets, none deep
+
+
+@given(st.one_of(_JSONISH, _DOCS).map(lambda t: t.encode("utf-8")) | st.binary(max_size=12))
+def test_bytes_and_a_bytearray_of_them_load_alike(data):
+    # bytes are decoded as they are (no copy first); a bytearray is copied: same outcome
+    assert _loaded(data) == _loaded(bytearray(data))

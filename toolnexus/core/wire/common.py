@@ -78,7 +78,7 @@ def response_object(data: Any) -> Mapping:
             data = load(data)
         except ValueError as e:
             raise MalformedResponse(f"response is not readable JSON ({e})") from None
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):  # exact type first: no ABC
         raise MalformedResponse(f"response is a JSON {type(data).__name__}, not an object")
     failed = inband_error(data)  # a 200 whose body is an error envelope (OpenRouter, vLLM)
     if failed is not None:

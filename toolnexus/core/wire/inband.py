@@ -62,13 +62,14 @@ def envelope(obj: Any) -> Mapping | None:
     >>> envelope({"id": "r", "error": None, "output": []}) is None
     True
     """
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):  # exact type first: no ABC
         return None
     err = obj.get("error")
-    if isinstance(err, Mapping):
-        return err
-    if isinstance(err, str) and err:  # {"error": "text"} (Ollama; TGI adds "error_type")
-        return {"message": err, "type": obj.get("error_type")}
+    if err is not None:  # an answer has none: no ABC check of None
+        if isinstance(err, Mapping):
+            return err
+        if isinstance(err, str) and err:  # {"error": "text"} (Ollama; TGI adds "error_type")
+            return {"message": err, "type": obj.get("error_type")}
     if obj.get("object") == "error" or obj.get("type") == "error":
         return obj
     return None

@@ -113,7 +113,10 @@ def load(data: str | bytes | bytearray, max_depth: int = MAX_DEPTH, max_bytes: i
     """
     if len(data) > max_bytes:
         raise JSONLimitError(f"JSON larger than {max_bytes} bytes ({len(data)})")
-    text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+    if type(data) is bytes:  # an answer's body: decoded as it is, no copy first
+        text = data.decode("utf-8")
+    else:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
     if nesting_exceeds(text, max_depth):
         raise JSONLimitError(f"JSON nested deeper than {max_depth} levels")
     try:
