@@ -293,9 +293,6 @@ class _Sync:
     def hook(self, fn: Callable, arg: Any) -> Any:
         return resolve(fn(arg))
 
-    def event(self, event: FrozenMap) -> Generator:
-        yield event
-
 
 def _warn(text: str) -> None:
     warnings.warn(text, RuntimeWarning, stacklevel=2)
@@ -326,7 +323,7 @@ def handlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]
         "llm": run.llm,
         "tools": run.tools,
         "sleep": run.sleep,
-        "event": run.event,
+        "event": None,  # yielded by drive itself: no generator per event
     }
 
 
@@ -347,8 +344,13 @@ def drive(flow: Generator, table: Mapping[str, Callable]) -> Generator:
                 return None
             raise
         value, error = None, None
+        kind = effect[0]
         try:
-            out = table[effect[0]](*effect[1:])
+            if kind == "event":  # a stream event: handed to the consumer as it is
+                if not closing:
+                    yield effect[1]
+                continue
+            out = table[kind](*effect[1:])
             if type(out) is GeneratorType:  # a streaming handler (cheaper than an ABC check)
                 if closing:
                     out.close()
