@@ -146,8 +146,11 @@ def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     for call, (result, seconds) in zip(calls, ran, strict=True):
         if scrub is not None:
             result = scrub_value(result, scrub)
-        meta = result.get("metadata") if isinstance(result, Mapping) else None
-        tb = meta.get("traceback") if isinstance(meta, Mapping) else None
+        # A FrozenMap (tool_result's) is told by its type: no ABC look per result.
+        is_map = type(result) is FrozenMap or isinstance(result, Mapping)
+        meta = result.get("metadata") if is_map else None
+        is_map = type(meta) is FrozenMap or isinstance(meta, Mapping)
+        tb = meta.get("traceback") if is_map else None
         if tb:
             logger.debug("tool %r raised:\n%s", call["name"], tb)
         out.append((result, seconds))
