@@ -892,6 +892,19 @@ def test_a_failed_run_without_a_lock_logs_in_an_io_effect():
     assert script.of("io") == [] and script.of("release") == []
 
 
+def test_an_exchange_without_a_conversation_asks_for_no_intent_however_it_ends():
+    """api runs such a flow without the exchange's intent layer (exchange.performed)."""
+    err = ProviderError("down", status=400)
+    scripts = [exchange({"log": "L"}, None, io=[(OK,)])[0], exchange({}, None)[0]]
+    for c in ({"log": "L", "retries": 0}, {"retries": 0}):
+        script = Script(now=["T"], llm=[err])
+        with pytest.raises(ProviderError):
+            script.run(flow.exchange_flow(xcfg(**c), "q", TK, None, None))
+        scripts.append(script)
+    for script in scripts:
+        assert not {"take", "commit", "release"} & {e[0] for e in script.effects}
+
+
 def test_a_failed_optimistic_take_saves_nothing_and_logs_nothing():
     gone = OSError("lock server gone")
     script = Script(now=["T"], llm=[answer()], take=[("H1", None), gone], release=[(OK,)])

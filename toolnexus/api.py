@@ -107,6 +107,8 @@ def _setup(client, prompt, toolkit, history, conversation_id, streaming, output_
         cfg, ctx = _cfg(client, streaming, output), _context(client)
     tk = _toolkit(client, toolkit, conversation_id)
     flow = exchange_flow(cfg, prompt, tk, history, conversation_id)
+    if conversation_id is None:  # no id, no intent (take, commit, release): no layer for them
+        return flow, ctx
     return performed(flow, cfg["exchange"]), ctx
 
 

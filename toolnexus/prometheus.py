@@ -144,9 +144,11 @@ def observations(event: Any) -> list[tuple]:
     observer = _OBSERVERS.get(name) if isinstance(name, str) else None
     if observer is None:
         return []
-    return [
-        (kind, n, labels, v) for kind, n, labels, v in observer(event) if _amount(v) is not None
-    ]
+    out = observer(event)
+    for o in out:
+        if _amount(o[3]) is None:  # rare (a missing or bad amount): only then a new list
+            return [o for o in out if _amount(o[3]) is not None]
+    return out
 
 
 def _histogram(h: Mapping, seconds: float) -> dict:

@@ -42,7 +42,7 @@ def parse_arguments(raw: Any) -> tuple[FrozenMap | None, str | None]:
             raw = load(raw, ARGUMENT_DEPTH, ARGUMENT_BYTES)
         except ValueError as e:
             return None, f"arguments are not valid JSON ({e})"
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # a decoded object: no ABC look
         return None, f"arguments must be a JSON object, got {type(raw).__name__}"
     if all(type(v) in _SCALARS for v in raw.values()):
         return FrozenMap(raw), None  # flat, the usual case: nothing nested to freeze

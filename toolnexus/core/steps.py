@@ -333,4 +333,6 @@ def result(state: State, model: str) -> FrozenMap:
 def pending_request(result: Mapping) -> FrozenMap | None:
     """Return the suspension request a tool result carries (metadata.pending), if any."""
     req = (result.get("metadata") or {}).get("pending")
+    if req is None:  # the usual result: no ABC look
+        return None
     return req if isinstance(req, Mapping) and req.get("id") is not None else None

@@ -146,8 +146,11 @@ def finish_tools(ctx: Context, calls: Sequence[Mapping], ran: list) -> list:
     for call, (result, seconds) in zip(calls, ran, strict=True):
         if scrub is not None:
             result = scrub_value(result, scrub)
-        meta = result.get("metadata") if isinstance(result, Mapping) else None
-        tb = meta.get("traceback") if isinstance(meta, Mapping) else None
+        # A FrozenMap (tool_result's) is told by its type: no ABC look per result.
+        is_map = type(result) is FrozenMap or isinstance(result, Mapping)
+        meta = result.get("metadata") if is_map else None
+        is_map = type(meta) is FrozenMap or isinstance(meta, Mapping)
+        tb = meta.get("traceback") if is_map else None
         if tb:
             logger.debug("tool %r raised:\n%s", call["name"], tb)
         out.append((result, seconds))
@@ -293,9 +296,6 @@ class _Sync:
     def hook(self, fn: Callable, arg: Any) -> Any:
         return resolve(fn(arg))
 
-    def event(self, event: FrozenMap) -> Generator:
-        yield event
-
 
 def _warn(text: str) -> None:
     warnings.warn(text, RuntimeWarning, stacklevel=2)
@@ -326,7 +326,7 @@ def handlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]
         "llm": run.llm,
         "tools": run.tools,
         "sleep": run.sleep,
-        "event": run.event,
+        "event": None,  # yielded by drive itself: no generator per event
     }
 
 
@@ -347,8 +347,13 @@ def drive(flow: Generator, table: Mapping[str, Callable]) -> Generator:
                 return None
             raise
         value, error = None, None
+        kind = effect[0]
         try:
-            out = table[effect[0]](*effect[1:])
+            if kind == "event":  # a stream event: handed to the consumer as it is
+                if not closing:
+                    yield effect[1]
+                continue
+            out = table[kind](*effect[1:])
             if type(out) is GeneratorType:  # a streaming handler (cheaper than an ABC check)
                 if closing:
                     out.close()
