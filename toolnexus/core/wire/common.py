@@ -128,6 +128,8 @@ def name_text(name: Any) -> str:
 
 def _count(x: Any) -> int:
     # Token counts from a provider: junk (a string, NaN, 1e400, a list) counts as 0.
+    if type(x) is int:  # the usual count: no ABC look
+        return max(x, 0)
     if isinstance(x, bool):
         return 0
     if isinstance(x, int):

@@ -224,10 +224,7 @@ def _wire_entry(cid: str, name: str, arguments: str, extra: Mapping | None) -> F
 
 def _usage(u: Mapping) -> FrozenMap:
     if u.keys() <= _PLAIN_USAGE:  # no details reported
-        p, c = u.get("prompt_tokens"), u.get("completion_tokens")
-        if type(p) is int and type(c) is int and p >= 0 and c >= 0:  # the usual counts
-            return FrozenMap({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
-        return usage(p, c)
+        return usage(u.get("prompt_tokens"), u.get("completion_tokens"))
     prompt_details = u.get("prompt_tokens_details")
     prompt_details = prompt_details if isinstance(prompt_details, Mapping) else {}
     done_details = u.get("completion_tokens_details")

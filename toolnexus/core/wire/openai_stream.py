@@ -96,9 +96,9 @@ def _position(calls: PVector, fragment: Mapping) -> tuple[int, int]:
             return (max(c.index for c in calls) + 1 if calls else 0), -1
         return calls[-1].index, len(calls) - 1
     index = int(index)
-    # The latest call sent under that index (plain loops: a generator costs more than
+    # The latest call sent under that index (a plain loop: a generator costs more than
     # the few calls a turn holds); the common case is fragments of the latest call.
-    pos, taken = -1, False
+    pos = -1
     for p in range(len(calls) - 1, -1, -1):
         if calls[p].wire == index:
             pos = p
@@ -107,13 +107,8 @@ def _position(calls: PVector, fragment: Mapping) -> tuple[int, int]:
         # A repeated index with a new id is another call (Ollama streams parallel calls
         # all with index 0): it gets the next index of ours.
         return max(c.index for c in calls) + 1, -1
-    if pos < 0:
-        for c in calls:
-            if c.index == index:
-                taken = True
-                break
-        if taken:
-            return max(c.index for c in calls) + 1, -1
+    if pos < 0 and any(c.index == index for c in calls):  # a new call: once per call
+        return max(c.index for c in calls) + 1, -1
     return (calls[pos].index if pos >= 0 else index), pos
 
 

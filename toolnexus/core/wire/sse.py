@@ -89,9 +89,8 @@ def _lines(event: str, data: tuple, lines: list[str], out: list) -> tuple[str, t
         # The hot path: a data line, then the blank line that dispatches it (tested first:
         # the cheaper test, and half the lines of a stream).
         if not line:
-            if data:  # _event, inline: one event per blank line
-                joined = data[0] if len(data) == 1 else "\n".join(data)
-                out.append(MappingProxyType({"event": event or "message", "data": joined}))
+            if data:
+                out.append(_event(event, data))
             event, data = "", ()
         elif line.startswith("data:"):
             value = line[6:] if line[5:6] == " " else line[5:]
