@@ -77,9 +77,7 @@ def _amount(value: Any) -> float | int | None:
     kind = type(value)
     if kind is int:  # exact types first: most amounts are a count or a duration
         return value if value >= 0 else None
-    if kind is float:
-        return value if math.isfinite(value) and value >= 0 else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if kind is not float and (isinstance(value, bool) or not isinstance(value, (int, float))):
         return None
     return value if math.isfinite(value) and value >= 0 else None
 
