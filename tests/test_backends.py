@@ -154,7 +154,12 @@ def test_one_table_of_urls_serves_open_backend_and_the_cli(tmp_path, redis_url, 
     """Every row of the URL table opens a bundle whose store keeps its lock, through
     open_backend and through the CLI's --store alike; anything else names every shape."""
     from toolnexus.backends.urls import SCHEMES, parse_url
-    from toolnexus.commands.places import CommandError, open_store, parse_store_spec
+    from toolnexus.commands.places import (
+        CommandError,
+        closing_places,
+        open_store,
+        parse_store_spec,
+    )
     from toolnexus.store import open_backend
 
     urls = {"memory": "memory", "file": f"file:{tmp_path / 'files'}",
@@ -164,11 +169,12 @@ def test_one_table_of_urls_serves_open_backend_and_the_cli(tmp_path, redis_url, 
     for name, url in urls.items():
         assert parse_url(url)[0].name == name == parse_store_spec(url).kind
         b = open_backend(url)
-        for store in (b["store"], open_store(url)):
-            assert callable(store["lock"])
-            store["save"](unique, [{"role": "user", "content": name}])
-            assert store["get"](unique)[0]["content"] == name
-            store["delete"](unique)
+        with closing_places():  # closes the CLI's bundle as a command does
+            for store in (b["store"], open_store(url)):
+                assert callable(store["lock"])
+                store["save"](unique, [{"role": "user", "content": name}])
+                assert store["get"](unique)[0]["content"] == name
+                store["delete"](unique)
         b["close"]()
     with pytest.raises(CommandError, match="sqlite:PATH, postgresql://... or redis://...") as e:
         parse_store_spec("mysql://app:pw-s3cret@db")

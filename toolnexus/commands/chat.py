@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.wire import DEFAULT_STYLE, DIALECTS
-from .places import STORE_HELP, CommandError, describe, lock_for, log_for, open_store
+from .places import (
+    STORE_HELP,
+    CommandError,
+    closing_places,
+    describe,
+    lock_for,
+    log_for,
+    open_store,
+)
 
 TOOL_OUTPUT_CHARS = 200
 SLASH_HELP = """commands (never sent to the model):
@@ -353,7 +361,8 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
     def run(args: argparse.Namespace) -> int:
         try:
-            return fn(args)
+            with closing_places():  # what the command opened is closed when it ends
+                return fn(args)
         except BrokenPipeError:
             raise  # the reader went away (`| head -1`): main ends quietly
         except (*expected, OSError) as e:  # OSError: a directory we cannot create or read

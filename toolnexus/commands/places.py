@@ -8,7 +8,9 @@ directory are created on first use.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,6 +20,7 @@ from ..core.secrets import redact_dsn
 __all__ = [
     "CommandError",
     "Place",
+    "closing_places",
     "default_store_spec",
     "lock_for",
     "log_for",
@@ -71,10 +74,39 @@ def parse_store_spec(spec: str | None) -> Place:
     return Place(scheme.name, path, spec is None, url)
 
 
+# The bundles a command opened, per place: None outside `closing_places`.
+_OPENED: ContextVar[dict | None] = ContextVar("toolnexus_opened_places", default=None)
+
+
+@contextmanager
+def closing_places() -> Iterator[None]:
+    """Within it, a place is opened once (its store and its log share one bundle: one
+    PostgreSQL pool, not two) and every bundle opened is closed when it ends, however
+    the command ends (a pool left to the collector warns and keeps its threads)."""
+    opened: dict = {}
+    token = _OPENED.set(opened)
+    try:
+        yield
+    finally:
+        _OPENED.reset(token)
+        for bundle in reversed(opened.values()):
+            close = bundle.get("close")
+            if close is not None:
+                close()
+
+
 def _bundle(place: Place) -> dict:
-    """Return the backend bundle a Place names (its path expanded)."""
+    """Return the backend bundle a Place names (its path expanded): the one opened
+    already within `closing_places`, else a new one (closed when that ends)."""
+    opened = _OPENED.get()
+    key = (place.kind, str(place.path) if place.path is not None else place.url)
+    if opened is not None and key in opened:
+        return opened[key]
     scheme = next(s for s in SCHEMES if s.name == place.kind)
-    return scheme.open(str(place.path) if place.path is not None else place.url)
+    bundle = scheme.open(key[1])
+    if opened is not None:
+        opened[key] = bundle
+    return bundle
 
 
 def require_parent(path: Path, flag: str) -> Path:
