@@ -1,5 +1,7 @@
-"""Reading message rows, pure: one row (`read_message_row`), or every row of a
-transcript in one pass of json's C decoder (`read_rows_at_once`).
+"""Reading message rows, pure: one row (`read_message_row`), every row of a
+transcript in one pass of json's C decoder (`read_rows_at_once`), or every row checked
+and its plain text messages left to build when read (`read_rows_lazily`, a RowVector:
+what a cold read returns).
 
 Rule 1: imports core/ only; no I/O.
 

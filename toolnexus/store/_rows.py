@@ -315,8 +315,9 @@ class Memo:
                 self.remember(id, transcript, digest, count, texts, stamp, True)
                 return transcript
         if best is None and numbered and texts is not None and version == FORMAT_VERSION:
-            # The usual cold read: every row decoded at once (bytes a driver gave, the
-            # texts' own UTF-8, kept as they came), no pairs built, nothing re-checked.
+            # The usual cold read: every row checked at once, its plain text messages
+            # built when first read (a RowVector; the bytes a driver gave, or the texts'
+            # own UTF-8, kept as each message's JSON), no pairs built, nothing re-checked.
             at_once = read_rows_lazily(texts, encoded)
             if at_once is not None and len(at_once) == count:
                 self.remember(id, at_once, digest, count, texts, stamp, True)
