@@ -115,7 +115,8 @@ def test_every_row_is_checked_when_read(messages, data):
     cut = data.draw(st.integers(0, len(rows[i]) - 1))
     broken = data.draw(st.sampled_from([
         rows[i][:cut], rows[i] + "x", rows[i][:cut] + "\x01" + rows[i][cut:],
-        rows[i].replace('"', "'", 1), rows[i][:-1] + "]", rows[i][:-1] + '"',
+        rows[i].replace('"', "'", 1), rows[i][:-1] + "]", rows[i][:-1] + '"', rows[i][:-1],
+        rows[i] + "}",
     ]))  # fmt: skip
     rows[i] = broken
     vector = read_rows_lazily(tuple(rows))

@@ -75,10 +75,13 @@ def plain_rows(texts: Sequence[str]) -> list[int]:
         ends = list(map(itemgetter(1), map(scanstring, rows, starts, repeat(True))))
     except ValueError:  # a string not well formed (a corrupt row): row by row
         return list(map(_plain_at, texts))
+    # Each string ends its row but for the row's "}", and none is empty. Every row ends
+    # with "}", so no string ends past its row's last character: equal sums of where
+    # they end and of the rows' lengths then say each ends exactly there.
     if (
-        list(map(len, rows)) != list(map(add, ends, repeat(1)))  # each string ends its row
-        or not all(map(str.endswith, rows, repeat("}")))  # but its "}"
-        or (rows and min(map(sub, ends, starts)) < 2)  # and none is empty
+        sum(map(len, rows)) != sum(ends) + len(rows)
+        or not all(map(str.endswith, rows, repeat("}")))
+        or (rows and min(map(sub, ends, starts)) < 2)
     ):
         return list(map(_plain_at, texts))
     if len(where) == n:
