@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from pyrsistent import PSet, PVector, pset, pvector
 
 from .frozen import FrozenMap, known_jsons
+from .rowvector import RowVector, starts_with
 from .steps import text_of, texts_of
 from .transcript import freeze_transcript, open_calls, repair
 from .wire import DIALECTS
@@ -59,6 +60,10 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
     `facts` is (dialect, the call ids) when the history is right for the dialect as it
     is (what `translate` would keep), else None.
     """
+    if type(loaded) is RowVector:  # read from rows: its plain messages stay unbuilt
+        ready = _whole_rows(loaded, dialect, encode)
+        if ready is not None:
+            return ready
     # The messages as a list too: each pass below is a C loop, and a list's is several
     # times cheaper than a pvector's (a tree walk per item).
     listed = list(loaded) if isinstance(loaded, PVector) else None
@@ -67,7 +72,11 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
     else:
         frozen = freeze_transcript(loaded)
         listed = list(frozen)
-    ids = _kept_ids(frozen, listed, dialect)
+    try:
+        odd = _not_plain(listed)
+    except TypeError:  # an unhashable role: the general way names it
+        odd = None
+    ids = _kept_ids(frozen, odd, dialect) if odd is not None else None
     if ids is None:
         return general(frozen, dialect, policy, encode)
     # right as it is, nothing to repair or clean (the usual load): texts_of, on the list
@@ -77,6 +86,25 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
 
 
 _FROZEN = frozenset({FrozenMap})
+
+
+def _whole_rows(loaded: RowVector, dialect: str, encode: bool) -> Loaded | None:
+    """`whole` of a transcript read from rows when it keeps it as it is, looking only at
+    the messages that are not plain text (the rows' own JSON is each message's); None
+    when it may not (`whole` then takes the way of any other transcript)."""
+    frozen = loaded.frozen(freeze_transcript)
+    k = frozen.rows_count()
+    try:
+        after = _not_plain(list(frozen.after_rows()))
+    except TypeError:  # an unhashable role: the general way names it
+        return None
+    odd = frozen.odd_rows() + [k + i for i in after]
+    ids = _kept_ids(frozen, odd, dialect)
+    if ids is None:
+        return None
+    known = frozen.jsons() if encode else None
+    texts = (pvector(known) if None not in known else texts_of(frozen)) if encode else None
+    return Loaded(frozen, "", texts, (dialect, ids))
 
 
 def general(frozen: PVector, dialect: str, policy: str = "error", encode: bool = True) -> Loaded:
@@ -94,7 +122,7 @@ def general(frozen: PVector, dialect: str, policy: str = "error", encode: bool =
     return Loaded(history, lifted, texts_of(history) if encode else None, facts)
 
 
-def _kept_ids(frozen: PVector, listed: list, dialect: str) -> PSet | None:
+def _kept_ids(frozen: PVector, odd: list[int], dialect: str) -> PSet | None:
     """Return the call ids of `frozen` when `whole` keeps it as it is (right for the
     dialect, nothing repaired or cleaned), found looking only at its messages that are
     not plain text; None when it may not (`whole` then takes the general way).
@@ -104,12 +132,8 @@ def _kept_ids(frozen: PVector, listed: list, dialect: str) -> PSet | None:
     finds none open before it when the messages before it are kept) and is replayed as
     it is, so the whole is kept exactly when each run of the other messages is kept.
     Which messages are plain is read at C speed from the messages themselves (nothing a
-    store or a user may have marked on them). `listed`: `frozen` as a list.
+    store or a user may have marked on them). `odd`: the indexes of those messages.
     """
-    try:
-        odd = _not_plain(listed)
-    except TypeError:  # an unhashable role: the general way names it
-        return None
     ids = pset()
     replayable = DIALECTS[dialect].replayable
     for run in _runs(frozen, odd):
@@ -167,7 +191,7 @@ def extended(memo: Mapping | None, loaded: Any, dialect: str, encode: bool = Tru
     facts, known = memo.get("facts"), memo["messages"]
     if facts is None or facts[0] != dialect or len(loaded) <= len(known):
         return None
-    if (encode and memo["texts"] is None) or not all(map(operator.is_, known, loaded)):
+    if (encode and memo["texts"] is None) or not starts_with(loaded, known):
         return None
     if open_calls(known):
         return None

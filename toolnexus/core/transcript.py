@@ -15,6 +15,7 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from .frozen import FrozenMap, freeze, thaw
+from .rowvector import RowVector
 from .wire import view
 from .wire.jsonload import MAX_BYTES, load
 
@@ -58,6 +59,8 @@ def freeze_transcript(messages: Sequence[Mapping] | None) -> PVector:
     """
     if messages is None:
         return pvector()
+    if type(messages) is RowVector:  # its rows were checked when read: only the rest
+        return messages.frozen(freeze_transcript)
     if isinstance(messages, PVector) and set(map(type, messages)) <= {FrozenMap}:
         return messages  # already frozen (our own values): no per-message checks
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):

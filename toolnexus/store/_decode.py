@@ -1,5 +1,7 @@
-"""Reading message rows, pure: one row (`read_message_row`), or every row of a
-transcript in one pass of json's C decoder (`read_rows_at_once`).
+"""Reading message rows, pure: one row (`read_message_row`), every row of a
+transcript in one pass of json's C decoder (`read_rows_at_once`), or every row checked
+and its plain text messages left to build when read (`read_rows_lazily`, a RowVector:
+what a cold read returns).
 
 Rule 1: imports core/ only; no I/O.
 
@@ -27,10 +29,11 @@ from typing import Any
 from pyrsistent import pvector
 
 from ..core.frozen import FrozenMap, keep_json, keep_jsons
+from ..core.rowvector import RowVector
 from ..core.transcript import check_message
 from ..core.wire.jsonload import MAX_BYTES, MAX_DEPTH, load
 
-__all__ = ["READERS", "read_message_row", "read_rows_at_once"]
+__all__ = ["READERS", "read_message_row", "read_rows_at_once", "read_rows_lazily"]
 
 
 def _freeze_json(value: Any) -> Any:
@@ -152,3 +155,16 @@ def read_rows_at_once(texts: Sequence[str | bytes], encoded: Sequence | None = N
 _get = dict.get
 _count_arrays = methodcaller("count", b"[")
 _CALLS = frozenset({list, type(None)})  # what json makes of a list, or null
+
+
+def read_rows_lazily(texts: tuple[str, ...], encoded: Sequence[bytes] | None = None) -> Any:
+    """Return the transcript of message rows (str texts) as a `RowVector`: every row
+    checked now, the plain text ones built when first read; None when the rows need
+    reading one by one (as `read_rows_at_once`). `encoded`: their UTF-8, if the caller
+    has it."""
+    if not texts or not all(map(str.__instancecheck__, texts)):
+        return None
+    if max(map(len, texts)) > MAX_BYTES:  # what the bounded loader refuses, named there
+        return None
+    raw = list(map(str.encode, texts)) if encoded is None else encoded
+    return RowVector.of(texts, raw, read_rows_at_once)

@@ -20,10 +20,11 @@ from pyrsistent import PVector, pvector
 
 from ..core.bounds import DEFAULT_MEMO_BYTES, UNENCODED_MESSAGE_BYTES
 from ..core.frozen import FrozenMap
+from ..core.rowvector import starts_with
 from ..core.transcript import FORMAT_VERSION, freeze_transcript
 from ._decode import READERS as _READERS
 from ._decode import read_message_row as _read_v1
-from ._decode import read_rows_at_once
+from ._decode import read_rows_at_once, read_rows_lazily
 from ._encode import GENESIS as GENESIS  # re-exported
 from ._encode import chain as chain
 from ._encode import digest_of as digest_of
@@ -314,13 +315,13 @@ class Memo:
                 self.remember(id, transcript, digest, count, texts, stamp, True)
                 return transcript
         if best is None and numbered and texts is not None and version == FORMAT_VERSION:
-            # The usual cold read: every row decoded at once (bytes a driver gave, the
-            # texts' own UTF-8, kept as they came), no pairs built, nothing re-checked.
-            at_once = read_rows_at_once(texts, encoded)
+            # The usual cold read: every row checked at once, its plain text messages
+            # built when first read (a RowVector; the bytes a driver gave, or the texts'
+            # own UTF-8, kept as each message's JSON), no pairs built, nothing re-checked.
+            at_once = read_rows_lazily(texts, encoded)
             if at_once is not None and len(at_once) == count:
-                transcript = pvector(at_once)
-                self.remember(id, transcript, digest, count, texts, stamp, True)
-                return transcript
+                self.remember(id, at_once, digest, count, texts, stamp, True)
+                return at_once
         reuse = (best.transcript, best.texts) if best is not None else None
         transcript = decode_rows(backend, id, version, count, rows(), reuse)
         self.remember(id, transcript, digest, len(transcript), texts, stamp, texts is not None)
@@ -350,13 +351,9 @@ class Memo:
         return None
 
 
-def _starts(transcript: Sequence, prefix: Sequence) -> bool:
-    """Whether `transcript` begins with the very objects of `prefix` (checked last first:
-    a different transcript of that length is told at once, else one C-speed scan)."""
-    n = len(prefix)
-    if n and transcript[n - 1] is not prefix[n - 1]:
-        return False
-    return all(map(operator.is_, prefix, transcript))
+# Whether a transcript begins with the very objects of a prefix (the last one checked
+# first: a different transcript of that length is told at once, else one C-speed scan).
+_starts = starts_with
 
 
 def _texts(rows: Sequence) -> tuple[str, ...] | None:

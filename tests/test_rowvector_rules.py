@@ -1,0 +1,172 @@
+"""A transcript read from rows (`RowVector`): the pvector of its decoded rows in every
+way a reader can look, every row checked when it is made, its plain text messages built
+only when read, and a cold exchange that builds none of them."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pyrsistent import PVector, pvector
+
+from toolnexus.core.frozen import known_json
+from toolnexus.core.rowvector import RowVector, plain_rows, starts_with
+from toolnexus.store._decode import read_rows_at_once, read_rows_lazily
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+PLAIN = st.builds(lambda role, content: {"role": role, "content": content},
+                  st.sampled_from(["user", "assistant"]), TEXT)  # fmt: skip
+OTHER = st.one_of(
+    st.builds(lambda c: {"role": "system", "content": c}, TEXT),
+    st.builds(lambda c, n: {"role": "user", "content": c, "name": n}, TEXT, TEXT),
+    st.builds(lambda c: {"content": c, "role": "user"}, TEXT),  # another key order
+    st.builds(lambda i: {"role": "assistant", "content": None, "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, TEXT),
+    st.builds(lambda i, c: {"role": "tool", "tool_call_id": i, "content": c}, TEXT, TEXT),
+    st.builds(lambda c: {"role": "user", "content": [{"type": "text", "text": c}]}, TEXT),
+)  # fmt: skip
+MESSAGES = st.lists(st.one_of(PLAIN, OTHER), max_size=8)
+
+
+def rows_of(messages: list) -> tuple[str, ...]:
+    """The rows a store writes: compact JSON, keys in the message's order."""
+    return tuple(json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in messages)
+
+
+def lazily(messages: list) -> RowVector:
+    vector = read_rows_lazily(rows_of(messages))
+    assert type(vector) is RowVector
+    return vector
+
+
+def is_plain(row: str) -> bool:
+    """What a plain row is, by decoding it: written as the store writes, exactly a role
+    (user or assistant) and a non-empty text, in that order."""
+    m = json.loads(row)
+    shape = type(m) is dict and list(m) == ["role", "content"]
+    if not shape or m["role"] not in ("user", "assistant") or type(m["content"]) is not str:
+        return False
+    return bool(m["content"]) and row == json.dumps(m, ensure_ascii=False, separators=(",", ":"))
+
+
+@given(st.lists(st.one_of(PLAIN, OTHER, st.builds(lambda r: {"role": r, "content": ""},
+                                                   st.sampled_from(["user", "assistant"]))),
+                max_size=10))  # fmt: skip
+def test_plain_rows_are_exactly_the_plain_messages(messages):
+    rows = rows_of(messages)
+    found = plain_rows(rows)
+    assert [bool(k) for k in found] == [is_plain(r) for r in rows]
+    for row, k in zip(rows, found, strict=True):
+        if k:
+            assert json.loads(row[k - 1 : -1]) == json.loads(row)["content"]
+
+
+@given(MESSAGES, st.data())
+def test_a_row_vector_is_the_pvector_of_its_decoded_rows(messages, data):
+    if not messages:
+        assert read_rows_lazily(()) is None  # no rows: the caller's empty transcript
+        return
+    rows = rows_of(messages)
+    vector, expected = lazily(messages), pvector(read_rows_at_once(rows))
+    assert isinstance(vector, PVector) and len(vector) == len(expected)
+    assert vector == expected and expected == vector and hash(vector) == hash(expected)
+    assert not (vector != expected) and repr(vector) == repr(expected)
+    i = data.draw(st.integers(-len(rows), len(rows) - 1))
+    assert vector[i] == expected[i] and vector[i] is vector[i]  # built once, kept
+    assert known_json(vector[i]) == rows[i].encode()  # its row, as the request carries it
+    a, b = data.draw(st.integers(-9, 9)), data.draw(st.integers(-9, 9))
+    more = data.draw(st.lists(PLAIN, max_size=3))
+    assert vector[a:b] == expected[a:b] and vector[a:b:-1] == expected[a:b:-1]
+    assert vector.extend(more) == expected.extend(more) and vector + more == expected + more
+    assert vector.extend(more)[a:b] == expected.extend(more)[a:b]
+    assert vector.append(more) == expected.append(more)
+    assert list(vector) == list(expected) and vector.tolist() == expected.tolist()
+    assert list(reversed(vector)) == list(reversed(expected))
+    assert vector.set(i, 1) == expected.set(i, 1) and vector.delete(i) == expected.delete(i)
+    assert vector.index(expected[i]) == expected.index(expected[i])
+    assert vector.count(expected[i]) == expected.count(expected[i])
+    assert expected[i] in vector and pickle.loads(pickle.dumps(vector)) == expected
+    assert vector.evolver().persistent() == expected
+
+
+@given(MESSAGES, st.integers(0, 8), st.lists(PLAIN, max_size=3), st.lists(PLAIN, max_size=3))
+def test_starts_with_tells_what_identity_would(messages, cut, first, then):
+    if not messages:
+        return
+    vector = lazily(messages)
+    longer = vector.extend(first)
+    longest = longer.extend(then)
+    for whole, prefix in ((longest, longer), (longer, vector), (longest, vector),
+                          (vector, longer), (vector, vector[:cut]), (vector[:cut], vector),
+                          (longer, vector[:cut])):  # fmt: skip
+        by_identity = len(prefix) <= len(whole) and all(map(lambda x, y: x is y, prefix, whole))
+        assert starts_with(whole, prefix) == by_identity
+
+
+@given(MESSAGES, st.data())
+def test_every_row_is_checked_when_read(messages, data):
+    """A row made not JSON, or not a message, refuses the whole read (the caller then
+    reads row by row, naming it); a vector made is made of rows that decode."""
+    rows = list(rows_of(messages + [{"role": "user", "content": "x"}]))
+    i = data.draw(st.integers(0, len(rows) - 1))
+    cut = data.draw(st.integers(0, len(rows[i]) - 1))
+    broken = data.draw(st.sampled_from([
+        rows[i][:cut], rows[i] + "x", rows[i][:cut] + "\x01" + rows[i][cut:],
+        rows[i].replace('"', "'", 1), rows[i][:-1] + "]", rows[i][:-1] + '"', rows[i][:-1],
+        rows[i] + "}",
+    ]))  # fmt: skip
+    rows[i] = broken
+    vector = read_rows_lazily(tuple(rows))
+    if vector is not None:
+        assert list(vector) == [json.loads(r) for r in rows]
+
+
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
+def make_store(request, tmp_path, unique):
+    """A maker of store values over one place of each durable kind (a new value: an
+    empty memo, as a worker that never saw the conversation)."""
+    from toolnexus.store import sqlite_store
+
+    if request.param == "sqlite":
+        yield lambda: sqlite_store(tmp_path / "c.db")
+        return
+    if request.param == "redis":
+        from toolnexus.store import redis_store
+
+        url = request.getfixturevalue("redis_url")
+        yield lambda: redis_store(url, prefix=f"tnx-test:{unique}:")
+        redis_store(url, prefix=f"tnx-test:{unique}:")["delete"]("c")
+        return
+    from toolnexus.store import postgres_store
+
+    dsn, made = request.getfixturevalue("postgres_dsn"), []
+    yield lambda: made.append(postgres_store(dsn, f"rows_{unique}")) or made[-1]
+    made[0]["delete"]("c")
+    for s in made:
+        s["close"]()
+
+
+def test_a_cold_exchange_builds_no_plain_message(make_store):
+    import httpx
+
+    import toolnexus as tn
+    from toolnexus.testing import openai_response, text_reply
+
+    answer = json.dumps(openai_response(text_reply("Noted."))).encode()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=answer))
+    history = [{"role": ("user", "assistant")[i % 2], "content": f"line {i}"} for i in range(40)]
+    make_store()["save"]("c", history)
+    client = tn.create_client(base_url="http://model.test/v1", model="m", store=make_store(),
+                              transport=transport)  # fmt: skip
+    r = tn.run(client, "one more", id="c")
+    messages = r["messages"]
+    assert type(messages) is RowVector and r["text"] == "Noted."
+    assert all(type(c) is int for c in messages._rows.cells)  # none built
+    assert messages == pvector([*history, {"role": "user", "content": "one more"},
+                                {"role": "assistant", "content": "Noted."}])  # fmt: skip
+    assert type(messages._rows.cells[0]) is not int  # built when read
+    again = tn.run(client, "and again", id="c")["messages"]  # warm: the same rows, shared
+    assert again._rows is messages._rows and len(again) == 44

@@ -1,0 +1,347 @@
+"""A transcript read from a store's rows, its plain text messages decoded when first read.
+
+Rule 1: pure; imports json's string scanner, pyrsistent and frozen.py only.
+
+A cold load (a conversation this process never saw) used to decode every row into a
+FrozenMap before the exchange could start, though a request needs only the rows' JSON
+texts (a message keeps its row as its JSON) and the loop's checks need only the
+messages that are not plain text (see `loading`). Most of a chat is plain text:
+`{"role":"user"|"assistant","content":"..."}`, written compact in that key order.
+
+`RowVector` is a transcript (a pyrsistent `PVector`: immutable, equal to and hashed as
+the pvector of its messages) over such rows. Every row is checked when the vector is
+made, as a decode would: a plain row by its exact shape and json's own string scanner
+(its content a well-formed JSON string that ends the row), any other row decoded there
+and then. So a corrupt row is still named by the load. What is deferred is only
+building a plain row's FrozenMap: on first read, kept (the same object every read after,
+so identity checks hold), all rows at once when the vector is walked.
+
+Appending or slicing keeps the rows shared and undecoded: the exchange that loads a
+conversation, answers and saves it never builds the maps of its plain messages. Any
+other verb (set, delete, evolver, ...) works on the pvector of the messages, made once.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from itertools import chain, compress, repeat
+from json.decoder import scanstring
+from operator import add, is_, itemgetter, not_, sub
+from typing import Any
+
+from pyrsistent import PVector, pvector
+
+from .frozen import FrozenMap, keep_json, known_jsons
+
+__all__ = ["RowVector", "plain_rows", "starts_with"]
+
+# The two plain shapes a row is written in (compact, keys in this order), by the offset
+# of the content's first character.
+_USER, _ASSISTANT = '{"role":"user","content":"', '{"role":"assistant","content":"'
+_ROLE_AT = {len(_USER): "user", len(_ASSISTANT): "assistant"}
+_PLAIN = (_USER, _ASSISTANT)
+_CONTENT = ',"content":"'  # in a plain row, where the prefix ends: its content follows
+
+
+def _plain_at(text: str) -> int:
+    """Return where a plain row's content starts, or 0 when the row is not plain text.
+
+    Plain: exactly `{"role":"user"|"assistant","content":"<non-empty string>"}`, the
+    string well formed (json's scanner, strict, finds its end at the row's last `"`).
+    """
+    if not text.startswith(_PLAIN):
+        return 0
+    k = text.find(_CONTENT) + len(_CONTENT)
+    try:
+        _, end = scanstring(text, k, True)
+    except ValueError:
+        return 0
+    return k if end == len(text) - 1 and end > k + 1 and text.endswith("}") else 0
+
+
+def plain_rows(texts: Sequence[str]) -> list[int]:
+    """Return, per row, where its content starts when it is a plain text message, else 0.
+
+    `_plain_at` of each, told at C speed when every row that begins as a plain one is
+    one (the usual case): a pass per check over them all, no Python frame per row; else
+    row by row.
+    """
+    n = len(texts)
+    where = list(compress(range(n), map(str.startswith, texts, repeat(_PLAIN, n))))
+    rows = texts if len(where) == n else [texts[i] for i in where]
+    starts = list(map(add, map(str.find, rows, repeat(_CONTENT)), repeat(len(_CONTENT))))
+    try:
+        ends = list(map(itemgetter(1), map(scanstring, rows, starts, repeat(True))))
+    except ValueError:  # a string not well formed (a corrupt row): row by row
+        return list(map(_plain_at, texts))
+    # Each string ends its row but for the row's "}", and none is empty. Every row ends
+    # with "}", so no string ends past its row's last character: equal sums of where
+    # they end and of the rows' lengths then say each ends exactly there.
+    if (
+        sum(map(len, rows)) != sum(ends) + len(rows)
+        or not all(map(str.endswith, rows, repeat("}")))
+        or (rows and min(map(sub, ends, starts)) < 2)
+    ):
+        return list(map(_plain_at, texts))
+    if len(where) == n:
+        return starts
+    out = [0] * n
+    for i, k in zip(where, starts, strict=True):
+        out[i] = k
+    return out
+
+
+class _Rows:
+    """Rows shared by every vector made from them: their texts, their UTF-8 (the JSON a
+    request carries), and per row its message once built (or, for a plain row not yet
+    read, where its content starts: an int)."""
+
+    __slots__ = ("texts", "encoded", "cells", "plain", "decode")  # pragma: no mutate
+
+    def __init__(
+        self,
+        texts: tuple[str, ...],
+        encoded: Sequence[bytes],
+        cells: list,
+        decode: Callable[[Sequence[str], Sequence[bytes]], list],
+    ) -> None:
+        self.texts, self.encoded, self.cells, self.decode = texts, encoded, cells, decode
+        self.plain = bytes(map(int.__instancecheck__, cells))  # fixed: plain at load
+
+    def message(self, i: int) -> FrozenMap:
+        """Return row i's message, built on first read."""
+        cell = self.cells[i]
+        if type(cell) is not int:
+            return cell
+        content, _ = scanstring(self.texts[i], cell, True)
+        built = FrozenMap({"role": _ROLE_AT[cell], "content": content})
+        keep_json(built, self.encoded[i])
+        self.cells[i] = built  # a racing reader may build its own: only a later miss
+        return self.cells[i]
+
+    def messages(self, lo: int, hi: int) -> list:
+        """Return rows lo..hi-1's messages, building the unread ones at once."""
+        cells = self.cells[lo:hi]
+        todo = [i for i, c in enumerate(cells, lo) if type(c) is int]
+        if todo:
+            built = self.decode([self.texts[i] for i in todo], [self.encoded[i] for i in todo])
+            if built is None:  # cannot be (each was checked at load): build one by one
+                built = [self.message(i) for i in todo]
+            for i, m in zip(todo, built, strict=True):
+                if type(self.cells[i]) is int:
+                    self.cells[i] = m
+            cells = self.cells[lo:hi]
+        return cells
+
+
+class RowVector(PVector):
+    """A transcript over store rows (see the module): a PVector of FrozenMaps whose plain
+    text messages are built when first read."""
+
+    __slots__ = ("_rows", "_lo", "_hi", "_more", "_vector")  # pragma: no mutate
+
+    def __init__(self, rows: _Rows, lo: int, hi: int, more: PVector) -> None:
+        self._rows, self._lo, self._hi, self._more = rows, lo, hi, more
+        self._vector: PVector | None = None
+
+    @staticmethod
+    def of(
+        texts: tuple[str, ...],
+        encoded: Sequence[bytes],
+        decode: Callable[[Sequence[str], Sequence[bytes]], list | None],
+    ) -> RowVector | None:
+        """Return the transcript of message rows (their texts and UTF-8), every row
+        checked now; None when a row that is not plain text does not decode (`decode`,
+        given those rows' texts and UTF-8, returns their messages or None)."""
+        cells: list = plain_rows(texts)
+        odd = [i for i, c in enumerate(cells) if not c]
+        if odd:
+            got = decode([texts[i] for i in odd], [encoded[i] for i in odd])
+            if got is None or len(got) != len(odd):
+                return None
+            for i, m in zip(odd, got, strict=True):
+                cells[i] = m
+        rows = _Rows(texts, encoded, cells, decode)  # type: ignore[arg-type]
+        return RowVector(rows, 0, len(texts), pvector())
+
+    # ---- what the loop asks of a loaded transcript, without building plain rows
+
+    def odd_rows(self) -> list[int]:
+        """Return the indexes of the rows that were not plain text at load."""
+        n = self._hi - self._lo
+        return list(compress(range(n), map(not_, self._rows.plain[self._lo : self._hi])))
+
+    def rows_count(self) -> int:
+        """Return how many of the messages are rows (the rest came after them)."""
+        return self._hi - self._lo
+
+    def after_rows(self) -> PVector:
+        """Return the messages after the rows."""
+        return self._more
+
+    def jsons(self) -> list[bytes | None]:
+        """Return each message's JSON text (None where a later message keeps none)."""
+        return [*self._rows.encoded[self._lo : self._hi], *known_jsons(self._more)]
+
+    def frozen(self, freeze: Callable[[Any], PVector]) -> RowVector:
+        """Return the vector with the messages after its rows frozen by `freeze`."""
+        more = self._more
+        if all(type(m) is FrozenMap for m in more):
+            return self
+        return RowVector(self._rows, self._lo, self._hi, freeze(list(more)))
+
+    def _starts_with(self, prefix: RowVector) -> bool | None:
+        """Whether self begins with prefix's very messages, told from how both were made;
+        None when that cannot tell."""
+        if prefix._rows is not self._rows or prefix._lo != self._lo:
+            return None
+        if prefix._hi != self._hi:  # a shorter window of the same rows, and nothing more
+            return None if prefix._more or prefix._hi > self._hi else True
+        m = len(prefix._more)
+        return m <= len(self._more) and all(map(is_, prefix._more, self._more[:m]))
+
+    # ---- a sequence
+
+    def __len__(self) -> int:
+        return self._hi - self._lo + len(self._more)
+
+    def __getitem__(self, index: Any) -> Any:
+        n = self._hi - self._lo
+        if type(index) is slice:
+            start, stop, step = index.indices(n + len(self._more))
+            if step != 1:
+                return self.tovector()[index]
+            stop = max(start, stop)
+            lo, hi = self._lo + min(start, n), self._lo + min(stop, n)
+            return RowVector(self._rows, lo, hi, self._more[max(start - n, 0) : max(stop - n, 0)])
+        i = operator.index(index)
+        if i < 0:
+            i += n + len(self._more)
+        if 0 <= i < n:
+            return self._rows.message(self._lo + i)
+        if i < 0:
+            raise IndexError("RowVector index out of range")
+        return self._more[i - n]
+
+    def __iter__(self) -> Iterator:
+        return chain(self._rows.messages(self._lo, self._hi), self._more)
+
+    def tovector(self) -> PVector:
+        """Return the pyrsistent pvector of the messages (made once)."""
+        if self._vector is None:
+            self._vector = pvector(self)
+        return self._vector
+
+    def __reversed__(self) -> Iterator:
+        return reversed(self.tovector())
+
+    def __contains__(self, value: Any) -> bool:
+        return value in self.tovector()
+
+    def __eq__(self, other: Any) -> Any:
+        if type(other) is RowVector:
+            other = other.tovector()
+        return self.tovector().__eq__(other)
+
+    def __ne__(self, other: Any) -> Any:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __lt__(self, other: Any) -> Any:
+        return self.tovector() < _plain_vector(other)
+
+    def __le__(self, other: Any) -> Any:
+        return self.tovector() <= _plain_vector(other)
+
+    def __gt__(self, other: Any) -> Any:
+        return self.tovector() > _plain_vector(other)
+
+    def __ge__(self, other: Any) -> Any:
+        return self.tovector() >= _plain_vector(other)
+
+    def __hash__(self) -> int:
+        return hash(self.tovector())
+
+    def __repr__(self) -> str:
+        return repr(self.tovector())
+
+    def __reduce__(self) -> tuple:
+        return (pvector, (list(self),))  # pickled and copied as the pvector it equals
+
+    # ---- pyrsistent's verbs: appending keeps the rows; the rest works on the pvector
+
+    def append(self, val: Any) -> RowVector:
+        """Return the vector with `val` after its last message."""
+        return RowVector(self._rows, self._lo, self._hi, self._more.append(val))
+
+    def extend(self, obj: Iterable) -> RowVector:
+        """Return the vector with `obj`'s items after its last message."""
+        return RowVector(self._rows, self._lo, self._hi, self._more.extend(obj))
+
+    def __add__(self, other: Any) -> Any:
+        if not isinstance(other, PVector | list | tuple):
+            return NotImplemented
+        return self.extend(other)
+
+    def __mul__(self, times: int) -> PVector:
+        return self.tovector() * times
+
+    __rmul__ = __mul__
+
+    def set(self, i: int, val: Any) -> PVector:
+        """pvector's `set`."""
+        return self.tovector().set(i, val)
+
+    def mset(self, *args: Any) -> PVector:
+        """pvector's `mset`."""
+        return self.tovector().mset(*args)
+
+    def delete(self, index: int, *stop: int) -> PVector:
+        """pvector's `delete`."""
+        return self.tovector().delete(index, *stop)
+
+    def remove(self, value: Any) -> PVector:
+        """pvector's `remove`."""
+        return self.tovector().remove(value)
+
+    def evolver(self) -> Any:
+        """pvector's `evolver`."""
+        return self.tovector().evolver()
+
+    def transform(self, *transformations: Any) -> PVector:
+        """pvector's `transform`."""
+        return self.tovector().transform(*transformations)
+
+    def index(self, value: Any, *args: Any, **kwargs: Any) -> int:
+        """pvector's `index`."""
+        return self.tovector().index(value, *args, **kwargs)
+
+    def count(self, value: Any) -> int:
+        """pvector's `count`."""
+        return self.tovector().count(value)
+
+    def tolist(self) -> list:
+        """pvector's `tolist`: the messages as a list."""
+        return list(self)
+
+
+Sequence.register(RowVector)
+Hashable.register(RowVector)
+
+
+def _plain_vector(other: Any) -> Any:
+    return other.tovector() if type(other) is RowVector else other
+
+
+def starts_with(transcript: Sequence, prefix: Sequence) -> bool:
+    """Whether `transcript` begins with the very objects of `prefix` (by identity),
+    told without building a RowVector's rows where how they were made tells."""
+    if type(transcript) is RowVector and type(prefix) is RowVector:
+        told = transcript._starts_with(prefix)
+        if told is not None:
+            return told
+    n = len(prefix)
+    if n > len(transcript) or (n and transcript[n - 1] is not prefix[n - 1]):
+        return False
+    return all(map(is_, prefix, transcript))
