@@ -93,14 +93,40 @@ def _run_in_helper(loop: Any, turn: asyncio.Future, ran: list, left: list, i: in
         loop.call_soon_threadsafe(_finish, turn, ran)
 
 
-def _finish(turn: asyncio.Future, ran: list) -> None:
-    if not turn.done():  # cancelled meanwhile: the result is dropped
-        turn.set_result(ran)
+class _Finishing(asyncio.Future):
+    """A future a cancel does not interrupt: a task cancelled while awaiting it is
+    cancelled when it is done (what asyncio.shield gives, without its second future)."""
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
 
 
-def _fail(turn: asyncio.Future, error: BaseException) -> None:
-    if not turn.done():  # another call failed first, or the turn was cancelled
-        turn.set_exception(error)
+def _in_thread(pool: Any, fn: Callable, *args: Any) -> _Finishing:
+    """Return a future of fn(*args) run in `pool` that a cancel does not interrupt; the loop
+    is woken once, when it ends (no executor future and asyncio twin chained)."""
+    loop = asyncio.get_running_loop()
+    done = _Finishing(loop=loop)
+    pool.submit(_run_in_thread, loop, done, fn, args)
+    return done
+
+
+def _run_in_thread(loop: Any, done: asyncio.Future, fn: Callable, args: tuple) -> None:
+    try:
+        value = fn(*args)
+    except BaseException as e:  # the run's to handle
+        loop.call_soon_threadsafe(_fail, done, e)
+        return
+    loop.call_soon_threadsafe(_finish, done, value)
+
+
+def _finish(future: asyncio.Future, value: Any) -> None:
+    if not future.done():  # a turn cancelled meanwhile: the result is dropped
+        future.set_result(value)
+
+
+def _fail(future: asyncio.Future, error: BaseException) -> None:
+    if not future.done():  # another call of the turn failed first, or it was cancelled
+        future.set_exception(error)
 
 
 def _async_tool(tk: Any, call: Mapping) -> bool:
@@ -152,11 +178,14 @@ class _Async:
             raise
 
     async def io(self, ops: Sequence) -> tuple:
-        if any(_is_async(op.fn) for op in ops):
-            work = asyncio.ensure_future(self._mixed(ops))
-        else:  # the usual case: every call in one hand-off to the io pool
-            pool = self.ctx.runtime.io_pool()
-            work = asyncio.get_running_loop().run_in_executor(pool, run_ops, ops)
+        if not any(_is_async(op.fn) for op in ops):  # the usual case: one hand-off
+            work = _in_thread(self.ctx.runtime.io_pool(), run_ops, ops)
+            try:
+                return await work
+            except asyncio.CancelledError as e:  # raised once the hand-off has ended
+                self.cancelled = e  # the flow must see what it did (a lock may be taken)
+                return work.result()
+        work = asyncio.ensure_future(self._mixed(ops))
         try:
             return await asyncio.shield(work)
         except asyncio.CancelledError as e:
