@@ -182,6 +182,86 @@ def test_plain_tools_never_run_on_the_event_loop_in_arun():
     assert len(threads) == 8 and loop_thread not in threads
 
 
+def test_arun_feeds_plain_tools_back_in_call_order_when_they_end_out_of_order():
+    """A turn's plain calls run at once in threads (each waits for the next one to end:
+    they end last to first); the results keep the calls' order."""
+    import asyncio
+
+    from toolnexus import arun
+
+    ended = [threading.Event() for _ in range(3)]
+
+    @define_tool
+    def late(n: int) -> str:
+        """Return once the next call has ended."""
+        waited = n == 2 or ended[n + 1].wait(5)
+        ended[n].set()
+        return f"r{n}" if waited else "not at once"
+
+    turn = [tool_calls_reply(*[("late", {"n": n}) for n in range(3)]), text_reply("ok")]
+    with fake_provider(turn) as fp:
+        c = create_client(base_url=fp.url, model="m")
+        r = asyncio.run(arun(c, "go", toolkit=toolkit(late)))
+    assert [t["output"] for t in r["tool_calls"]] == ["r0", "r1", "r2"]
+    assert [m["content"] for m in fp.requests[1]["body"]["messages"][-3:]] == ["r0", "r1", "r2"]
+
+
+def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
+    """On the run's deadline arun raises at once; of a turn's plain calls, those that no
+    thread had started yet (more calls than the runtime's tool threads) never start."""
+    import asyncio
+    import time
+
+    from toolnexus import RunTimeoutError, arun
+    from toolnexus.runtime import TOOL_THREADS
+
+    started, ended = [], []
+
+    @define_tool
+    def slow(n: int) -> str:
+        """Take a while."""
+        started.append(n)
+        time.sleep(1.0)
+        ended.append(n)
+        return str(n)
+
+    calls = [("slow", {"n": n}) for n in range(TOOL_THREADS + 4)]
+    with fake_provider([tool_calls_reply(*calls), text_reply("never")]) as fp:
+        c = create_client(base_url=fp.url, model="m", timeout_ms=300)
+        t0 = time.monotonic()
+        with pytest.raises(RunTimeoutError):
+            asyncio.run(arun(c, "go", toolkit=toolkit(slow)))
+        assert time.monotonic() - t0 < 0.9  # the run did not wait for its tools
+        time.sleep(1.5)  # the started calls end on their own; the queued ones never run
+    assert len(started) == TOOL_THREADS and sorted(ended) == sorted(started)
+    assert len(fp.requests) == 1
+
+
+def test_arun_a_plain_tool_that_raises_past_exception_ends_the_run_with_it():
+    """A tool's Exception is an error result for the model; a BaseException raised in
+    its thread is the run's own, raised by arun as the sync driver raises it."""
+    import asyncio
+
+    from toolnexus import arun
+
+    class Halt(BaseException):
+        pass
+
+    @define_tool
+    def halts(n: int) -> str:
+        """Stop everything."""
+        if n:
+            raise Halt("stop")
+        return "fine"
+
+    turn = [tool_calls_reply(("halts", {"n": 0}), ("halts", {"n": 1})), text_reply("never")]
+    with fake_provider(turn) as fp:
+        c = create_client(base_url=fp.url, model="m")
+        with pytest.raises(Halt, match="stop"):
+            asyncio.run(arun(c, "go", toolkit=toolkit(halts)))
+    assert len(fp.requests) == 1
+
+
 def test_set_gives_a_client_that_behaves_by_its_own_fields():
     """Fails on the old main: `c1.set(model="m2")` shared c1's cached flow and sent m1."""
     with fake_provider([text_reply("a"), text_reply("b"), text_reply("c")]) as fp:

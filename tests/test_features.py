@@ -505,6 +505,48 @@ def test_async_driver_loads_and_saves_in_the_locks_own_hand_offs():
     assert len(inner["get"]("x")) == 2  # the failed exchange saved nothing
 
 
+def test_a_task_cancelled_during_its_lock_and_load_hand_off_is_cancelled_after_it():
+    """The hand-off ends (the lock taken in it is released by the flow), then the task is
+    cancelled; twice cancelled, the same; nothing is saved and the next run goes on."""
+    held: list = []
+
+    class Lock:
+        def __call__(self, id):
+            return self
+
+        def __enter__(self):
+            held.append("enter")
+
+        def __exit__(self, *exc):
+            held.append("exit")
+
+    inner = in_memory_store()
+
+    def slow_get(id):
+        time.sleep(0.2)  # the task is cancelled meanwhile
+        held.append("get")
+        return inner["get"](id)
+
+    c = create_in_process_client(model="m", generate=lambda req: {"content": "ok"},
+                                 store={**inner, "get": slow_get}, lock=Lock())  # fmt: skip
+
+    async def main(times: int):
+        task = asyncio.ensure_future(arun(c, "hi", conversation_id="x"))
+        await asyncio.sleep(0.05)
+        for _ in range(times):
+            task.cancel()
+            await asyncio.sleep(0.01)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await arun(c, "after", conversation_id="x")
+
+    for times in (1, 2):
+        held.clear()
+        assert asyncio.run(main(times))["text"] == "ok"
+        assert held == ["enter", "get", "exit"] * 2
+    assert [m["content"] for m in inner["get"]("x")] == ["after", "ok"] * 2
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_a_request_body_with_nan_or_infinity_is_refused_before_it_is_sent(bad):
     # NaN and Infinity are not JSON: json's encoder writes them bare, every provider

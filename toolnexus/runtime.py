@@ -127,7 +127,8 @@ class Runtime:
 
     def tool_pool(self) -> ThreadPoolExecutor:
         """Return the thread pool tools run in when a run has a deadline or a cancel token
-        (and the async driver's plain tools, blocking sends under a deadline)."""
+        (and the async driver's plain tools in a turn with async ones, blocking sends under
+        a deadline)."""
         with self._lock:
             self._check_open()
             if self._tool_pool is None:
@@ -137,7 +138,8 @@ class Runtime:
             return self._tool_pool
 
     def tool_helpers(self) -> Helpers:
-        """Return the threads a turn's tool calls are offered to as they overlap."""
+        """Return the threads a turn's tool calls are offered to as they overlap (the async
+        driver's plain tools too: it offers them all and takes none back)."""
         with self._lock:
             self._check_open()
             if self._helpers is None:

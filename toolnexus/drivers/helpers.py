@@ -9,6 +9,10 @@ the same rule, at the cost of its futures and semaphores on both threads: in a p
 that also serves requests (the loopback benchmark) the helper holding the interpreter
 lock for that bookkeeping cost the run 0.3-0.4 ms a turn.
 
+The async driver offers a turn's plain tools here too and never takes one back (the event
+loop must not run them): an offer is lighter than an executor's future, and the last call
+of the turn wakes the loop once (`aio._in_helpers`).
+
 A runtime owns one `Helpers` (bounded: at most `limit` threads, started on demand) and
 closes it with itself; a forked child makes its own.
 """
