@@ -24,7 +24,7 @@ import httpx
 from pyrsistent import PVector
 
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
-from ..core.frozen import FrozenMap
+from ..core.frozen import FrozenMap, keep_whole
 from ..core.secrets import scrub_value, scrubber
 from ..core.wire import inband, sse
 from ..core.wire.jsonload import MAX_BYTES
@@ -251,7 +251,7 @@ class Endpoint:
     def decode(self, status: int, content: bytes) -> FrozenMap:
         """Return the turn of a 2xx JSON response (decoded with bounded depth and size)."""
         try:
-            return self.clean(self.codec.parse_response(content))
+            turn = self.clean(self.codec.parse_response(content))
         except ProviderError as e:
             raise self.scrubbed(e) from None
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
@@ -261,6 +261,8 @@ class Endpoint:
                 status=status,
                 url=self.scrub(self.url),
             ) from None
+        # No "\\u" escape in the body: no surrogate in the turn, and the flow need not walk it.
+        return keep_whole(turn) if sse.surrogate_free(content) else turn
 
 
 class Http:
@@ -506,6 +508,7 @@ class _Stream:
     def __init__(self, codec: Any, clean: Any = None):
         self.codec, self.sse, self.acc = codec, sse.start(), codec.stream_start()
         self.clean = clean or (lambda value: value)  # the endpoint's secret masking
+        self.whole = True  # no event's data had a "\\u" escape: the turn holds no surrogate
 
     def feed(self, chunk: bytes) -> list[FrozenMap]:
         self.sse, events = sse.feed(self.sse, chunk)
@@ -514,11 +517,15 @@ class _Stream:
     def end(self) -> list[FrozenMap]:
         out = self._apply(sse.end(self.sse))
         turn = self.clean(self.codec.stream_turn(self.acc))
+        if self.whole:  # the flow need not walk it for surrogates (sse.surrogate_free)
+            turn = keep_whole(turn)
         return [*out, FrozenMap({"type": TURN, "turn": turn})]
 
     def _apply(self, events: tuple) -> list[FrozenMap]:
         out: list[FrozenMap] = []
         for ev in events:
+            if self.whole and not sse.surrogate_free(ev["data"]):
+                self.whole = False
             self.acc, deltas = self.codec.stream_event(self.acc, ev)
             # Stream events are pmaps like every value we hand out: the answer's text, a
             # model's thinking (thinking, reasoning_content), a refusal's text, each its kind.
