@@ -519,7 +519,9 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
                 held = None
         state, lifted = yield from _start(cfg, cid, prompt, loaded)
         cfg = _with_system(cfg, lifted)
-        state = _with_output(cfg, (yield from run_flow(cfg, state, tk)))
+        # run_flow's two steps, inline: one generator level fewer for every effect.
+        state, last = yield from _loop(cfg, state, tk)
+        state = _with_output(cfg, failover.finished(last, state))
     except BaseException as e:
         said = reached[-1] if reached else state
         yield from _fail(cfg, cid, held, prompt, said, asked_at, t0, e)
