@@ -100,11 +100,6 @@ def test_an_outcome_s_value_is_its_value_nothing_when_skipped_or_its_error_raise
         flow.value_of(("error", KeyError("k")))
 
 
-def test_an_event_is_a_map_of_its_kind_and_fields():
-    assert flow._event("usage", usage=1) == {"type": "usage", "usage": 1}
-    assert isinstance(flow._event("x"), FrozenMap)
-
-
 def test_a_hook_s_result_may_leave_is_error_out():
     assert flow._as_result({"output": "o"}) == {"output": "o", "is_error": False, "metadata": {}}
     assert flow._as_result({"output": "o", "is_error": True})["is_error"] is True

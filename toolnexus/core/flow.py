@@ -80,10 +80,6 @@ def value_of(outcome: tuple) -> Any:
     return outcome[1] if outcome[0] == "ok" else None
 
 
-def _event(kind: str, **fields: Any) -> FrozenMap:
-    return FrozenMap({"type": kind, **fields})
-
-
 # ---- one model turn, one turn's tools ----------------------------------------------
 
 
@@ -221,7 +217,7 @@ def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[Mapping], turn_no: int):
             elif cfg["wait_for"] is None:
                 pending = request
                 if cfg["events"]:
-                    yield ("event", _event("pending", request=request))
+                    yield ("event", FrozenMap({"type": "pending", "request": request}))
             else:
                 result = yield from _resume(cfg, tk, call, request)
         if after is not None:
@@ -233,7 +229,7 @@ def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[Mapping], turn_no: int):
 def _resume(cfg: Mapping, tk: Any, call: Mapping, request: Mapping):
     """Yield effects to wait for the host's answer and re-run the suspended call once."""
     if cfg["events"]:  # a stream shows the request before the host is asked
-        yield ("event", _event("pending", request=request))
+        yield ("event", FrozenMap({"type": "pending", "request": request}))
     (outcome,) = yield ("io", (Op(cfg["wait_for"], (request,)),))
     answer = value_of(outcome)
     if not answer or not answer.get("ok"):
@@ -359,20 +355,22 @@ def _loop(cfg: Mapping, state: steps.State, tk: Any):
         if cfg.get("progress") is not None:  # what the run has said, if it raises later
             cfg["progress"](state)
         if events:
-            yield ("event", _event("usage", usage=turn["usage"]))
+            yield ("event", FrozenMap({"type": "usage", "usage": turn["usage"]}))
         if not calls:
             if steps.is_finished(state):
                 return state, cfg
             continue  # a paused turn (pause_turn): the same transcript, sent again
         for c in calls if events else ():
-            yield ("event", _event("tool_call", id=c["id"], name=c["name"], args=c["args"]))
+            yield ("event", FrozenMap({"type": "tool_call", "id": c["id"], "name": c["name"],
+                                       "args": c["args"]}))  # fmt: skip
         to_exec = [c for c in calls if c["error"] is None]
         results, pending = yield from _run_calls(cfg, tk, to_exec, state["turns"])
         ran = iter(results)
         ordered = [next(ran) if c["error"] is None else steps.invalid_result(c) for c in calls]
         for c, r in zip(calls, ordered, strict=True) if events else ():
-            yield ("event", _event("tool_result", id=c["id"], name=c["name"],
-                                   output=r["output"], is_error=r["is_error"]))  # fmt: skip
+            yield ("event", FrozenMap({"type": "tool_result", "id": c["id"], "name": c["name"],
+                                       "output": r["output"],
+                                       "is_error": r["is_error"]}))  # fmt: skip
         state = steps.on_results(state, calls, ordered, cfg["max_turns"])
         if pending is not None:
             return {**state, "status": "pending", "pending": pending}, cfg
