@@ -100,11 +100,6 @@ def test_an_outcome_s_value_is_its_value_nothing_when_skipped_or_its_error_raise
         flow.value_of(("error", KeyError("k")))
 
 
-def test_an_event_is_a_map_of_its_kind_and_fields():
-    assert flow._event("usage", usage=1) == {"type": "usage", "usage": 1}
-    assert isinstance(flow._event("x"), FrozenMap)
-
-
 def test_a_hook_s_result_may_leave_is_error_out():
     assert flow._as_result({"output": "o"}) == {"output": "o", "is_error": False, "metadata": {}}
     assert flow._as_result({"output": "o", "is_error": True})["is_error"] is True
@@ -118,7 +113,7 @@ def test_a_hook_s_result_may_leave_is_error_out():
 def test_a_model_turn_is_asked_timed_and_measured():
     s, a = state(), answer("hi")
     script = Script(clock=clocks(1.0, 3.5), llm=[a])
-    got = script.run(flow._llm_turn(cfg(leg=2, served_by="C"), s, {"model": "m"}, 3, {}))
+    got = script.run(flow._llm_turn(cfg(leg=2, served_by="C"), Codec(), s, {"model": "m"}, 3, {}))
     assert got is a
     request = {"body": {"model": "m"}, "content": None, "turn": 3, "leg": 2, "client": "C",
                "messages": s["messages"]}  # fmt: skip
@@ -133,7 +128,7 @@ def test_a_model_turn_is_asked_timed_and_measured():
 
 def test_a_request_names_the_first_leg_and_no_client_by_default():
     script = Script(clock=clocks(0, 0), llm=[answer()])
-    script.run(flow._llm_turn(cfg(), state(), {}, 1, {}))
+    script.run(flow._llm_turn(cfg(), Codec(), state(), {}, 1, {}))
     (_, request) = script.of("llm")[0]
     assert request["leg"] == 0 and request["client"] is None
 
@@ -142,13 +137,17 @@ def test_an_encoding_run_sends_the_bytes_reusing_the_known_texts():
     tools = pvector([1])
     body = {"model": "m", "tools": tools}
     script = Script(clock=clocks(0, 0), llm=[answer()])
-    script.run(flow._llm_turn(cfg(encode=True), state(), body, 1, {"tools": (tools, "[K]")}))
+    script.run(
+        flow._llm_turn(cfg(encode=True), Codec(), state(), body, 1, {"tools": (tools, "[K]")})
+    )
     assert script.of("llm")[0][1]["content"] == b'{"model":"m","tools":[K]}'
 
 
 def test_a_turn_s_split_characters_are_joined():
     split = answer("\ud83d\ude00")
-    got = Script(clock=clocks(0, 0), llm=[split]).run(flow._llm_turn(cfg(), state(), {}, 1, {}))
+    got = Script(clock=clocks(0, 0), llm=[split]).run(
+        flow._llm_turn(cfg(), Codec(), state(), {}, 1, {})
+    )
     assert got["text"] == "\U0001f600"
 
 
@@ -156,7 +155,7 @@ def test_a_failed_turn_is_measured_then_retried_after_its_backoff():
     busy = ProviderError("busy", status=503)
     script = Script(clock=clocks(1, 2, 10, 11, 20, 24), llm=[busy, busy, answer("ok")],
                     wallclock=[0.0, 0.0])  # fmt: skip
-    got = script.run(flow._llm_turn(cfg(), state(), {}, 1, {}))
+    got = script.run(flow._llm_turn(cfg(), Codec(), state(), {}, 1, {}))
     assert got["text"] == "ok"
     metric = {"event": "llm", "model": "m", "status": "503", "duration_s": 1}
     assert script.effects[2:7] == [
@@ -172,7 +171,7 @@ def test_a_failed_turn_is_measured_then_retried_after_its_backoff():
 
 def test_a_failure_without_a_status_is_an_error_metric():
     script = Script(clock=clocks(0, 1, 2, 3), llm=[ProviderError("net", network=True), answer()])
-    script.run(flow._llm_turn(cfg(), state(), {}, 1, {}))
+    script.run(flow._llm_turn(cfg(), Codec(), state(), {}, 1, {}))
     assert script.of("metric")[0][1]["status"] == "error"
 
 
@@ -181,7 +180,7 @@ def test_a_failure_after_streamed_text_is_never_retried_nor_asked_about():
     err.streamed = True
     script = Script(clock=clocks(0, 1), llm=[err])
     with pytest.raises(ProviderError) as e:
-        script.run(flow._llm_turn(cfg(on_error="H"), state(), {}, 1, {}))
+        script.run(flow._llm_turn(cfg(on_error="H"), Codec(), state(), {}, 1, {}))
     assert e.value is err
     assert [x[0] for x in script.effects] == ["clock", "llm", "clock", "metric"]
 
@@ -190,13 +189,13 @@ def test_on_error_is_asked_with_the_failure_and_its_choice_decides():
     err = ProviderError("busy", status=503)
     script = Script(clock=clocks(0, 1), llm=[err], hook=["fail"])
     with pytest.raises(ProviderError):
-        script.run(flow._llm_turn(cfg(on_error="H"), state(), {}, 1, {}))
+        script.run(flow._llm_turn(cfg(on_error="H"), Codec(), state(), {}, 1, {}))
     ((_, fn, info),) = script.of("hook")
     assert fn == "H" and info["error"] is err and info["attempt"] == 1
     assert info["status"] == 503 and info["retryable"] is True
     bad = ProviderError("bad", status=400)
     script = Script(clock=clocks(0, 1, 2, 3), llm=[bad, answer()], hook=["retry"])
-    assert script.run(flow._llm_turn(cfg(on_error="H"), state(), {}, 1, {}))["text"] == "a"
+    assert script.run(flow._llm_turn(cfg(on_error="H"), Codec(), state(), {}, 1, {}))["text"] == "a"
     assert len(script.of("sleep")) == 1
 
 
@@ -204,7 +203,7 @@ def test_a_failure_past_the_retries_is_raised():
     err = ProviderError("busy", status=503)
     script = Script(clock=clocks(0, 1, 2, 3), llm=[err, err])
     with pytest.raises(ProviderError):
-        script.run(flow._llm_turn(cfg(retries=1), state(), {}, 1, {}))
+        script.run(flow._llm_turn(cfg(retries=1), Codec(), state(), {}, 1, {}))
     assert len(script.of("sleep")) == 1 and len(script.of("llm")) == 2
 
 
@@ -212,13 +211,13 @@ def test_a_wait_longer_than_allowed_or_than_the_time_left_is_raised_not_slept():
     slow = ProviderError("slow", status=503, headers={"Retry-After": "3"})
     script = Script(clock=clocks(0, 1), llm=[slow])
     with pytest.raises(ProviderError) as e:
-        script.run(flow._llm_turn(cfg(max_wait_s=2), state(), {}, 1, {}))
+        script.run(flow._llm_turn(cfg(max_wait_s=2), Codec(), state(), {}, 1, {}))
     assert e.value.retry_after == 3.0 and script.of("sleep") == []
     script = Script(clock=clocks(0, 1), llm=[slow], remaining=[2.0])
     with pytest.raises(ProviderError):
-        script.run(flow._llm_turn(cfg(), state(), {}, 1, {}))
+        script.run(flow._llm_turn(cfg(), Codec(), state(), {}, 1, {}))
     script = Script(clock=clocks(0, 1, 2, 3), llm=[slow, answer()], remaining=[5.0])
-    script.run(flow._llm_turn(cfg(max_wait_s=4), state(), {}, 1, {}))
+    script.run(flow._llm_turn(cfg(max_wait_s=4), Codec(), state(), {}, 1, {}))
     assert script.of("sleep") == [("sleep", 3.0)]
 
 
@@ -226,7 +225,7 @@ def test_a_retry_after_date_counts_from_the_wallclock():
     dated = ProviderError("slow", status=503,
                           headers={"Retry-After": "Thu, 01 Jan 1970 00:00:10 GMT"})  # fmt: skip
     script = Script(clock=clocks(0, 1, 2, 3), llm=[dated, answer()], wallclock=[4.0])
-    script.run(flow._llm_turn(cfg(), state(), {}, 1, {}))
+    script.run(flow._llm_turn(cfg(), Codec(), state(), {}, 1, {}))
     assert script.of("sleep") == [("sleep", 6.0)]
 
 
@@ -249,13 +248,17 @@ class Codec(SimpleNamespace):
         return {**full, "store": True}
 
 
-def test_the_final_body_is_streamed_then_transformed_last():
-    codec = Codec()
-    assert Script().run(flow._final(cfg(), codec, {"a": 1})) == {"a": 1}
-    assert Script().run(flow._final(cfg(events=True), codec, {"a": 1})) == {"a": 1, "stream": True}
-    script = Script(hook=["T"])
-    assert script.run(flow._final(cfg(events=True, transform="F"), codec, {"a": 1})) == "T"
-    assert script.effects == [("hook", "F", {"a": 1, "stream": True})]
+def _sent(c, body):
+    script = Script(clock=clocks(0, 0), llm=[answer()], hook=["T"])
+    script.run(flow._llm_turn(c, Codec(), state(), body, 1, {}))
+    return script.of("llm")[0][1]["body"], script.of("hook")
+
+
+def test_the_body_sent_is_streamed_then_transformed_last():
+    assert _sent(cfg(), {"a": 1}) == ({"a": 1}, [])
+    assert _sent(cfg(events=True), {"a": 1}) == ({"a": 1, "stream": True}, [])
+    got = _sent(cfg(events=True, transform="F"), {"a": 1})
+    assert got == ("T", [("hook", "F", {"a": 1, "stream": True})])
 
 
 def test_without_server_state_the_whole_body_is_sent():
@@ -303,36 +306,31 @@ def call(id="c1", name="echo", args=None, error=None):
 
 def test_before_tool_is_asked_of_a_usable_call_only():
     c = call(args={"a": 1})
-    assert Script().run(flow._before_tool({}, c, 1)) == (c, None)
     script = Script(hook=[None])
-    assert script.run(flow._before_tool({"before_tool": "B"}, call(error="bad"), 1))[1] is None
+    assert script.run(flow._before_tool("B", call(error="bad"), 1))[1] is None
     assert script.effects == []
-    assert script.run(flow._before_tool({"before_tool": "B"}, c, 4)) == (c, None)
+    assert script.run(flow._before_tool("B", c, 4)) == (c, None)
     assert script.effects == [("hook", "B", {"name": "echo", "args": {"a": 1}, "id": "c1",
                                              "turn": 4})]  # fmt: skip
 
 
 def test_before_tool_may_answer_for_the_tool_or_rewrite_its_arguments():
     c = call()
-    got = Script(hook=[{"result": {"output": "short"}}]).run(
-        flow._before_tool({"before_tool": 1}, c, 1)
-    )
+    got = Script(hook=[{"result": {"output": "short"}}]).run(flow._before_tool(1, c, 1))
     assert got == (c, {"output": "short", "is_error": False, "metadata": {}})
-    got = Script(hook=[{"args": {"b": [2]}}]).run(flow._before_tool({"before_tool": 1}, c, 1))
+    got = Script(hook=[{"args": {"b": [2]}}]).run(flow._before_tool(1, c, 1))
     assert got[1] is None and thaw(got[0]["args"]) == {"b": [2]} and got[0]["id"] == "c1"
     assert isinstance(got[0]["args"], FrozenMap)
-    got = Script(hook=[{"other": 1}]).run(flow._before_tool({"before_tool": 1}, c, 1))
+    got = Script(hook=[{"other": 1}]).run(flow._before_tool(1, c, 1))
     assert got == (c, None)
 
 
 def test_after_tool_sees_the_result_and_may_replace_it():
     c, r = call(args={"a": 1}), tool_result("r")
-    assert Script().run(flow._after_tool({}, c, r, 1)) is r
     script = Script(hook=[None, {"other": 1}, {"result": "new"}])
-    hooks = {"after_tool": "A"}
-    assert script.run(flow._after_tool(hooks, c, r, 2)) is r
-    assert script.run(flow._after_tool(hooks, c, r, 2)) is r
-    assert script.run(flow._after_tool(hooks, c, r, 2)) == {"output": "new", "is_error": False,
+    assert script.run(flow._after_tool("A", c, r, 2)) is r
+    assert script.run(flow._after_tool("A", c, r, 2)) is r
+    assert script.run(flow._after_tool("A", c, r, 2)) == {"output": "new", "is_error": False,
                                                              "metadata": {}}  # fmt: skip
     assert script.effects[0] == ("hook", "A", {"name": "echo", "args": {"a": 1}, "result": r,
                                                "id": "c1", "turn": 2})  # fmt: skip
@@ -430,16 +428,15 @@ def test_a_failed_wait_raises_and_a_second_suspension_is_an_error_result():
 
 def test_before_llm_sees_the_turn_and_may_replace_messages_and_tools():
     s = state()
-    assert Script().run(flow._before_llm(cfg(), s, TK)) == (s, TK)
     c = cfg(hooks={"before_llm": "H"}, served_by="C")
     script = Script(hook=[None])
-    assert script.run(flow._before_llm(c, s, TK)) == (s, TK)
+    assert script.run(flow._before_llm(c, "H", s, TK)) == (s, TK)
     assert script.effects == [("hook", "H", {"messages": s["messages"], "tools": TK,
                                              "model": "m", "turn": 1, "client": "C"})]  # fmt: skip
     new = [{"role": "user", "content": "other"}]
-    got_state, got_tk = Script(hook=[{"messages": new}]).run(flow._before_llm(c, s, TK))
+    got_state, got_tk = Script(hook=[{"messages": new}]).run(flow._before_llm(c, "H", s, TK))
     assert thaw(got_state["messages"]) == new and got_tk is TK
-    got_state, got_tk = Script(hook=[{"tools": "T2"}]).run(flow._before_llm(c, s, TK))
+    got_state, got_tk = Script(hook=[{"tools": "T2"}]).run(flow._before_llm(c, "H", s, TK))
     assert got_state is s and got_tk == "T2"
 
 
@@ -965,7 +962,7 @@ def test_an_answer_that_does_not_fit_the_output_schema_is_logged():
 
 def test_on_error_s_retry_of_what_would_not_be_retried_waits_its_backoff():
     script = Script(llm=[ProviderError("bad", status=400), answer()], hook=["retry"])
-    script.run(flow._llm_turn(cfg(on_error="H"), state(), {}, 1, {}))
+    script.run(flow._llm_turn(cfg(on_error="H"), Codec(), state(), {}, 1, {}))
     assert script.of("sleep") == [("sleep", 0.075)]
 
 

@@ -224,3 +224,55 @@ def test_the_sink_agrees_with_the_pure_fold(evs):
         sink["on_metric"](e)
         state = record(state, e)
     assert sink["render"]() == render(state)
+
+
+def _observations_before(event):
+    """The observations as first written (kept as the reference): every observation built,
+    then those whose amount may not move a series left out."""
+    import toolnexus.prometheus as P
+
+    name = event.get("event") if isinstance(event, dict) else None
+    if name not in ("llm", "tool", "run", "failover"):
+        return []
+    if name == "llm":
+        model = P._label(event.get("model"))
+        out = [("count", "toolnexus_llm_requests_total", (model, P._label(event.get("status"))), 1)]
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            for kind in ("prompt", "completion"):
+                out.append(("count", "toolnexus_llm_tokens_total", (kind,),
+                            usage.get(f"{kind}_tokens") or 0))  # fmt: skip
+            for kind in ("cache_read", "cache_write", "reasoning"):
+                if f"{kind}_tokens" in usage:
+                    out.append(("count", "toolnexus_llm_tokens_total", (kind,),
+                                usage[f"{kind}_tokens"] or 0))  # fmt: skip
+        out.append(("time", "toolnexus_llm_request_duration_seconds", (model,),
+                    event.get("duration_s")))  # fmt: skip
+    elif name == "tool":
+        count = P._tool(event)[0]  # (a count of 1, as before: the time is the reference's)
+        seconds = event.get("duration_s")
+        out = [count, ("time", "toolnexus_tool_duration_seconds", count[2][:1], seconds)]
+    else:
+        out = P._OBSERVERS[name](event)
+    return [o for o in out if P._amount(o[3]) is not None]
+
+
+amounts = st.none() | st.booleans() | st.integers(-3, 10) | st.floats() | st.text(max_size=2)
+usage_maps = st.dictionaries(
+    st.sampled_from([f"{k}_tokens" for k in ("prompt", "completion", "cache_read",
+                                              "cache_write", "reasoning", "total")]),
+    amounts,
+)  # fmt: skip
+
+
+@given(st.one_of(
+    events,
+    st.fixed_dictionaries({"event": st.just("llm"), "model": names},
+                          optional={"usage": usage_maps, "duration_s": amounts}),
+    st.fixed_dictionaries({"event": st.just("tool"), "tool": names},
+                          optional={"duration_s": amounts, "source": st.just("unknown")}),
+))  # fmt: skip
+def test_each_observer_keeps_the_amounts_the_first_filter_kept(event):
+    from toolnexus.prometheus import observations
+
+    assert observations(event) == _observations_before(event)

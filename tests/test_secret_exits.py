@@ -186,6 +186,27 @@ def test_a_key_the_model_spells_out_reaches_no_result_transcript_or_log(tmp_path
     log["close"]()
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_key_the_model_writes_only_in_a_tool_call_reaches_no_result_or_transcript(streamed):
+    """The quick look for a secret reads the strings inside vectors too (a turn's tool
+    calls are a pvector): a key in a call's arguments alone was kept as it came."""
+    store = in_memory_store()
+    script = [tool_calls_reply(("note", {"what": KEY})), text_reply("done")]
+
+    @define_tool
+    def note(what: str) -> str:
+        """Note something."""
+        return "noted"
+
+    with fake_provider(script) as fp, _client(fp.url, store=store) as c:
+        if streamed:
+            r = list(stream(c, "q", toolkit=toolkit(note), id="u"))[-1]["result"]
+        else:
+            r = run(c, "q", toolkit=toolkit(note), id="u")
+    assert _leaks(json.dumps([dict(m) for m in r["messages"]], default=str)) == []
+    assert _leaks(json.dumps([dict(m) for m in store["get"]("u")], default=str)) == []
+
+
 # ---- encoded copies in a tool's answer ----------------------------------------------------
 
 

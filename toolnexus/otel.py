@@ -87,8 +87,7 @@ def provider_name(style: str, host: str | None) -> str:
 
 
 def _provider(client: Any) -> str:
-    endpoint = client.endpoint
-    return provider_name(client.style, endpoint.target.host if endpoint is not None else None)
+    return client.plan["provider"]  # provider_name of its style and host (plan.py)
 
 
 class Trace:

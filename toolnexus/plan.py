@@ -66,10 +66,11 @@ def _context(o: Mapping, runtime: Any, emit: Callable) -> Any:
 
 def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     """Return {False: the flow configuration of a plain run, True: of a streaming one,
-    "emit": the metric emitter, "context": what its runs' handlers need} for a client's
-    fields `o` (read-only maps)."""
+    "emit": the metric emitter, "context": what its runs' handlers need, "provider": its
+    gen_ai.provider.name} for a client's fields `o` (read-only maps)."""
     from .drivers.sync import rng
     from .exchange import choose
+    from .otel import provider_name
     from .skills import system_for
 
     system_prompt, store = o["system_prompt"], o["store"]
@@ -112,5 +113,8 @@ def plan(o: Mapping, runtime: Any) -> MappingProxyType:
     # conversation, and its save is rebased on what is stored then (see flow.rebase).
     run = MappingProxyType({**base, "events": False, "hold_lock": True})
     streaming = MappingProxyType({**base, "events": True, "hold_lock": False})
+    # gen_ai.provider.name of every exchange's span: named once (the style and the host).
+    host = o["endpoint"].target.host if o["endpoint"] is not None else None
     return MappingProxyType({False: run, True: streaming, "emit": emit,
-                             "context": _context(o, runtime, emit)})  # fmt: skip
+                             "context": _context(o, runtime, emit),
+                             "provider": provider_name(o["style"], host)})  # fmt: skip

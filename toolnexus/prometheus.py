@@ -83,7 +83,9 @@ def _amount(value: Any) -> float | int | None:
 
 
 # An observation is ("count", name, labels, amount) or ("time", name, labels, seconds):
-# what one event means for the series, computed once and applied to either state.
+# what one event means for the series, computed once and applied to either state. Each
+# observer checks the amounts it reads from the event (`_amount`) and leaves out one that
+# may not move a series; its own constants (a count of 1) need no check.
 
 
 def _llm(e: Mapping) -> list[tuple]:
@@ -92,11 +94,15 @@ def _llm(e: Mapping) -> list[tuple]:
     usage = e.get("usage")
     if type(usage) is FrozenMap or isinstance(usage, Mapping):
         for labels, key in _TOKENS:
-            out.append(("count", "toolnexus_llm_tokens_total", labels, usage.get(key) or 0))
+            tokens = usage.get(key) or 0
+            if _amount(tokens) is not None:
+                out.append(("count", "toolnexus_llm_tokens_total", labels, tokens))
         for labels, key in _DETAIL_TOKENS:  # only where the provider reported them
-            if key in usage:
-                out.append(("count", "toolnexus_llm_tokens_total", labels, usage[key] or 0))
-    out.append(("time", "toolnexus_llm_request_duration_seconds", (model,), e.get("duration_s")))
+            if key in usage and _amount(tokens := usage[key] or 0) is not None:
+                out.append(("count", "toolnexus_llm_tokens_total", labels, tokens))
+    seconds = e.get("duration_s")
+    if _amount(seconds) is not None:
+        out.append(("time", "toolnexus_llm_request_duration_seconds", (model,), seconds))
     return out
 
 
@@ -110,10 +116,11 @@ _DETAIL_TOKENS = tuple(((kind,), f"{kind}_tokens") for kind in _DETAILS)
 def _tool(e: Mapping) -> list[tuple]:
     tool = UNKNOWN_TOOL if e.get("source") == "unknown" else _label(e.get("tool"))
     labels = (tool, _label(e.get("source")), _label(bool(e.get("is_error"))))
-    return [
-        ("count", "toolnexus_tool_calls_total", labels, 1),
-        ("time", "toolnexus_tool_duration_seconds", (tool,), e.get("duration_s")),
-    ]
+    out = [("count", "toolnexus_tool_calls_total", labels, 1)]
+    seconds = e.get("duration_s")
+    if _amount(seconds) is not None:
+        out.append(("time", "toolnexus_tool_duration_seconds", (tool,), seconds))
+    return out
 
 
 def _run(e: Mapping) -> list[tuple]:
@@ -142,11 +149,7 @@ def observations(event: Any) -> list[tuple]:
     observer = _OBSERVERS.get(name) if isinstance(name, str) else None
     if observer is None:
         return []
-    out = observer(event)
-    for o in out:
-        if _amount(o[3]) is None:  # rare (a missing or bad amount): only then a new list
-            return [o for o in out if _amount(o[3]) is not None]
-    return out
+    return observer(event)  # (each keeps only the amounts that may move a series)
 
 
 def _histogram(h: Mapping, seconds: float) -> dict:

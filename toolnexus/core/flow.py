@@ -80,15 +80,19 @@ def value_of(outcome: tuple) -> Any:
     return outcome[1] if outcome[0] == "ok" else None
 
 
-def _event(kind: str, **fields: Any) -> FrozenMap:
-    return FrozenMap({"type": kind, **fields})
-
-
 # ---- one model turn, one turn's tools ----------------------------------------------
 
 
-def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, known: Mapping):
-    """Yield effects until one model turn is decoded, retrying as the policy says."""
+def _llm_turn(cfg: Mapping, codec: Any, state: steps.State, body: Mapping, turn_no: int,
+              known: Mapping):  # fmt: skip
+    """Yield effects until one model turn is decoded, retrying as the policy says.
+
+    The body_transform hook runs first, on the body as sent: it sees (and may change)
+    everything the loop adds, `stream` too."""
+    if cfg["events"]:
+        body = codec.stream_body(body)
+    if cfg["transform"] is not None:
+        body = yield ("hook", cfg["transform"], body)
     encode = cfg["encode"]
     content = steps.request_content(state, body, known) if encode else None
     # "leg": the client of a fallback chain that sends it (core.failover), and who it is.
@@ -130,33 +134,26 @@ def _llm_turn(cfg: Mapping, state: steps.State, body: Mapping, turn_no: int, kno
 
 def _stated_turn(cfg: Mapping, codec: Any, state: steps.State, full: Mapping, turn_no: int,
                  known: Mapping):  # fmt: skip
-    """Yield effects until a model turn is decoded; with server_state the request names
-    the previous response and sends only the new items, and when the server has
-    forgotten that response it is sent once more with the whole transcript (`full`).
-    Each body sent is the body_transform's output (`_final`)."""
+    """Return the generator of effects that decodes the next model turn: `_llm_turn`
+    itself (no generator level in between), or with server_state `_server_state_turn`."""
     if not cfg.get("server_state"):
-        body = yield from _final(cfg, codec, full)
-        return (yield from _llm_turn(cfg, state, body, turn_no, known))
+        return _llm_turn(cfg, codec, state, full, turn_no, known)
+    return _server_state_turn(cfg, codec, state, full, turn_no, known)
+
+
+def _server_state_turn(cfg: Mapping, codec: Any, state: steps.State, full: Mapping,
+                       turn_no: int, known: Mapping):  # fmt: skip
+    """Yield effects until a model turn is decoded, the request naming the previous
+    response and sending only the new items; when the server has forgotten that response
+    it is sent once more with the whole transcript (`full`)."""
     stated = codec.server_state_body(full, state["messages"])
     try:
-        body = yield from _final(cfg, codec, stated)
-        return (yield from _llm_turn(cfg, state, body, turn_no, known))
+        return (yield from _llm_turn(cfg, codec, state, stated, turn_no, known))
     except ProviderError as e:
         if stated is full or not codec.forgotten(e):
             raise
     yield ("metric", {"event": "server_state_fallback", "model": cfg["model"]})
-    body = yield from _final(cfg, codec, codec.stored(full))
-    return (yield from _llm_turn(cfg, state, body, turn_no, known))
-
-
-def _final(cfg: Mapping, codec: Any, body: Mapping):
-    """Yield the body_transform hook; return the body to encode and send. The transform
-    is the last step: it sees (and may change) everything the loop adds, `stream` too."""
-    if cfg["events"]:
-        body = codec.stream_body(body)
-    if cfg["transform"] is None:
-        return body
-    return (yield ("hook", cfg["transform"], body))
+    return (yield from _llm_turn(cfg, codec, state, codec.stored(full), turn_no, known))
 
 
 def _as_result(value: Any) -> FrozenMap:
@@ -165,10 +162,9 @@ def _as_result(value: Any) -> FrozenMap:
     return as_result(value)  # data as JSON text, content parts as parts (core.tool)
 
 
-def _before_tool(hooks: Mapping, call: Mapping, turn_no: int):
+def _before_tool(hook: Callable, call: Mapping, turn_no: int):
     """Yield the hook; return the (maybe rewritten) call and a short-circuit result, if any."""
-    hook = hooks.get("before_tool")
-    if hook is None or call["error"] is not None:
+    if call["error"] is not None:
         return call, None
     payload = {"name": call["name"], "args": call["args"], "id": call["id"], "turn": turn_no}
     out = yield ("hook", hook, payload)
@@ -183,10 +179,7 @@ def _before_tool(hooks: Mapping, call: Mapping, turn_no: int):
     return call, None
 
 
-def _after_tool(hooks: Mapping, call: Mapping, result: FrozenMap, turn_no: int):
-    hook = hooks.get("after_tool")
-    if hook is None:
-        return result
+def _after_tool(hook: Callable, call: Mapping, result: FrozenMap, turn_no: int):
     payload = {"name": call["name"], "args": call["args"], "result": result, "id": call["id"]}
     out = yield ("hook", hook, {**payload, "turn": turn_no})
     return _as_result(out["result"]) if out and "result" in out else result
@@ -200,10 +193,14 @@ def _source(tk: Any, call: Mapping) -> str:
 def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[Mapping], turn_no: int):
     """Yield effects to run one turn's calls (hooks, concurrency, suspension); return
     (results in call order, the pending request or None)."""
-    hooks = cfg["hooks"]
-    prepared = []
-    for c in calls:
-        prepared.append((yield from _before_tool(hooks, c, turn_no)))
+    # Each hook's step is a generator of effects: a run without that hook makes none.
+    before, after = cfg["hooks"].get("before_tool"), cfg["hooks"].get("after_tool")
+    if before is None:
+        prepared = [(c, None) for c in calls]
+    else:
+        prepared = []
+        for c in calls:
+            prepared.append((yield from _before_tool(before, c, turn_no)))
     to_run = [c for c, short in prepared if short is None]
     ran = iter((yield ("tools", tk, to_run)) if to_run else ())
     results, pending = [], None
@@ -220,17 +217,19 @@ def _run_calls(cfg: Mapping, tk: Any, calls: Sequence[Mapping], turn_no: int):
             elif cfg["wait_for"] is None:
                 pending = request
                 if cfg["events"]:
-                    yield ("event", _event("pending", request=request))
+                    yield ("event", FrozenMap({"type": "pending", "request": request}))
             else:
                 result = yield from _resume(cfg, tk, call, request)
-        results.append((yield from _after_tool(hooks, call, result, turn_no)))
+        if after is not None:
+            result = yield from _after_tool(after, call, result, turn_no)
+        results.append(result)
     return results, pending
 
 
 def _resume(cfg: Mapping, tk: Any, call: Mapping, request: Mapping):
     """Yield effects to wait for the host's answer and re-run the suspended call once."""
     if cfg["events"]:  # a stream shows the request before the host is asked
-        yield ("event", _event("pending", request=request))
+        yield ("event", FrozenMap({"type": "pending", "request": request}))
     (outcome,) = yield ("io", (Op(cfg["wait_for"], (request,)),))
     answer = value_of(outcome)
     if not answer or not answer.get("ok"):
@@ -245,10 +244,7 @@ def _resume(cfg: Mapping, tk: Any, call: Mapping, request: Mapping):
 # ---- the model/tool loop -------------------------------------------------------------
 
 
-def _before_llm(cfg: Mapping, state: steps.State, tk: Any):
-    hook = cfg["hooks"].get("before_llm")
-    if hook is None:
-        return state, tk
+def _before_llm(cfg: Mapping, hook: Callable, state: steps.State, tk: Any):
     payload = {"messages": state["messages"], "tools": tk, "model": cfg["model"],
                "turn": state["turns"] + 1, "client": cfg.get("served_by")}  # fmt: skip
     out = yield ("hook", hook, payload)
@@ -333,7 +329,9 @@ def _loop(cfg: Mapping, state: steps.State, tk: Any):
     encoded_for, tools, known = None, None, {}
     first, later = _params(cfg, codec)
     while True:
-        state, tk = yield from _before_llm(cfg, state, tk)
+        hook = cfg["hooks"].get("before_llm")
+        if hook is not None:  # (a generator of effects: a hook-less turn makes none)
+            state, tk = yield from _before_llm(cfg, hook, state, tk)
         if tk is not encoded_for:  # once per run (again only if a hook swaps the tools)
             encoded_for, tools = tk, codec.encode_tools(tk)
             tools = codec.cache_tools(tools) if cfg.get("prompt_cache") else tools
@@ -357,20 +355,22 @@ def _loop(cfg: Mapping, state: steps.State, tk: Any):
         if cfg.get("progress") is not None:  # what the run has said, if it raises later
             cfg["progress"](state)
         if events:
-            yield ("event", _event("usage", usage=turn["usage"]))
+            yield ("event", FrozenMap({"type": "usage", "usage": turn["usage"]}))
         if not calls:
             if steps.is_finished(state):
                 return state, cfg
             continue  # a paused turn (pause_turn): the same transcript, sent again
         for c in calls if events else ():
-            yield ("event", _event("tool_call", id=c["id"], name=c["name"], args=c["args"]))
+            yield ("event", FrozenMap({"type": "tool_call", "id": c["id"], "name": c["name"],
+                                       "args": c["args"]}))  # fmt: skip
         to_exec = [c for c in calls if c["error"] is None]
         results, pending = yield from _run_calls(cfg, tk, to_exec, state["turns"])
         ran = iter(results)
         ordered = [next(ran) if c["error"] is None else steps.invalid_result(c) for c in calls]
         for c, r in zip(calls, ordered, strict=True) if events else ():
-            yield ("event", _event("tool_result", id=c["id"], name=c["name"],
-                                   output=r["output"], is_error=r["is_error"]))  # fmt: skip
+            yield ("event", FrozenMap({"type": "tool_result", "id": c["id"], "name": c["name"],
+                                       "output": r["output"],
+                                       "is_error": r["is_error"]}))  # fmt: skip
         state = steps.on_results(state, calls, ordered, cfg["max_turns"])
         if pending is not None:
             return {**state, "status": "pending", "pending": pending}, cfg
@@ -517,7 +517,9 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
                 held = None
         state, lifted = yield from _start(cfg, cid, prompt, loaded)
         cfg = _with_system(cfg, lifted)
-        state = _with_output(cfg, (yield from run_flow(cfg, state, tk)))
+        # run_flow's two steps, inline: one generator level fewer for every effect.
+        state, last = yield from _loop(cfg, state, tk)
+        state = _with_output(cfg, failover.finished(last, state))
     except BaseException as e:
         said = reached[-1] if reached else state
         yield from _fail(cfg, cid, held, prompt, said, asked_at, t0, e)

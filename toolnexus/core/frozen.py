@@ -21,7 +21,10 @@ from typing import Any, NoReturn
 
 from pyrsistent import PMap, PSet, PVector, pset, pvector
 
-__all__ = ["FrozenMap", "freeze", "thaw", "known_json", "known_jsons", "keep_json", "keep_jsons"]
+__all__ = [
+    "FrozenMap", "freeze", "thaw", "known_json", "known_jsons", "keep_json", "keep_jsons",
+    "known_whole", "keep_whole",
+]  # fmt: skip
 
 
 def _immutable(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
@@ -44,10 +47,11 @@ class FrozenMap(dict):
 which return a new map
     """
 
-    # _hash and _json: what is derived from the value once (its hash, its JSON text as a
-    # request carries it: see known_json), kept since the value never changes.
+    # _hash, _json and _whole: what is derived from the value once (its hash, its JSON
+    # text as a request carries it: see known_json; that no string in it holds a UTF-16
+    # surrogate: see known_whole), kept since the value never changes.
     # (no mutate: the class is made before a mutant's code is swapped in, here and below)
-    __slots__ = ("_hash", "_json")  # pragma: no mutate
+    __slots__ = ("_hash", "_json", "_whole")  # pragma: no mutate
 
     __setitem__ = __delitem__ = _immutable  # pragma: no mutate
     clear = pop = popitem = setdefault = _immutable  # pragma: no mutate
@@ -135,6 +139,20 @@ def keep_json(m: FrozenMap, text: bytes) -> bytes:
 def keep_jsons(maps: Iterable[FrozenMap], texts: Iterable[bytes]) -> None:
     """`keep_json` of each map with its text, at C speed (no Python frame per map)."""
     deque(map(setattr, maps, repeat("_json"), texts), maxlen=0)
+
+
+def known_whole(m: Any) -> bool:
+    """Return whether `keep_whole` vouched for `m`: no string in it (keys, values, nested
+    ones) holds a UTF-16 surrogate code point. False when nobody said (a walk will tell)."""
+    return getattr(m, "_whole", False)
+
+
+def keep_whole(m: Any) -> Any:
+    """Vouch that no string in `m` holds a UTF-16 surrogate (known from the text it was
+    decoded from: see wire.sse.surrogate_free), so no walk looks for one; return `m`."""
+    if type(m) is FrozenMap:  # (anything else has nowhere to keep it: it is walked)
+        m._whole = True
+    return m
 
 
 _PVECTOR = type(pvector())  # the C type of every pvector (PVector is its ABC)

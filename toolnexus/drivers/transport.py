@@ -21,11 +21,11 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 import httpx
-from pyrsistent import PVector
 
 from ..core.errors import ProviderError, excerpt, scrub_error, status_error
-from ..core.frozen import FrozenMap
+from ..core.frozen import FrozenMap, keep_whole
 from ..core.secrets import scrub_value, scrubber
+from ..core.walk import strings
 from ..core.wire import inband, sse
 from ..core.wire.jsonload import MAX_BYTES
 
@@ -153,24 +153,6 @@ def _basic(url: httpx.URL) -> str:
     return "Basic " + base64.b64encode(pair).decode("ascii")
 
 
-def _strings(value: Any) -> Iterator[str]:
-    """Yield every string of a decoded value (map keys too), depth first: the quick look
-    `Endpoint.clean` takes (exact types first: an ABC check per node costs more than the
-    whole look)."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        kind = type(v)
-        if kind is str:
-            yield v
-        elif kind is FrozenMap or kind is dict or isinstance(v, Mapping):
-            for k, item in v.items():
-                stack.append(k)
-                stack.append(item)
-        elif kind is PVector or kind is list or kind is tuple:
-            stack.extend(v)
-
-
 def _shown(url: httpx.URL) -> str:
     # What errors and reprs say: no userinfo (a password there is Basic auth, not text).
     return str(url.copy_with(username=None, password=None)) if url.userinfo else str(url)
@@ -244,14 +226,14 @@ class Endpoint:
         with nothing to mask is returned as it is, after one quick look at its strings."""
         if type(value) is str:  # a stream's delta: one look, no walk (what the walk gives)
             return self.scrub(value)
-        if not self.hides or all(self.scrub(t) is t for t in _strings(value)):
+        if not self.hides or all(self.scrub(t) is t for t in strings(value)):
             return value
         return scrub_value(value, self.scrub)
 
     def decode(self, status: int, content: bytes) -> FrozenMap:
         """Return the turn of a 2xx JSON response (decoded with bounded depth and size)."""
         try:
-            return self.clean(self.codec.parse_response(content))
+            turn = self.clean(self.codec.parse_response(content))
         except ProviderError as e:
             raise self.scrubbed(e) from None
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
@@ -261,6 +243,7 @@ class Endpoint:
                 status=status,
                 url=self.scrub(self.url),
             ) from None
+        return keep_whole(turn) if sse.surrogate_free(content) else turn  # (see _Stream.whole)
 
 
 class Http:
@@ -506,6 +489,8 @@ class _Stream:
     def __init__(self, codec: Any, clean: Any = None):
         self.codec, self.sse, self.acc = codec, sse.start(), codec.stream_start()
         self.clean = clean or (lambda value: value)  # the endpoint's secret masking
+        # No event's data had a "\\u" escape: no surrogate in the turn, none to walk for.
+        self.whole = True
 
     def feed(self, chunk: bytes) -> list[FrozenMap]:
         self.sse, events = sse.feed(self.sse, chunk)
@@ -514,11 +499,12 @@ class _Stream:
     def end(self) -> list[FrozenMap]:
         out = self._apply(sse.end(self.sse))
         turn = self.clean(self.codec.stream_turn(self.acc))
-        return [*out, FrozenMap({"type": TURN, "turn": turn})]
+        return [*out, FrozenMap({"type": TURN, "turn": keep_whole(turn) if self.whole else turn})]
 
     def _apply(self, events: tuple) -> list[FrozenMap]:
         out: list[FrozenMap] = []
         for ev in events:
+            self.whole = self.whole and sse.surrogate_free(ev["data"])
             self.acc, deltas = self.codec.stream_event(self.acc, ev)
             # Stream events are pmaps like every value we hand out: the answer's text, a
             # model's thinking (thinking, reasoning_content), a refusal's text, each its kind.

@@ -302,7 +302,8 @@ def encode_body(
     after: list[str] = []
     texts_at, key_at = None, ""
     for key, value in body.items():
-        name = _encode(key) + ":"
+        # A key is a string: json's own C function writes it (what _encode would call).
+        name = (encode_basestring(key) if type(key) is str else _encode(key)) + ":"
         hit = known.get(key) if known else None
         if hit is not None and hit[0] is value:
             text = hit[1] if type(hit[1]) is str else hit[1].decode()
@@ -314,8 +315,8 @@ def encode_body(
         (before if texts_at is None else after).append(name + text)
     if texts_at is None:
         return ("{" + ",".join(before) + "}").encode("utf-8")
-    head = ("{" + "".join(entry + "," for entry in before) + key_at + "[").encode("utf-8")
-    tail = ("]" + "".join("," + entry for entry in after) + "}").encode("utf-8")
+    head = ("{" + ",".join([*before, key_at + "["])).encode("utf-8")
+    tail = (",".join(["]", *after]) + "}").encode("utf-8")
     if not texts_at:
         return head + tail
     texts_at[0] = head + texts_at[0]

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from pyrsistent import PVector, pvector
 
 from ..errors import ProviderError, excerpt
-from ..frozen import FrozenMap
+from ..frozen import FrozenMap, known_whole
 from ..walk import map_strings
 from .inband import envelope, error_fields
 from .jsonload import MAX_BYTES, load
@@ -43,6 +43,7 @@ __all__ = [
     "stream_error",
     "load_json",
     "whole_characters",
+    "surrogate_free",
     "hold_half",
     "MAX_LINE",
 ]
@@ -312,9 +313,26 @@ def whole_characters(value: Any, where: str = "its answer") -> Any:
     >>> whole_characters({"text": ["\\ud83d" + "\\ude00"]})["text"][0] == "\\U0001f600"
     True
     """
-    if not _has_surrogate(value):  # the usual case: one walk, nothing built
+    # The usual case: a turn vouched for by the text it was decoded from (no walk), or
+    # one walk that finds nothing and builds nothing.
+    if known_whole(value) or not _has_surrogate(value):
         return value
     return map_strings(value, lambda text: _whole(text, where))
+
+
+def surrogate_free(text: str | bytes) -> bool:
+    """Return whether a JSON text is sure to decode (`jsonload.load`: UTF-8, strictly) to
+    strings that hold no UTF-16 surrogate, also where one of them is JSON decoded in turn.
+
+    Only a "\\u" escape makes a surrogate (strict UTF-8 never yields one), and a decoded
+    string holds "\\u" only where its text had a "\\u" too ("\\\\u", "\\u005cu"...): so
+    a text without one holds none at any depth. One C-speed search; a text with any
+    "\\u" escape (rare from the providers) is left to `whole_characters`' walk.
+
+    >>> surrogate_free(b'{"text": "caf\\xc3\\xa9"}'), surrogate_free('{"text": "\\\\ud83d"}')
+    (True, False)
+    """
+    return ("\\u" if type(text) is str else b"\\u") not in text
 
 
 def hold_half(held: str, delta: str) -> tuple[str, str]:
