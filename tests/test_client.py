@@ -215,24 +215,27 @@ def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
     from toolnexus import RunTimeoutError, arun
     from toolnexus.runtime import TOOL_THREADS
 
-    started, ended = [], []
+    started, ended, release = [], [], threading.Event()
 
     @define_tool
     def slow(n: int) -> str:
-        """Take a while."""
+        """Wait until the test lets it end."""
         started.append(n)
-        time.sleep(1.0)
+        release.wait(10)
         ended.append(n)
         return str(n)
 
     calls = [("slow", {"n": n}) for n in range(TOOL_THREADS + 4)]
     with fake_provider([tool_calls_reply(*calls), text_reply("never")]) as fp:
-        c = create_client(base_url=fp.url, model="m", timeout_ms=300)
-        t0 = time.monotonic()
-        with pytest.raises(RunTimeoutError):
+        c = create_client(base_url=fp.url, model="m", timeout_ms=1500)
+        with pytest.raises(RunTimeoutError):  # raised while every started call still waits
             asyncio.run(arun(c, "go", toolkit=toolkit(slow)))
-        assert time.monotonic() - t0 < 0.9  # the run did not wait for its tools
-        time.sleep(1.5)  # the started calls end on their own; the queued ones never run
+        assert not ended and not release.is_set()  # the run did not wait for its tools
+        release.set()  # the started calls end; the queued ones are then taken, not run
+        until = time.monotonic() + 10
+        while len(ended) < len(started) and time.monotonic() < until:
+            time.sleep(0.01)
+        time.sleep(0.1)
     assert len(started) == TOOL_THREADS and sorted(ended) == sorted(started)
     assert len(fp.requests) == 1
 

@@ -521,9 +521,11 @@ def test_a_task_cancelled_during_its_lock_and_load_hand_off_is_cancelled_after_i
             held.append("exit")
 
     inner = in_memory_store()
+    entered, cancelled = threading.Event(), threading.Event()
 
     def slow_get(id):
-        time.sleep(0.2)  # the task is cancelled meanwhile
+        entered.set()
+        cancelled.wait(10)  # the task is cancelled meanwhile
         held.append("get")
         return inner["get"](id)
 
@@ -532,16 +534,20 @@ def test_a_task_cancelled_during_its_lock_and_load_hand_off_is_cancelled_after_i
 
     async def main(times: int):
         task = asyncio.ensure_future(arun(c, "hi", conversation_id="x"))
-        await asyncio.sleep(0.05)
+        while not entered.is_set():  # the hand-off is under way (its lock taken)
+            await asyncio.sleep(0.005)
         for _ in range(times):
             task.cancel()
             await asyncio.sleep(0.01)
+        cancelled.set()  # now the hand-off may end
         with pytest.raises(asyncio.CancelledError):
             await task
         return await arun(c, "after", conversation_id="x")
 
     for times in (1, 2):
         held.clear()
+        entered.clear()
+        cancelled.clear()
         assert asyncio.run(main(times))["text"] == "ok"
         assert held == ["enter", "get", "exit"] * 2
     assert [m["content"] for m in inner["get"]("x")] == ["after", "ok"] * 2

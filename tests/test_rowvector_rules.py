@@ -140,13 +140,16 @@ def make_store(request, tmp_path, unique):
         yield lambda: redis_store(url, prefix=f"tnx-test:{unique}:")
         redis_store(url, prefix=f"tnx-test:{unique}:")["delete"]("c")
         return
+    import psycopg
+
     from toolnexus.store import postgres_store
 
-    dsn, made = request.getfixturevalue("postgres_dsn"), []
-    yield lambda: made.append(postgres_store(dsn, f"rows_{unique}")) or made[-1]
-    made[0]["delete"]("c")
+    dsn, made, table = request.getfixturevalue("postgres_dsn"), [], f"rows_{unique}"
+    yield lambda: made.append(postgres_store(dsn, table)) or made[-1]
     for s in made:
         s["close"]()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}, {table}_heads")
 
 
 def test_a_cold_exchange_builds_no_plain_message(make_store):

@@ -20,7 +20,7 @@ from pyrsistent import PVector, pvector
 
 from ..core.bounds import DEFAULT_MEMO_BYTES, UNENCODED_MESSAGE_BYTES
 from ..core.frozen import FrozenMap
-from ..core.rowvector import starts_with
+from ..core.rowvector import starts_with as _starts  # by identity (see there)
 from ..core.transcript import FORMAT_VERSION, freeze_transcript
 from ._decode import READERS as _READERS
 from ._decode import read_message_row as _read_v1
@@ -349,11 +349,6 @@ class Memo:
             if len(seen.transcript) <= len(transcript) and _starts(transcript, seen.transcript):
                 return seen
         return None
-
-
-# Whether a transcript begins with the very objects of a prefix (the last one checked
-# first: a different transcript of that length is told at once, else one C-speed scan).
-_starts = starts_with
 
 
 def _texts(rows: Sequence) -> tuple[str, ...] | None:
