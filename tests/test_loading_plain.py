@@ -64,3 +64,12 @@ def test_an_all_plain_transcript_is_kept_as_it_is_with_no_call_ids():
     for dialect in DIALECTS:
         got = loading.whole(t, dialect)
         assert got.history is t and got.facts == (dialect, frozenset())
+
+
+@given(st.sampled_from([None, [], (), freeze([])]), st.sampled_from(tuple(DIALECTS)),
+       st.booleans())  # fmt: skip
+def test_no_history_is_made_ready_as_the_general_pass_makes_an_empty_one(loaded, dialect, encode):
+    expected = loading.general(freeze([]), dialect, "error", encode)
+    got = loading.whole(loaded, dialect, "error", encode)
+    assert got == expected
+    assert type(got.history) is type(expected.history)

@@ -60,6 +60,9 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
     `facts` is (dialect, the call ids) when the history is right for the dialect as it
     is (what `translate` would keep), else None.
     """
+    if loaded is None or (type(loaded) in _EMPTY_KINDS and not loaded):
+        # No history (a run without an id, a new conversation): nothing to look at.
+        return Loaded(_NONE, "", _NONE if encode else None, (dialect, _NO_IDS))
     if type(loaded) is RowVector:  # read from rows: its plain messages stay unbuilt
         ready = _whole_rows(loaded, dialect, encode)
         if ready is not None:
@@ -86,6 +89,8 @@ def whole(loaded: Any, dialect: str, policy: str = "error", encode: bool = True)
 
 
 _FROZEN = frozenset({FrozenMap})
+_NONE, _NO_IDS = pvector(), pset()
+_EMPTY_KINDS = frozenset({list, tuple, type(_NONE)})
 
 
 def _whole_rows(loaded: RowVector, dialect: str, encode: bool) -> Loaded | None:
