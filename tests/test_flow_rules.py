@@ -769,7 +769,8 @@ def exchange(c, cid, history=None, prompt="q", **kinds):
 def test_an_exchange_without_a_conversation_takes_no_lock_and_saves_nothing():
     script, result = exchange({}, None, clock=clocks(1.0, 0, 0, 4.0))
     assert result["text"] == "hi" and result["status"] == "done" and result["model"] == "m1"
-    assert [e[0] for e in script.effects] == ["clock", "now", "clock", "llm", "clock", "metric",
+    # No message log: the time the prompt was asked (the log's stamp) is not asked for.
+    assert [e[0] for e in script.effects] == ["clock", "clock", "llm", "clock", "metric",
                                              "clock", "metric"]  # fmt: skip
     assert script.effects[-1] == (
         "metric",
@@ -783,6 +784,7 @@ def test_an_exchange_without_a_conversation_takes_no_lock_and_saves_nothing():
         },
     )
     script, _ = exchange({"log": "L"}, None, io=[(OK,)])
+    assert [e[0] for e in script.effects][:2] == ["clock", "now"]  # a log stamps the prompt
     assert script.of("io") == [("io", (flow.Op("L", (None, "q", ("hi",), "T"), True, "log"),))]
 
 

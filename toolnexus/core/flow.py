@@ -502,7 +502,8 @@ def exchange_flow(cfg: Mapping, prompt: Any, tk: Any, history: Any, cid: str | N
     store calls make them (fused or separate) is the exchange module's business.
     """
     t0 = yield ("clock",)
-    asked_at = yield ("now",)
+    # When the prompt was asked: the message log's stamp, so asked only when one is kept.
+    asked_at = (yield ("now",)) if cfg["log"] is not None else None
     hold = cfg["hold_lock"]
     reached: list = []  # the loop's state after each turn: what a run that raised said
     cfg = {**cfg, "loaded_from_store": history is None, "conversation_id": cid,
