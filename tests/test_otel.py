@@ -291,6 +291,27 @@ def test_no_provider_no_spans(monkeypatch):
         assert run(c, "hi")["text"] == "ok"
 
 
+def test_a_provider_set_after_the_first_runs_records_the_next_exchange():
+    """Until a provider is set no span is made at all; one set later (once per process,
+    so in a process of its own) records the very next exchange."""
+    code = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from toolnexus import create_in_process_client, otel, run\n"
+        "c = create_in_process_client(model='m', generate=lambda r: {'content': 'x'})\n"
+        "before = [otel.exchange_trace(c, None, False), run(c, 'hi')['text']]\n"
+        "exporter, provider = InMemorySpanExporter(), TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "run(c, 'hi again')\n"
+        "print(before, sorted({s.name for s in exporter.get_finished_spans()}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[None, 'x'] ['chat m', 'invoke_agent']"
+
+
 def test_import_toolnexus_imports_no_opentelemetry():
     code = "import sys, toolnexus; print([m for m in sys.modules if m.startswith('opentelemetry')])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -348,6 +348,9 @@ def exchange_trace(client: Any, cid: str | None, streaming: bool) -> Trace | Non
     if not available():
         return None
     trace, tracer = _api()
+    unset = trace.ProxyTracerProvider  # what get_tracer_provider answers until one is set
+    if type(tracer) is trace.ProxyTracer and type(trace.get_tracer_provider()) is unset:
+        return None  # its span would record nothing: not made (half of this call's cost)
     provider = _provider(client)
     attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent",
                              "gen_ai.provider.name": provider,
