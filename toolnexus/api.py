@@ -57,12 +57,10 @@ def as_toolkit(tk: Any) -> Any:
 
 def _toolkit(client: Client, tk: Any, conversation_id: str | None) -> Any:
     tk = as_toolkit(tk)
-    if client.message_log is None:
-        return tk
+    if conversation_id is None or client.message_log is None or not client.lookup_tool:
+        return tk  # nothing to add (no id to scope it to, no log, or turned off)
     from .history.wiring import lookup_toolkits
 
-    if conversation_id is None or not client.lookup_tool:
-        return tk  # nothing to add (no id to scope it to, or turned off)
     log = client.message_log
     key = scope_of(client.store).key
     traced = lambda: otel.traced_log(log, client.runtime, key)  # noqa: E731
@@ -88,8 +86,9 @@ def _id(conversation_id: str | None, id: str | None) -> str | None:
 
 def _cfg(client: Client, streaming: bool, output: Any) -> Mapping:
     """Return the flow configuration of one exchange of `client` (`output`: its spec)."""
-    cfg = client.plan[streaming]
-    learned = client.runtime.omitted(cfg["omission_key"])  # what the server refused before
+    plan = client.plan  # (a client's field is a PRecord lookup: read once)
+    cfg = plan[streaming]
+    learned = plan["context"].runtime.omitted(cfg["omission_key"])  # what was refused before
     if learned - cfg["omitted"]:
         cfg = {**cfg, "omitted": cfg["omitted"] | learned}
     if output is not None:
