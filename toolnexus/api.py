@@ -48,7 +48,9 @@ def _context(client: Client) -> sync.Context:
 
 def as_toolkit(tk: Any) -> Any:
     """Return `tk` as a toolkit: a toolkit, None, or a list of tool maps (made one)."""
-    if tk is None or (isinstance(tk, Mapping) and "index" in tk and "tools" in tk):
+    if tk is None or (
+        (type(tk) is FrozenMap or isinstance(tk, Mapping)) and "index" in tk and "tools" in tk
+    ):
         return tk
     if isinstance(tk, Sequence) and not isinstance(tk, str | bytes):  # as ToolkitArg says
         return make_toolkit(*tk)

@@ -23,7 +23,7 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from .calls import name_error, parse_arguments
-from .frozen import FrozenMap, known_jsons
+from .frozen import _PVECTOR, FrozenMap, known_jsons
 from .tool import tool_result
 from .transcript import readable
 from .wire import DIALECTS
@@ -56,7 +56,7 @@ __all__ = [
 
 
 def _vector(items: Sequence) -> PVector:
-    return items if isinstance(items, PVector) else pvector(items)
+    return items if type(items) is _PVECTOR or isinstance(items, PVector) else pvector(items)
 
 
 def texts_of(messages: Sequence[Mapping]) -> PVector:

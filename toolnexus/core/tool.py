@@ -148,7 +148,8 @@ def tool_output(value: Any) -> Any:
 
 def _as_result(value: Any):
     """Normalize what a tool function returned into a tool result map."""
-    if isinstance(value, Mapping) and "output" in value and "is_error" in value:
+    is_map = type(value) is not str and isinstance(value, Mapping)  # a text: no ABC look
+    if is_map and "output" in value and "is_error" in value:
         return tool_result(tool_output(value["output"]), value["is_error"], value.get("metadata"))
     return tool_result(tool_output(value))
 

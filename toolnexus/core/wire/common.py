@@ -15,9 +15,11 @@ from typing import Any
 from pyrsistent import PVector, pvector
 
 from ..errors import ProviderError
-from ..frozen import FrozenMap, freeze, keep_json, known_json
+from ..frozen import _PVECTOR, FrozenMap, freeze, keep_json, known_json
 from .inband import inband_error
 from .jsonload import load
+
+_VECTORS = frozenset({list, tuple, _PVECTOR})  # what a body's "messages" may be
 
 __all__ = [
     "sanitize",
@@ -187,7 +189,7 @@ def add_usage(a: Mapping, b: Mapping) -> FrozenMap:
 def _plain(o: Any) -> Any:
     # json's C encoder calls this only for values it cannot encode itself (a FrozenMap
     # is a dict to it): vectors become a shallow list and it recurses on.
-    if isinstance(o, (PVector, tuple)):
+    if type(o) is _PVECTOR or isinstance(o, (PVector, tuple)):  # the exact type: no ABC look
         return list(o)
     if isinstance(o, Mapping):  # a read-only map kept in its order (a provider tool's)
         return dict(o)
@@ -307,7 +309,11 @@ def encode_body(
         hit = known.get(key) if known else None
         if hit is not None and hit[0] is value:
             text = hit[1] if type(hit[1]) is str else hit[1].decode()
-        elif key == "messages" and texts_at is None and isinstance(value, (list, tuple, PVector)):
+        elif (
+            key == "messages"
+            and texts_at is None
+            and (type(value) in _VECTORS or isinstance(value, (list, tuple, PVector)))
+        ):
             texts_at, key_at = _message_texts(value, messages, texts), name
             continue
         else:

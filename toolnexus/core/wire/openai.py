@@ -304,7 +304,7 @@ def _parse_response(data: Mapping) -> FrozenMap:
     if type(text) is not str:
         text = text_of(text, "choices[0].message.content")
     u = data.get("usage")
-    use = _usage(u) if u and isinstance(u, Mapping) else usage(None, None)
+    use = _usage(u) if u and (type(u) is dict or isinstance(u, Mapping)) else usage(None, None)
     finish, model = choice.get("finish_reason"), data.get("model")
     finish = finish if type(finish) is str else str_or_none(finish)
     model = model if type(model) is str else str_or_none(model)
