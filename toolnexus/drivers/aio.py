@@ -347,23 +347,6 @@ def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable
     }
 
 
-async def _perform(handler: Callable, args: tuple, closing: bool):
-    """Perform one effect; an async generator handler streams its items (unless closing)."""
-    out = handler(*args)
-    if type(out) is AsyncGeneratorType:
-        value, items = None, []
-        try:
-            async for item in out:
-                if item["type"] == TURN:
-                    value = item["turn"]
-                elif not closing:
-                    items.append(item)
-        finally:
-            await out.aclose()
-        return value, items
-    return await _settle(out), ()
-
-
 async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
     """Perform the flow's effects with `table`; yield events, then {"type": "__result__"}.
 
@@ -396,21 +379,18 @@ async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
                 if not closing:
                     yield effect[1]
                 continue
-            if kind == "llm" and not closing:
-                items = table["llm"](*effect[1:])
-                if type(items) is not AsyncGeneratorType:  # a whole turn (not streaming)
-                    value = await items
-                    continue
-                try:
-                    async for item in items:
-                        if item["type"] == TURN:
-                            value = item["turn"]
-                        else:
-                            yield item
-                finally:
-                    await items.aclose()
+            out = table[kind](*effect[1:])
+            if type(out) is not AsyncGeneratorType:  # a coroutine (a whole turn, tools, io)
+                value = await out if hasattr(out, "__await__") else out
                 continue
-            value, _ = await _perform(table[kind], effect[1:], closing)
+            try:  # a streamed turn: its items handed on (dropped when closing), the turn kept
+                async for item in out:
+                    if item["type"] == TURN:
+                        value = item["turn"]
+                    elif not closing:
+                        yield item
+            finally:
+                await out.aclose()
         except GeneratorExit:
             closing, error = True, StreamClosed("the stream was closed before its end")
         except BaseException as e:  # thrown into the flow, which decides
