@@ -13,6 +13,7 @@ and httpx's, no network and no server. Each arm runs in its own interpreter unde
                the hand-written async loop calls them)
   arun         toolnexus.arun() in one event loop, plain tools handed to threads
   stream       toolnexus.stream(), consumed whole (SSE answers)
+  astream      toolnexus.astream() in one event loop, consumed whole (SSE answers)
   httpx        the same two POSTs by hand on one httpx.Client (the floor)
   httpx-sse    the same streamed by hand on one httpx.Client (stream's floor)
   httpx-async  the same on one httpx.AsyncClient
@@ -31,8 +32,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ARMS = ("run-inline", "run", "arun-inline", "arun", "stream", "httpx", "httpx-sse", "httpx-async",
-        "httpx-async+threads")  # fmt: skip
+ARMS = ("run-inline", "run", "arun-inline", "arun", "stream", "astream", "httpx", "httpx-sse",
+        "httpx-async", "httpx-async+threads")  # fmt: skip
 
 # The scenario, run inside the measured interpreter: argv = arm, n.
 SCENARIO = r"""
@@ -96,11 +97,15 @@ else:
     def streamed():
         for _ in tn.stream(c, w.PROMPT, toolkit=tools):
             pass
+    async def astreamed():
+        async for _ in tn.astream(c, w.PROMPT, toolkit=tools):
+            pass
     one = {"run-inline": lambda: tn.run(c, w.PROMPT, toolkit=tools),
            "run": lambda: tn.run(c, w.PROMPT, toolkit=tools),
            "arun": lambda: loop.run_until_complete(tn.arun(c, w.PROMPT, toolkit=tools)),
            "arun-inline": lambda: loop.run_until_complete(tn.arun(c, w.PROMPT, toolkit=tools)),
-           "stream": streamed}[arm]
+           "stream": streamed,
+           "astream": lambda: loop.run_until_complete(astreamed())}[arm]
 for _ in range(20):
     one()
 for _ in range(n):

@@ -204,10 +204,10 @@ def test_service_routing_quick(capsys):
 def test_instructions_quick(capsys):
     """Every arm's scenario of the instruction count runs (counting it takes minutes)."""
     ran = load("instructions").main(["--quick"])
-    assert set(ran) == {"run-inline", "run", "arun-inline", "arun", "stream", "httpx",
+    assert set(ran) == {"run-inline", "run", "arun-inline", "arun", "stream", "astream", "httpx",
                         "httpx-sse", "httpx-async", "httpx-async+threads"}  # fmt: skip
     out = capsys.readouterr().out
-    assert out.count(" ran") == 9
+    assert out.count(" ran") == 10
 
 
 def test_cold_instructions_quick(capsys):

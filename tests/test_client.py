@@ -240,6 +240,48 @@ def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
     assert len(fp.requests) == 1
 
 
+def test_arun_task_cancelled_during_a_turn_ends_at_once_and_its_calls_not_yet_started():
+    """Without a deadline or cancel token (nothing watches the turn), a cancelled task is
+    cancelled at once, not after its tools; the calls no thread had started never start."""
+    import asyncio
+    import time
+
+    from toolnexus import arun
+    from toolnexus.runtime import TOOL_THREADS
+
+    started, ended, release = [], [], threading.Event()
+
+    @define_tool
+    def slow(n: int) -> str:
+        """Wait until the test lets it end."""
+        started.append(n)
+        release.wait(10)
+        ended.append(n)
+        return str(n)
+
+    async def cancelled_once_the_threads_are_busy(c) -> None:
+        task = asyncio.ensure_future(arun(c, "go", toolkit=toolkit(slow)))
+        until = time.monotonic() + 10
+        while len(started) < TOOL_THREADS and time.monotonic() < until:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not ended and not release.is_set()  # cancelled while every call still waits
+
+    calls = [("slow", {"n": n}) for n in range(TOOL_THREADS + 4)]
+    with fake_provider([tool_calls_reply(*calls), text_reply("never")]) as fp:
+        c = create_client(base_url=fp.url, model="m")
+        asyncio.run(cancelled_once_the_threads_are_busy(c))
+        release.set()  # the started calls end; the queued ones are then taken, not run
+        until = time.monotonic() + 10
+        while len(ended) < len(started) and time.monotonic() < until:
+            time.sleep(0.01)
+        time.sleep(0.1)
+    assert len(started) == TOOL_THREADS and sorted(ended) == sorted(started)
+    assert len(fp.requests) == 1
+
+
 def test_arun_a_plain_tool_that_raises_past_exception_ends_the_run_with_it():
     """A tool's Exception is an error result for the model; a BaseException raised in
     its thread is the run's own, raised by arun as the sync driver raises it."""

@@ -177,10 +177,12 @@ def test_anthropic_cache_details_and_provider(spans):
     assert chat["gen_ai.response.finish_reasons"] == ("end_turn",)
 
 
-def test_a_failed_turn_has_its_error_type(spans):
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_failed_turn_has_its_error_type(spans, streamed, asynchronous):
     with fake_provider([{"status": 500, "body": "down"}]) as fp:
         with pytest.raises(Exception, match="500"):
-            run(client(fp, retries=0), "hi")
+            exchange(streamed, asynchronous, client(fp, retries=0), "hi")
     found = spans()
     root = check_one_trace(found)
     (chat,) = by_name(found)["chat m"]
@@ -281,6 +283,43 @@ def test_an_abandoned_stream_ends_its_spans(spans):
     found = spans()
     root = check_one_trace(found)
     assert root.attributes["error.type"] == "stream_closed"
+
+
+def test_an_abandoned_astream_ends_its_spans(spans):
+    async def abandoned(c) -> None:
+        events = astream(c, "hi")
+        async for e in events:
+            if e["type"] == "text":
+                break
+        await events.aclose()
+
+    with fake_provider([text_reply("a long answer " * 20, chunk=8)]) as fp:
+        asyncio.run(abandoned(client(fp)))
+    found = spans()
+    root = check_one_trace(found)
+    assert root.attributes["error.type"] == "stream_closed"
+    (chat,) = by_name(found)["chat m"]
+    assert chat.end_time is not None
+
+
+def test_a_cancelled_arun_ends_its_spans(spans):
+    """A task cancelled while its model request is under way ends the chat span and the
+    exchange's span with the cancellation (nothing is left open)."""
+
+    async def cancelled(c) -> None:
+        task = asyncio.ensure_future(arun(c, "hi"))
+        await asyncio.sleep(0.3)  # the request is sent; its answer is 5 s away
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with fake_provider([{"content": "late", "delay": 5}]) as fp:
+        asyncio.run(cancelled(client(fp)))
+    found = spans()
+    root = check_one_trace(found)
+    (chat,) = by_name(found)["chat m"]
+    assert chat.end_time is not None and chat.status.status_code == trace.StatusCode.ERROR
+    assert root.end_time is not None and root.status.status_code == trace.StatusCode.ERROR
 
 
 def test_no_provider_no_spans(monkeypatch):

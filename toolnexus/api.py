@@ -250,27 +250,17 @@ def conversation(client: Client | Fallback, *, toolkit: ToolkitArg = None) -> di
 # ---- the async driver -----------------------------------------------------------------
 
 
-async def _aevents(client, prompt, toolkit, history, cid, cancel, streaming,
-                   output_schema=None) -> AsyncIterator:  # fmt: skip
+def _aevents(client, prompt, toolkit, history, cid, cancel, streaming,
+             output_schema=None) -> tuple[AsyncIterator, otel.Trace | None]:  # fmt: skip
+    """Return the async driver's events of one exchange and its trace (None: not traced);
+    the caller finishes or aborts the trace (no async generator layer in between)."""
     from .drivers import aio
 
     flow, ctx = _setup(client, prompt, toolkit, history, cid, streaming, output_schema)
     guard = Guard(client.timeout_ms, cancel)
     t = otel.exchange_trace(client, cid, streaming)
     table = otel.traced(_table(aio.ahandlers, ctx, guard, streaming), t, True)
-    events = aio.adrive(flow, table)
-    try:
-        async for event in events:
-            if t is not None and event["type"] == "__result__":
-                t, done = None, t
-                done.finish(event["result"])
-            yield event
-    except BaseException as e:
-        if t is not None:
-            t.abort(e)
-        raise
-    finally:
-        await events.aclose()
+    return aio.adrive(flow, table), t
 
 
 async def arun(
@@ -286,11 +276,17 @@ async def arun(
 ) -> RunResult:
     """The async twin of `run` (same semantics; `cancel` is an asyncio.Event)."""
     cid = _id(conversation_id, id)
-    events = _aevents(client, prompt, toolkit, history, cid, cancel, False, output_schema)
+    events, t = _aevents(client, prompt, toolkit, history, cid, cancel, False, output_schema)
     try:
         async for event in events:
             if event["type"] == "__result__":
+                if t is not None:
+                    t.finish(event["result"])
                 return cast("RunResult", event["result"])
+    except BaseException as e:
+        if t is not None:
+            t.abort(e)
+        raise
     finally:
         await events.aclose()
     raise RuntimeError("run ended without a result")  # pragma: no cover
@@ -309,14 +305,20 @@ async def astream(
 ) -> AsyncIterator[StreamEvent]:
     """The async twin of `stream`: an async generator of the same events."""
     cid = _id(conversation_id, id)
-    events = _aevents(client, prompt, toolkit, history, cid, cancel, True, output_schema)
+    events, t = _aevents(client, prompt, toolkit, history, cid, cancel, True, output_schema)
     try:
         async for event in events:
-            yield (
-                _done(event["result"])
-                if event["type"] == "__result__"
-                else cast("StreamEvent", event)
-            )
+            if event["type"] != "__result__":
+                yield cast("StreamEvent", event)
+                continue
+            if t is not None:  # finished when the flow is: the consumer's reading is not in it
+                t, done = None, t
+                done.finish(event["result"])
+            yield _done(event["result"])
+    except BaseException as e:
+        if t is not None:
+            t.abort(e)
+        raise
     finally:
         await events.aclose()
 

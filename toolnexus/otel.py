@@ -313,30 +313,49 @@ def _sync_llm(t: Trace, inner: Callable) -> Callable:
 
 
 def _async_llm(t: Trace, inner: Callable) -> Callable:
-    from .drivers.transport import TURN  # the driver's item carrying the decoded turn
+    from types import AsyncGeneratorType
 
-    async def llm(request: Mapping) -> Any:
-        span, t0, first, turn = _chat_start(t, request), time.perf_counter(), True, None
-        items = inner(request)
-        try:
-            async for item in items:
-                if item["type"] == TURN:
-                    turn = item["turn"]
-                elif first:
-                    first = False
-                    _first_chunk(span, t0)
-                yield item
-        except BaseException as e:
-            t.fail(span, e)
-            raise
-        finally:
-            await items.aclose()
-        if turn is not None:
-            _chat_end(t, span, turn)
-        elif span.is_recording():
-            span.end()
+    def llm(request: Mapping) -> Any:
+        out = inner(request)  # a coroutine of a whole turn, or a stream's async generator
+        if type(out) is AsyncGeneratorType:
+            return _async_items(t, request, out)
+        return _async_turn(t, request, out)
 
     return llm
+
+
+async def _async_turn(t: Trace, request: Mapping, work: Any) -> Any:
+    span = _chat_start(t, request)
+    try:
+        turn = await work
+    except BaseException as e:
+        t.fail(span, e)
+        raise
+    _chat_end(t, span, turn)
+    return turn
+
+
+async def _async_items(t: Trace, request: Mapping, items: Any) -> Any:
+    from .drivers.transport import TURN  # the driver's item carrying the decoded turn
+
+    span, t0, first, turn = _chat_start(t, request), time.perf_counter(), True, None
+    try:
+        async for item in items:
+            if item["type"] == TURN:
+                turn = item["turn"]
+            elif first:
+                first = False
+                _first_chunk(span, t0)
+            yield item
+    except BaseException as e:
+        t.fail(span, e)
+        raise
+    finally:
+        await items.aclose()
+    if turn is not None:
+        _chat_end(t, span, turn)
+    elif span.is_recording():
+        span.end()
 
 
 # ---- the exchange --------------------------------------------------------------------------

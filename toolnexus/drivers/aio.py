@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
+from types import AsyncGeneratorType, FunctionType
 from typing import Any
 
 from ..core.errors import ProviderError, RunTimeoutError
@@ -36,6 +37,10 @@ __all__ = ["adrive", "ahandlers"]
 
 
 def _is_async(fn: Any) -> bool:
+    if type(fn) is FunctionType and "_is_coroutine_marker" not in fn.__dict__:
+        # A plain `def` or `async def` (what a tool's execute is): its code says which, and
+        # its __call__ is a method-wrapper. inspect's walk is ten calls a tool.
+        return bool(fn.__code__.co_flags & inspect.CO_COROUTINE)
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - a callable object's async __call__
     )
@@ -129,6 +134,17 @@ def _fail(future: asyncio.Future, error: BaseException) -> None:
         future.set_exception(error)
 
 
+def _given_http(ctx: Context, size: int) -> Any:
+    """Return the transport.Http a request of `size` bytes goes through, or None for the
+    runtime's own async client of the running loop (`await ctx.runtime.ahttp(...)`)."""
+    given = ctx.given
+    if given is not None:
+        return given.asynchronous or given.sync
+    if size >= LARGE_ASYNC_BODY:  # sent from an io thread (see LARGE_ASYNC_BODY)
+        return ctx.runtime.http(ctx.proxy)
+    return None
+
+
 def _async_tool(tk: Any, call: Mapping) -> bool:
     t = tk["index"].get(call["name"]) if tk else None
     return t is not None and _is_async(t["execute"])
@@ -140,6 +156,8 @@ class _Async:
     def __init__(self, ctx: Context, guard: Guard, streaming: bool):
         self.ctx, self.guard, self.streaming = ctx, guard, streaming
         self.cancelled: BaseException | None = None  # delivered at the next effect
+        # Without a deadline or cancel token nothing is abandoned: work is awaited as it is.
+        self.watched = guard.deadline is not None or guard.cancel is not None
 
     async def guarded(self, awaitable: Any) -> Any:
         """Await `awaitable`, abandoning (cancelling) it on deadline or cancel."""
@@ -168,12 +186,27 @@ class _Async:
         guard.check()
         raise RunTimeoutError("the run's deadline (timeout_ms) passed")
 
-    async def _answer(self, work: Any) -> Any:
-        """Await a whole answer; a request that failed because the deadline passed (its
-        read timeout is the time left) is the run's timeout, as in the sync driver."""
+    async def answer(self, request: Mapping) -> Any:
+        """Return a whole turn (the "llm" handler of a run that does not stream): a
+        coroutine, no async generator to make, step and close for its one item."""
+        ctx = self.ctx
+        if ctx.endpoint is None:
+            return parse_generated(await self.guarded(self._generate(request)), request["turn"])
+        timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
+        content = request["content"]
+        http = _given_http(ctx, len(content)) or await ctx.runtime.ahttp(ctx.proxy)
+        if http.asynchronous:
+            work = asend(http, ctx.endpoint, content, timeout)
+        else:  # the host gave a sync client only: it serves this run from an io thread
+            pool = ctx.runtime.io_pool()
+            work = asyncio.get_running_loop().run_in_executor(
+                pool, send, http, ctx.endpoint, content, timeout
+            )
         try:
-            return await self.guarded(work)
+            return await (self.guarded(work) if self.watched else work)
         except ProviderError:
+            # A request that failed because the deadline passed (its read timeout is the
+            # time left) is the run's timeout, as in the sync driver.
             self.guard.after_failure()
             raise
 
@@ -220,27 +253,18 @@ class _Async:
         return await _settle(fn(arg))
 
     async def llm(self, request: Mapping) -> Any:
+        """Yield a streamed turn's items, the {TURN} item last (the "llm" handler of a
+        stream)."""
         ctx = self.ctx
         if ctx.endpoint is None:
-            out = await self.guarded(self._generate(request))
-            turn = parse_generated(out, request["turn"])
-            if self.streaming and turn["text"]:
+            turn = parse_generated(await self.guarded(self._generate(request)), request["turn"])
+            if turn["text"]:
                 yield FrozenMap({"type": "text", "delta": turn["text"]})
             yield FrozenMap({"type": TURN, "turn": turn})
             return
         timeout = min(self.guard.remaining(ctx.read_timeout) or ctx.read_timeout, ctx.read_timeout)
         content = request["content"]
-        http = await self._http(len(content))
-        if not self.streaming:
-            if http.asynchronous:
-                work = asend(http, ctx.endpoint, content, timeout)
-            else:  # the host gave a sync client only: it serves this run from an io thread
-                pool = ctx.runtime.io_pool()
-                work = asyncio.get_running_loop().run_in_executor(
-                    pool, send, http, ctx.endpoint, content, timeout
-                )
-            yield FrozenMap({"type": TURN, "turn": await self._answer(work)})
-            return
+        http = _given_http(ctx, len(content)) or await ctx.runtime.ahttp(ctx.proxy)
         if http.asynchronous:
             items = asend_stream(http, ctx.endpoint, content, timeout)
         else:
@@ -268,14 +292,6 @@ class _Async:
         finally:
             await items.aclose()
 
-    async def _http(self, size: int) -> Any:
-        given = self.ctx.given
-        if given is None:
-            if size >= LARGE_ASYNC_BODY:  # sent from an io thread (see LARGE_ASYNC_BODY)
-                return self.ctx.runtime.http(self.ctx.proxy)
-            return await self.ctx.runtime.ahttp(self.ctx.proxy)
-        return given.asynchronous or given.sync
-
     async def _generate(self, request: Mapping) -> Any:
         body = request["body"]
         req = {"model": body["model"], "messages": thaw(body["messages"]),
@@ -286,14 +302,18 @@ class _Async:
         return await _settle(await asyncio.to_thread(fn, req))
 
     async def tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
-        return finish_tools(self.ctx, calls, await self.guarded(self._tools(tk, calls)))
+        if self.ctx.inline_tools or any(_async_tool(tk, c) for c in calls):
+            ran = await self.guarded(self._tools(tk, calls))
+        else:  # the usual turn: plain tools only, all offered to the tool helper threads
+            self.guard.check()  # before any call is offered: a run already over offers none
+            turn = _in_helpers(self.ctx.runtime.tool_helpers(), tk, calls)
+            ran = await (self.guarded(turn) if self.watched else turn)
+        return finish_tools(self.ctx, calls, ran)
 
     async def _tools(self, tk: Any, calls: Sequence[Mapping]) -> list:
         if self.ctx.inline_tools:
             return [await self._async_tool(tk, c) if _async_tool(tk, c) else _run_tool(tk, c)
                     for c in calls]  # fmt: skip
-        if not any(_async_tool(tk, c) for c in calls):  # the usual turn: plain tools only
-            return await _in_helpers(self.ctx.runtime.tool_helpers(), tk, calls)
         # async tools on the loop, each plain one handed to the tool pool, all at once.
         loop, pool = asyncio.get_running_loop(), self.ctx.runtime.tool_pool()
         jobs = [self._async_tool(tk, c) if _async_tool(tk, c)
@@ -318,30 +338,13 @@ def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable
         **plain,
         "io": run.io,
         "hook": run.hook,
-        "llm": run.llm,
+        "llm": run.llm if streaming else run.answer,  # an async generator, or a coroutine
         "tools": run.tools,
         "sleep": run.sleep,
         "event": None,  # yielded by adrive itself
         "_run": run,
         "_plain": frozenset(plain),  # kinds whose handler is a plain function: called directly
     }
-
-
-async def _perform(handler: Callable, args: tuple, closing: bool):
-    """Perform one effect; an async generator handler streams its items (unless closing)."""
-    out = handler(*args)
-    if isinstance(out, AsyncGenerator):
-        value, items = None, []
-        try:
-            async for item in out:
-                if item["type"] == TURN:
-                    value = item["turn"]
-                elif not closing:
-                    items.append(item)
-        finally:
-            await out.aclose()
-        return value, items
-    return await _settle(out), ()
 
 
 async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
@@ -376,18 +379,18 @@ async def adrive(flow: Generator, table: Mapping[str, Any]) -> AsyncGenerator:
                 if not closing:
                     yield effect[1]
                 continue
-            if kind == "llm" and not closing:
-                items = table["llm"](*effect[1:])
-                try:
-                    async for item in items:
-                        if item["type"] == TURN:
-                            value = item["turn"]
-                        else:
-                            yield item
-                finally:
-                    await items.aclose()
+            out = table[kind](*effect[1:])
+            if type(out) is not AsyncGeneratorType:  # a coroutine (a whole turn, tools, io)
+                value = await out if hasattr(out, "__await__") else out
                 continue
-            value, _ = await _perform(table[kind], effect[1:], closing)
+            try:  # a streamed turn: its items handed on (dropped when closing), the turn kept
+                async for item in out:
+                    if item["type"] == TURN:
+                        value = item["turn"]
+                    elif not closing:
+                        yield item
+            finally:
+                await out.aclose()
         except GeneratorExit:
             closing, error = True, StreamClosed("the stream was closed before its end")
         except BaseException as e:  # thrown into the flow, which decides
