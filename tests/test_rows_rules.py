@@ -591,3 +591,66 @@ def test_read_list_remembers_the_stamp_read_with_its_rows():
     memo = _rows.Memo()
     memo.read_list("test", "c", *_head(T3), _texts(T3), "s7")
     assert memo.known("c").stamp == "s7"
+
+
+@given(transcripts(), st.data())
+def test_saved_rows_are_the_rows_utf8_sharing_a_message_json_that_is_its_row(t, data):
+    """What a save leaves the memo: each kept row's UTF-8 (None stays None), the very
+    object a message keeps as its JSON where that is the row (a row held once)."""
+    from toolnexus.core.frozen import keep_json, known_json
+
+    t = freeze(t)
+    _, kept = _rows.encode_rows(t)
+    for m, k in zip(t, kept, strict=True):
+        how = data.draw(st.sampled_from(["none", "row", "other"]))
+        if how == "row" and k is not None:
+            keep_json(m, bytes(bytearray(k.encode())))  # equal, another object
+        elif how == "other":
+            keep_json(m, b'{"role":"other"}')
+    got = _rows._saved_rows(t, kept)
+    assert got == tuple(None if k is None else k.encode() for k in kept)
+    for m, row in zip(t, got, strict=True):
+        own = known_json(m)
+        assert (row is own) == (row is not None and own == row)
+
+
+@given(transcripts(), st.booleans())
+def test_row_bytes_are_the_messages_own_json_exactly_when_each_is_its_row(t, alter):
+    from toolnexus.core.frozen import keep_json, known_json
+
+    t = freeze(t)
+    rows = tuple(text.encode() for text in _texts(t))
+    for m, row in zip(t, rows, strict=True):
+        keep_json(m, bytes(bytearray(row)))
+    if alter and rows:
+        keep_json(t[0], b"another text")
+    got = _rows._row_bytes(t, rows)
+    assert tuple(got) == rows
+    shared = all(g is known_json(m) for g, m in zip(got, t, strict=True))
+    assert shared == (not (alter and rows)) or not rows
+
+
+@given(transcripts(), st.integers(0, 12), st.data())
+def test_the_memo_keeps_rows_utf8_and_a_changed_row_is_never_hidden(t, cut, data):
+    """A cold read, then a save of more, then reads of the stored rows: the memo holds
+    the rows' UTF-8, gives its own value back for unchanged rows and never for a row
+    changed behind its back."""
+    t = freeze(t)
+    cut = min(cut, len(t))
+    memo = _rows.Memo()
+    first = memo.read("db", "c", *_head(t[:cut]), _rows_of(t[:cut]), "s")
+    assert first == t[:cut]
+    plan = _rows.plan_save("c", _rows.Head(*_head(t[:cut])), t, memo)
+    memo.saved("c", t, plan)
+    for seen in memo._seen("c"):
+        rows = _utf8s(seen.transcript)
+        assert seen.texts is None or all(
+            k is None or k == r for k, r in zip(seen.texts, rows, strict=True)
+        )
+    again = memo.read("db", "c", *_head(t), _rows_of(t), "s")
+    assert again == t and (again is t or not plan.exact)
+    if t:
+        i = data.draw(st.integers(0, len(t) - 1))
+        changed = t.set(i, freeze({"role": "user", "content": "changed by hand"}))
+        rows = list(enumerate(_texts(changed)))
+        assert memo.read("db", "c", *_head(t), rows, "s") == changed
