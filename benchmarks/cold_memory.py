@@ -10,11 +10,15 @@ value (an empty memo: a worker that never saw them) then does, per store:
         memo keeps
   run   one exchange on each (`tn.run`: read cold, answered, saved): what the store's
         memo and the runtime's memo keep together
+  save  save each (`store["save"]` of the history as plain dicts, which the store
+        freezes): what the store's memo keeps of a conversation this process wrote (its
+        decoded messages, which the caller made, and their rows)
 
 Measured: the bytes still allocated once the reads are done and the collector has run
 (tracemalloc: every Python allocation, exact and the same on every run), against the
 JSON of the conversations kept (each message's compact UTF-8 JSON, as its row holds
-it), and the process's RSS growth beside it (the allocator's own slack included; noisy).
+it). Not RSS: freed arenas are reused and tracemalloc's own tables grow it, so RSS
+growth here says little.
 Issue 35 item 3 aims at twice the JSON at most. Stores: sqlite (a temporary file),
 postgres, redis (TOOLNEXUS_TEST_POSTGRES_DSN, TOOLNEXUS_TEST_REDIS_URL).
 """
@@ -24,7 +28,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import sys
 import tracemalloc
 import uuid
@@ -44,16 +47,11 @@ def json_bytes(messages: list) -> int:
     return sum(len(dump(m).encode()) for m in messages)
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def kept(make: Callable[[], dict], k: int, n: int, mode: str) -> dict:
     """Return the bytes a fresh client keeps after `mode` on k conversations of n messages."""
     writer = make()
     ids = [f"mem-{uuid.uuid4().hex[:8]}-{i}" for i in range(k)]
-    for cid in ids:
+    for cid in ids if mode != "save" else ():
         writer["save"](cid, tg.history(n))
     writer.get("close", lambda: None)()
     del writer
@@ -61,21 +59,22 @@ def kept(make: Callable[[], dict], k: int, n: int, mode: str) -> dict:
     c = tg.client(store)
     gc.collect()
     tracemalloc.start()
-    base, rss = tracemalloc.get_traced_memory()[0], _rss()
+    base = tracemalloc.get_traced_memory()[0]
     for cid in ids:
         if mode == "get":
             store["get"](cid)
+        elif mode == "save":
+            store["save"](cid, tg.history(n))
         else:
             tn.run(c, "one more", id=cid)
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
-    grown = _rss() - rss
     sizes = [json_bytes(store["get"](cid)) for cid in ids]
     for cid in ids:
         store["delete"](cid)
     store.get("close", lambda: None)()
-    return {"held": held, "rss": grown, "json": sum(sizes)}
+    return {"held": held, "json": sum(sizes)}
 
 
 def main() -> None:
@@ -83,7 +82,7 @@ def main() -> None:
     p.add_argument("--conversations", type=int, default=60)
     p.add_argument("--messages", type=int, default=1000)
     p.add_argument("--stores", default="sqlite,postgres,redis")
-    p.add_argument("--modes", default="get,run")
+    p.add_argument("--modes", default="get,run,save")
     args = p.parse_args()
     found = tg.durable_stores()
     for name in args.stores.split(","):
@@ -95,7 +94,7 @@ def main() -> None:
                 print(
                     f"{name:8} {mode:4} {args.conversations} x {args.messages}: "
                     f"kept {got['held'] / 1e6:.1f} MB for {got['json'] / 1e6:.1f} MB of JSON "
-                    f"({got['held'] / got['json']:.2f}x; RSS +{got['rss'] / 1e6:.1f} MB)",
+                    f"({got['held'] / got['json']:.2f}x)",
                     flush=True,
                 )
 
