@@ -119,8 +119,7 @@ class _Rows:
         cell = self.cells[i]
         if type(cell) is not int:
             return cell
-        # The content starts at the same offset in the text as in its UTF-8: what comes
-        # before it is one of the two ASCII prefixes.
+        # Its UTF-8 decodes back to the very text the content's offset was found in.
         content, _ = scanstring(self.encoded[i].decode(), cell, True)
         built = FrozenMap({"role": _ROLE_AT[cell], "content": content})
         keep_json(built, self.encoded[i])
