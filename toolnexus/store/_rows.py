@@ -79,15 +79,12 @@ class Plan(NamedTuple):
 class Seen(NamedTuple):
     """A transcript the memo remembers: its chained digest, its rows' UTF-8 (None where
     unknown), the stored edit stamp it was seen with, and whether every row's text is
-    known and reads back as the very message (so a read may give the value itself).
-
-    The rows' bytes are the very objects the messages keep as their JSON (or a RowVector
-    as its rows) wherever they are equal: a row is held once, however many hold it."""
+    known and reads back as the very message (so a read may give the value itself)."""
 
     transcript: PVector
     digest: str
-    # A pvector (extended by the new rows in O(new)), or the tuple a read made (a
-    # RowVector's own rows: shared, not copied).
+    # A pvector (extended in O(new)) or the tuple a read made; the very bytes the
+    # messages keep as their JSON (or a RowVector as its rows): a row is held once.
     texts: Sequence[bytes | None] | None
     stamp: object
     exact: bool
@@ -322,10 +319,9 @@ class Memo:
                 self.remember(id, transcript, digest, count, rows_now, stamp, True)
                 return transcript
         if best is None and numbered and raw is not None and version == FORMAT_VERSION:
-            # The usual cold read: every row checked at once, its plain text messages
-            # built when first read (a RowVector keeping each row once, as its UTF-8:
-            # the bytes a driver gave, or the texts' own; the memo shares them), no
-            # pairs built, nothing re-checked.
+            # The usual cold read: every row checked at once, its plain messages built
+            # when first read (a RowVector keeping each row once, as its UTF-8, which
+            # the memo shares), no pairs built, nothing re-checked.
             at_once = read_rows_lazily(texts, raw)  # type: ignore[arg-type]
             if at_once is not None and len(at_once) == count:
                 self.remember(id, at_once, digest, count, raw, stamp, True)
@@ -375,8 +371,7 @@ def _texts(rows: Sequence) -> tuple[str, ...] | None:
 
 
 def _utf8(texts: Sequence[str]) -> tuple[bytes, ...] | None:
-    """Return the UTF-8 of str rows, or None if one cannot be encoded (a lone surrogate:
-    decoding then names the row)."""
+    """Return the UTF-8 of str rows, or None if one cannot be (decoding names the row)."""
     try:
         return tuple(map(str.encode, texts))
     except UnicodeEncodeError:
@@ -384,11 +379,8 @@ def _utf8(texts: Sequence[str]) -> tuple[bytes, ...] | None:
 
 
 def _utf8_of(text: object) -> object:
-    """Return a row's UTF-8 (a str row encoded, bytes as they are), else the row itself."""
-    try:
-        return text.encode() if type(text) is str else text  # type: ignore[union-attr]
-    except UnicodeEncodeError:
-        return text
+    """Return a row's UTF-8 to compare (a str row encoded: a lone surrogate equals none)."""
+    return text.encode(errors="surrogatepass") if type(text) is str else text  # type: ignore
 
 
 def _equal(a: Sequence, b: Sequence) -> bool:
@@ -435,8 +427,7 @@ def _numbered(rows: Sequence, count: object) -> bool:
 
 
 def _joined(texts: Sequence | None, tail: Sequence) -> PVector | None:
-    """Return the rows' UTF-8 `texts` (a pvector, or the sequence a read kept) extended
-    by `tail`, as a pvector; None when unknown."""
+    """Return the rows' UTF-8 `texts` extended by `tail`, as a pvector (None: unknown)."""
     if texts is None:
         return None
     return (texts if isinstance(texts, PVector) else pvector(texts)).extend(tail)
