@@ -214,3 +214,11 @@ def test_cold_instructions_quick(capsys):
     """The cold-exchange scenario counted by callgrind runs (here: SQLite and history=)."""
     load("cold_instructions").main(["--quick", "--stores", "history,sqlite"])
     assert capsys.readouterr().out.count(" ran") == 3
+
+
+def test_cold_memory_quick(capsys):
+    """What a fresh client keeps of conversations read cold is measured (here: SQLite)."""
+    ratios = load("cold_memory").main(["--quick", "--stores", "sqlite"])
+    assert set(ratios) == {("sqlite", "get"), ("sqlite", "run"), ("sqlite", "save")}
+    assert all(r > 0 for r in ratios.values())
+    assert capsys.readouterr().out.count("MB of JSON") == 3

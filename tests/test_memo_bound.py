@@ -82,7 +82,7 @@ def test_a_stores_memo_keeps_at_most_its_bytes_the_most_recent_kept(tmp_path):
     for i in range(6):
         store["save"](f"c{i}", _history(20, 1000))  # about 20 KB of JSON each
         transcript = store["get"](f"c{i}")
-        texts, _ = _rows.encode_rows(transcript)
+        texts = tuple(text.encode() for text in _rows.encode_rows(transcript)[0])
         memo.remember(f"c{i}", transcript, "d", len(transcript), texts, exact=True)
         assert memo.remembered_bytes() <= 64_000
     kept = [i for i in range(6) if memo.known_prefix(f"c{i}", transcript) is not None]
@@ -97,7 +97,7 @@ def test_a_memo_extended_in_place_counts_only_the_new_rows():
     from toolnexus.store import _rows
 
     t = freeze_transcript(_history(10, 100))
-    texts, _ = _rows.encode_rows(t)
+    texts = tuple(text.encode() for text in _rows.encode_rows(t)[0])
     memo = _rows.Memo()
     memo.remember("c", t[:4], "d4", 4, texts[:4])
     first = memo.remembered_bytes()

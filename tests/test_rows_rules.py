@@ -27,6 +27,11 @@ def _texts(t):
     return [_rows.encode_message(m) for m in t]
 
 
+def _utf8s(t):
+    """The rows' UTF-8: what the memo keeps of them."""
+    return tuple(text.encode() for text in _texts(t))
+
+
 def _rows_of(t, start=0):
     return list(enumerate(_texts(t)[start:], start))
 
@@ -38,7 +43,7 @@ def _head(t):
 def _memo_knowing(t, stamp="s1", id="c"):
     """A memo that saw `t` stored (exactly) with edit stamp `stamp`."""
     memo = _rows.Memo()
-    memo.remember(id, t, _rows.digest_of(t), 0, _texts(t), stamp, True)
+    memo.remember(id, t, _rows.digest_of(t), 0, _utf8s(t), stamp, True)
     return memo
 
 
@@ -138,11 +143,14 @@ def test_only_fully_frozen_transcripts_are_remembered():
     assert memo._seen("c")[0].transcript is T3
 
 
-def test_remembered_texts_are_a_pvector_and_exact_needs_texts():
+def test_remembered_texts_are_immutable_and_exact_needs_texts():
     memo = _rows.Memo()
-    memo.remember("c", T3, "d", 0, _texts(T3), "s", True)
+    given = list(_utf8s(T3))
+    memo.remember("c", T3, "d", 0, given, "s", True)
     seen = memo._seen("c")[0]
-    assert isinstance(seen.texts, PVector) and seen.exact and seen.stamp == "s"
+    assert isinstance(seen.texts, PVector | tuple) and seen.exact and seen.stamp == "s"
+    given[0] = b"changed by its caller"
+    assert tuple(seen.texts) == _utf8s(T3)
     memo.remember("c", T3[:1], "d", 0, None, "s", True)
     assert memo._seen("c")[0].exact is False
 
@@ -165,17 +173,17 @@ def test_evicting_an_id_drops_its_unchecked_reads():
 def test_known_is_the_longest_exact_transcript_with_a_known_stamp():
     memo = _rows.Memo()
     assert memo.known("c") is None
-    memo.remember("c", T3, "d", 0, _texts(T3), _rows.UNKNOWN, True)
+    memo.remember("c", T3, "d", 0, _utf8s(T3), _rows.UNKNOWN, True)
     assert memo.known("c") is None  # no stamp vouches for it
-    memo.remember("c", T3[:1], "d1", 0, _texts(T3[:1]), "s", True)
-    memo.remember("c", T3[:2], "d2", 0, _texts(T3[:2]), "s", True)
+    memo.remember("c", T3[:1], "d1", 0, _utf8s(T3[:1]), "s", True)
+    memo.remember("c", T3[:2], "d2", 0, _utf8s(T3[:2]), "s", True)
     assert memo.known("c").transcript is memo._seen("c")[0].transcript
     assert len(memo.known("c").transcript) == 2
     memo2 = _rows.Memo()
-    memo2.remember("c", T3[:2], "d2", 0, _texts(T3[:2]), "s", True)
-    memo2.remember("c", T3[:1], "d1", 0, _texts(T3[:1]), "s", True)
+    memo2.remember("c", T3[:2], "d2", 0, _utf8s(T3[:2]), "s", True)
+    memo2.remember("c", T3[:1], "d1", 0, _utf8s(T3[:1]), "s", True)
     assert len(memo2.known("c").transcript) == 2  # the longer one, though older
-    memo2.remember("c", T3, "d", 0, _texts(T3), "s", False)
+    memo2.remember("c", T3, "d", 0, _utf8s(T3), "s", False)
     assert len(memo2.known("c").transcript) == 1  # not exact: never extended blindly
 
 
@@ -212,7 +220,7 @@ def test_read_past_extends_the_known_transcript_with_its_own_objects():
     assert got == T3 and got[0] is T3[0] and isinstance(got[2], FrozenMap)
     again = memo.known("c")
     assert again.transcript is got and again.digest == _rows.digest_of(T3)
-    assert tuple(again.texts) == tuple(_texts(T3)) and again.stamp == "s1" and again.exact
+    assert tuple(again.texts) == _utf8s(T3) and again.stamp == "s1" and again.exact
     assert memo._unchecked["c"] == 1
 
 
@@ -318,7 +326,7 @@ def test_a_read_remembers_what_it_decoded_as_exact_with_its_stamp():
     got = memo.read("test", "c", *_head(T3), _rows_of(T3), "s3")
     seen = memo.known("c")
     assert seen.transcript is got and seen.stamp == "s3" and seen.exact
-    assert tuple(seen.texts) == tuple(_texts(T3)) and seen.digest == _rows.digest_of(T3)
+    assert tuple(seen.texts) == _utf8s(T3) and seen.digest == _rows.digest_of(T3)
     assert memo.read("test", "c", *_head(T3), _rows_of(T3), "s3") is got
 
 
@@ -380,9 +388,9 @@ def test_decode_counts_past_the_start_in_its_message():
 
 def test_decode_reuses_the_known_message_only_where_its_row_is_unchanged():
     other = T3.set(1, freeze({"role": "user", "content": "yo"}))
-    got = _rows.decode_rows("db", "c", 1, 3, _rows_of(other), (T3, tuple(_texts(T3))))
+    got = _rows.decode_rows("db", "c", 1, 3, _rows_of(other), (T3, _utf8s(T3)))
     assert got == other and got[0] is T3[0] and got[2] is T3[2] and got[1] is not T3[1]
-    short = _rows.decode_rows("db", "c", 1, 3, _rows_of(T3), (T3[:1], tuple(_texts(T3))[:1]))
+    short = _rows.decode_rows("db", "c", 1, 3, _rows_of(T3), (T3[:1], _utf8s(T3)[:1]))
     assert short == T3 and short[0] is T3[0]
 
 
@@ -405,14 +413,14 @@ def test_a_save_over_a_longer_or_other_version_or_other_history_replaces():
     ):
         plan = _rows.plan_save("c", stored, T3, memo)
         assert (plan.append, plan.start, plan.encoded) == (False, 0, tuple(_texts(T3)))
-        assert plan.stamp is _rows.UNKNOWN and plan.exact and plan.texts == plan.encoded
+        assert plan.stamp is _rows.UNKNOWN and plan.exact and plan.texts == _utf8s(T3)
 
 
 def test_a_save_over_its_own_head_appends_and_keeps_the_stamp_it_knew():
     memo = _saved(T3[:2], stamp="s1")
     plan = _rows.plan_save("c", _rows.Head(*_head(T3[:2])), T3, memo)
     assert (plan.append, plan.start, plan.frozen_upto, plan.stamp) == (True, 2, 2, "s1")
-    assert tuple(plan.texts) == tuple(_texts(T3)) and plan.exact
+    assert tuple(plan.texts) == _utf8s(T3) and plan.exact
     blind = _rows.plan_save("c", _rows.Head(*_head(T3[:2])), T3, _rows.Memo())
     assert (blind.append, blind.start, blind.frozen_upto, blind.texts) == (True, 2, 0, None)
     assert blind.head == _rows.Head(*_head(T3))
@@ -554,7 +562,7 @@ def test_a_read_skips_a_remembered_transcript_whose_texts_are_unknown():
 def test_of_equally_long_known_transcripts_the_latest_seen_is_extended():
     other = T3.set(2, freeze({"role": "assistant", "content": "hey"}))
     memo = _memo_knowing(T3)
-    memo.remember("c", other, _rows.digest_of(other), 0, _texts(other), "s1", True)
+    memo.remember("c", other, _rows.digest_of(other), 0, _utf8s(other), "s1", True)
     assert memo.known("c").transcript is other
 
 
@@ -569,7 +577,7 @@ def test_plan_extend_appends_after_the_known_prefix_with_its_stamp_and_texts():
         "s1",
         True,
     )
-    assert plan.encoded == tuple(_texts(T3)[2:]) and tuple(plan.texts) == tuple(_texts(T3))
+    assert plan.encoded == tuple(_texts(T3)[2:]) and tuple(plan.texts) == _utf8s(T3)
     assert plan.head == _rows.Head(*_head(T3))
 
 
@@ -583,3 +591,66 @@ def test_read_list_remembers_the_stamp_read_with_its_rows():
     memo = _rows.Memo()
     memo.read_list("test", "c", *_head(T3), _texts(T3), "s7")
     assert memo.known("c").stamp == "s7"
+
+
+@given(transcripts(), st.data())
+def test_saved_rows_are_the_rows_utf8_sharing_a_message_json_that_is_its_row(t, data):
+    """What a save leaves the memo: each kept row's UTF-8 (None stays None), the very
+    object a message keeps as its JSON where that is the row (a row held once)."""
+    from toolnexus.core.frozen import keep_json, known_json
+
+    t = freeze(t)
+    _, kept = _rows.encode_rows(t)
+    for m, k in zip(t, kept, strict=True):
+        how = data.draw(st.sampled_from(["none", "row", "other"]))
+        if how == "row" and k is not None:
+            keep_json(m, bytes(bytearray(k.encode())))  # equal, another object
+        elif how == "other":
+            keep_json(m, b'{"role":"other"}')
+    got = _rows._saved_rows(t, kept)
+    assert got == tuple(None if k is None else k.encode() for k in kept)
+    for m, row in zip(t, got, strict=True):
+        own = known_json(m)
+        assert (row is own) == (row is not None and own == row)
+
+
+@given(transcripts(), st.booleans())
+def test_row_bytes_are_the_messages_own_json_exactly_when_each_is_its_row(t, alter):
+    from toolnexus.core.frozen import keep_json, known_json
+
+    t = freeze(t)
+    rows = tuple(text.encode() for text in _texts(t))
+    for m, row in zip(t, rows, strict=True):
+        keep_json(m, bytes(bytearray(row)))
+    if alter and rows:
+        keep_json(t[0], b"another text")
+    got = _rows._row_bytes(t, rows)
+    assert tuple(got) == rows
+    shared = all(g is known_json(m) for g, m in zip(got, t, strict=True))
+    assert shared == (not (alter and rows)) or not rows
+
+
+@given(transcripts(), st.integers(0, 12), st.data())
+def test_the_memo_keeps_rows_utf8_and_a_changed_row_is_never_hidden(t, cut, data):
+    """A cold read, then a save of more, then reads of the stored rows: the memo holds
+    the rows' UTF-8, gives its own value back for unchanged rows and never for a row
+    changed behind its back."""
+    t = freeze(t)
+    cut = min(cut, len(t))
+    memo = _rows.Memo()
+    first = memo.read("db", "c", *_head(t[:cut]), _rows_of(t[:cut]), "s")
+    assert first == t[:cut]
+    plan = _rows.plan_save("c", _rows.Head(*_head(t[:cut])), t, memo)
+    memo.saved("c", t, plan)
+    for seen in memo._seen("c"):
+        rows = _utf8s(seen.transcript)
+        assert seen.texts is None or all(
+            k is None or k == r for k, r in zip(seen.texts, rows, strict=True)
+        )
+    again = memo.read("db", "c", *_head(t), _rows_of(t), "s")
+    assert again == t and (again is t or not plan.exact)
+    if t:
+        i = data.draw(st.integers(0, len(t) - 1))
+        changed = t.set(i, freeze({"role": "user", "content": "changed by hand"}))
+        rows = list(enumerate(_texts(changed)))
+        assert memo.read("db", "c", *_head(t), rows, "s") == changed

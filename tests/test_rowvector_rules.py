@@ -5,6 +5,7 @@ only when read, and a cold exchange that builds none of them."""
 from __future__ import annotations
 
 import json
+import operator
 import pickle
 
 import pytest
@@ -124,6 +125,24 @@ def test_every_row_is_checked_when_read(messages, data):
         assert list(vector) == [json.loads(r) for r in rows]
 
 
+@given(MESSAGES, st.data())
+def test_a_row_is_kept_once_as_its_utf8_the_very_json_of_its_message(messages, data):
+    """The vector keeps each row's UTF-8 as given (no text beside it): the message built
+    from a row, read alone or walked, keeps that very object as its JSON."""
+    rows = rows_of(messages)
+    encoded = tuple(row.encode() for row in rows)
+    vector = read_rows_lazily(rows, encoded)
+    assert type(vector) is RowVector or not messages  # no rows: read the usual way
+    if messages and data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(messages) - 1))
+        assert vector[i] == messages[i] and known_json(vector[i]) is encoded[i]
+    if vector is None:
+        return
+    assert list(vector) == messages
+    assert all(map(operator.is_, map(known_json, vector), encoded))
+    assert all(map(operator.is_, vector.jsons(), encoded))
+
+
 @pytest.fixture(params=["sqlite", "redis", "postgres"])
 def make_store(request, tmp_path, unique):
     """A maker of store values over one place of each durable kind (a new value: an
@@ -173,3 +192,68 @@ def test_a_cold_exchange_builds_no_plain_message(make_store):
     assert type(messages._rows.cells[0]) is not int  # built when read
     again = tn.run(client, "and again", id="c")["messages"]  # warm: the same rows, shared
     assert again._rows is messages._rows and len(again) == 44
+
+
+def _chat(n: int) -> list[dict]:
+    """n messages of about 200 bytes of JSON, some not ASCII, every 50th pair a tool call
+    and its result (rows decoded at load)."""
+    out: list[dict] = []
+    for i in range(n):
+        if i % 50 == 48:
+            call = {"id": f"call_{i}", "type": "function",
+                    "function": {"name": "look", "arguments": '{"q":"fox"}'}}  # fmt: skip
+            out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif i % 50 == 49:
+            out.append({"role": "tool", "tool_call_id": f"call_{i - 1}", "content": "found"})
+        else:
+            words = "the quick brown fox jumps over the lazy dog, déjà vu " * 3
+            out.append({"role": ("user", "assistant")[i % 2], "content": f"{i}: {words}"})
+    return out
+
+
+def _held_by(do) -> int:
+    """The bytes still allocated (tracemalloc: every Python allocation) once `do()` has
+    run and the collector with it: what the process keeps of what it did."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        do()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("how", ["get", "run"])
+def test_a_conversation_read_cold_keeps_at_most_twice_its_json(make_store, how):
+    """Issue 35 item 3: what a process keeps for a conversation it read cold (the store's
+    memo; with `run`, the runtime's memo of the exchange it saved too) costs at most
+    twice the conversation's JSON: each row is kept once, as its UTF-8."""
+    import httpx
+
+    import toolnexus as tn
+    from toolnexus.store._encode import encode_message
+    from toolnexus.testing import openai_response, text_reply
+
+    answer = json.dumps(openai_response(text_reply("Noted."))).encode()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=answer))
+    writer = make_store()
+    writer["save"]("c", _chat(1000))
+    writer["save"]("warm", _chat(4))
+    reader = make_store()
+    client = tn.create_client(base_url="http://model.test/v1", model="m", store=reader,
+                              transport=transport)  # fmt: skip
+    tn.run(client, "first", id="warm")  # first-use costs (a connection, caches): not counted
+    if how == "get":
+        held = _held_by(lambda: reader["get"]("c"))
+    else:
+        held = _held_by(lambda: tn.run(client, "one more", id="c"))
+    rows = reader["get"]("c")
+    size = sum(len(encode_message(m).encode()) for m in rows)
+    writer["delete"]("warm")
+    assert len(rows) == 1000 + 2 * (how == "run") and size > 150_000
+    assert held <= 2 * size, f"kept {held} bytes for {size} bytes of JSON"

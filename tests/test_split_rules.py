@@ -43,6 +43,7 @@ T4 = freeze(
     ]
 )
 TEXTS = tuple(_rows.encode_message(m) for m in T4)
+UTF8 = tuple(text.encode() for text in TEXTS)  # what the memo keeps of the rows
 HEAD = (1, len(T4), _rows.digest_of(T4))
 
 
@@ -54,7 +55,7 @@ def _memo(known: int | None, changed: bool = False) -> _rows.Memo:
         t = T4[:known]
         if changed and known:
             t = t.set(0, freeze({"role": "system", "content": "be long"}))
-        texts = [_rows.encode_message(m) for m in t]
+        texts = [_rows.encode_message(m).encode() for m in t]
         memo.remember("c", t, _rows.digest_of(t), 0, texts, "s1", True)
     return memo
 
@@ -71,7 +72,7 @@ def test_a_read_of_numbered_rows_is_a_read_of_their_pairs(known, changed):
     assert [m is t for m, t in zip(got, T4, strict=True)] == [
         m is t for m, t in zip(got_pairs, T4, strict=True)
     ]
-    assert tuple(b.known("c").texts) == tuple(a.known("c").texts) == TEXTS
+    assert tuple(b.known("c").texts) == tuple(a.known("c").texts) == UTF8
 
 
 def test_numbered_rows_that_are_not_all_the_rows_are_corrupt_as_pairs_are():
@@ -90,7 +91,7 @@ def test_read_past_takes_numbered_rows_as_their_pairs(k):
 
     got, memo = past(Numbered(k, TEXTS[k:]))
     want, _ = past(list(enumerate(TEXTS[k:], k)))
-    assert got == want == T4 and tuple(memo.known("c").texts) == TEXTS
+    assert got == want == T4 and tuple(memo.known("c").texts) == UTF8
     assert past(Numbered(k + 1, TEXTS[k:]))[0] is None  # numbered from elsewhere
 
 

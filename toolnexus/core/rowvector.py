@@ -16,6 +16,11 @@ and then. So a corrupt row is still named by the load. What is deferred is only
 building a plain row's FrozenMap: on first read, kept (the same object every read after,
 so identity checks hold), all rows at once when the vector is walked.
 
+Each row is kept once, as its UTF-8 (what a request carries, and what the stores' memo
+compares and shares): the texts it was checked as are not kept, so what a process holds
+for a conversation read cold is about its JSON, not twice it. A plain row's text is
+decoded from its bytes again when its message is built (once).
+
 Appending or slicing keeps the rows shared and undecoded: the exchange that loads a
 conversation, answers and saves it never builds the maps of its plain messages. Any
 other verb (set, delete, evolver, ...) works on the pvector of the messages, made once.
@@ -93,20 +98,20 @@ def plain_rows(texts: Sequence[str]) -> list[int]:
 
 
 class _Rows:
-    """Rows shared by every vector made from them: their texts, their UTF-8 (the JSON a
-    request carries), and per row its message once built (or, for a plain row not yet
-    read, where its content starts: an int)."""
+    """Rows shared by every vector made from them: each row once, as its UTF-8 (the JSON
+    a request carries; its text is decoded from it again when a plain row is first
+    read), and per row its message once built (or, for a plain row not yet read, where
+    its content starts: an int)."""
 
-    __slots__ = ("texts", "encoded", "cells", "plain", "decode")  # pragma: no mutate
+    __slots__ = ("encoded", "cells", "plain", "decode")  # pragma: no mutate
 
     def __init__(
         self,
-        texts: tuple[str, ...],
         encoded: Sequence[bytes],
         cells: list,
-        decode: Callable[[Sequence[str], Sequence[bytes]], list],
+        decode: Callable[[Sequence[bytes], None], list | None],
     ) -> None:
-        self.texts, self.encoded, self.cells, self.decode = texts, encoded, cells, decode
+        self.encoded, self.cells, self.decode = encoded, cells, decode
         self.plain = bytes(map(int.__instancecheck__, cells))  # fixed: plain at load
 
     def message(self, i: int) -> FrozenMap:
@@ -114,7 +119,8 @@ class _Rows:
         cell = self.cells[i]
         if type(cell) is not int:
             return cell
-        content, _ = scanstring(self.texts[i], cell, True)
+        # Its UTF-8 decodes back to the very text the content's offset was found in.
+        content, _ = scanstring(self.encoded[i].decode(), cell, True)
         built = FrozenMap({"role": _ROLE_AT[cell], "content": content})
         keep_json(built, self.encoded[i])
         self.cells[i] = built  # a racing reader may build its own: only a later miss
@@ -125,7 +131,7 @@ class _Rows:
         cells = self.cells[lo:hi]
         todo = [i for i, c in enumerate(cells, lo) if type(c) is int]
         if todo:
-            built = self.decode([self.texts[i] for i in todo], [self.encoded[i] for i in todo])
+            built = self.decode([self.encoded[i] for i in todo], None)
             if built is None:  # cannot be (each was checked at load): build one by one
                 built = [self.message(i) for i in todo]
             for i, m in zip(todo, built, strict=True):
@@ -147,13 +153,14 @@ class RowVector(PVector):
 
     @staticmethod
     def of(
-        texts: tuple[str, ...],
+        texts: Sequence[str],
         encoded: Sequence[bytes],
-        decode: Callable[[Sequence[str], Sequence[bytes]], list | None],
+        decode: Callable[[Sequence[str | bytes], Sequence[bytes] | None], list | None],
     ) -> RowVector | None:
         """Return the transcript of message rows (their texts and UTF-8), every row
-        checked now; None when a row that is not plain text does not decode (`decode`,
-        given those rows' texts and UTF-8, returns their messages or None)."""
+        checked now, only their UTF-8 kept (shared, not copied); None when a row that is
+        not plain text does not decode (`decode`, given rows' texts and their UTF-8, or
+        their UTF-8 alone and None, returns their messages or None)."""
         cells: list = plain_rows(texts)
         odd = [i for i, c in enumerate(cells) if not c]
         if odd:
@@ -162,7 +169,7 @@ class RowVector(PVector):
                 return None
             for i, m in zip(odd, got, strict=True):
                 cells[i] = m
-        rows = _Rows(texts, encoded, cells, decode)  # type: ignore[arg-type]
+        rows = _Rows(encoded, cells, decode)  # type: ignore[arg-type]
         return RowVector(rows, 0, len(texts), pvector())
 
     # ---- what the loop asks of a loaded transcript, without building plain rows

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from pyrsistent import PVector, pvector
 
 from ..core.bounds import DEFAULT_MEMO_BYTES, UNENCODED_MESSAGE_BYTES
-from ..core.frozen import FrozenMap
+from ..core.frozen import FrozenMap, known_jsons
 from ..core.rowvector import starts_with as _starts  # by identity (see there)
 from ..core.transcript import FORMAT_VERSION, freeze_transcript
 from ._decode import READERS as _READERS
@@ -69,21 +69,23 @@ class Plan(NamedTuple):
     encoded: tuple[str, ...]
     head: Head
     frozen_upto: int  # this many leading messages are known to be pmaps (a memo hit)
-    # Every stored row after the save, when known (None for a row that would not read
-    # back as its message: see encode_rows).
-    texts: Sequence[str | None] | None = None
+    # Every stored row's UTF-8 after the save, when known (None for a row that would
+    # not read back as its message: see encode_rows); a message's own JSON where equal.
+    texts: Sequence[bytes | None] | None = None
     stamp: object = UNKNOWN  # the edit stamp the rows before `start` were seen with
     exact: bool = False  # every text is known and reads back as its message
 
 
 class Seen(NamedTuple):
-    """A transcript the memo remembers: its chained digest, its row texts (None where
+    """A transcript the memo remembers: its chained digest, its rows' UTF-8 (None where
     unknown), the stored edit stamp it was seen with, and whether every row's text is
     known and reads back as the very message (so a read may give the value itself)."""
 
     transcript: PVector
     digest: str
-    texts: PVector | None  # a pvector: extended by the new rows in O(new)
+    # A pvector (extended in O(new)) or the tuple a read made; the very bytes the
+    # messages keep as their JSON (or a RowVector as its rows): a row is held once.
+    texts: Sequence[bytes | None] | None
     stamp: object
     exact: bool
     size: int = 0  # the JSON bytes it stands for (see Memo's max_bytes)
@@ -92,15 +94,14 @@ class Seen(NamedTuple):
 MEMO_BYTES = DEFAULT_MEMO_BYTES  # a store value's memo (backends pass TOOLNEXUS_MEMO_BYTES)
 
 
-def _sized(seen: Seen, kept: Sequence[Seen], given: Sequence | None = None) -> Seen:
-    """Return `seen` with its size: in O(new) when it extends a remembered one's texts.
-    `given`: its texts as they were given (a tuple or list is cheaper to walk)."""
-    texts = seen.texts  # str rows, None where unknown
+def _sized(seen: Seen, kept: Sequence[Seen]) -> Seen:
+    """Return `seen` with its size: in O(new) when it extends a remembered one's rows."""
+    texts = seen.texts  # the rows' UTF-8, None where unknown
     if texts is None:
         return seen._replace(size=len(seen.transcript) * UNENCODED_MESSAGE_BYTES)
     base = next((e for e in kept if e.texts is not None and len(e.texts) <= len(texts)), None)
     if base is None:  # no slice: a pvector's is a copy
-        return seen._replace(size=sum(map(len, filter(None, given or texts))))
+        return seen._replace(size=sum(map(len, filter(None, texts))))
     return seen._replace(size=base.size + sum(map(len, filter(None, texts[len(base.texts) :]))))
 
 
@@ -140,12 +141,12 @@ class Memo:
         transcript: Sequence[Mapping],
         digest: str,
         frozen_upto: int = 0,
-        texts: Sequence[str | None] | None = None,
+        texts: Sequence[bytes | None] | None = None,
         stamp: object = UNKNOWN,
         exact: bool = False,
     ) -> None:
-        """Record that `transcript` has chained digest `digest` (and rows `texts`, seen
-        with edit stamp `stamp`; `exact`: see Seen).
+        """Record that `transcript` has chained digest `digest` (and its rows' UTF-8
+        `texts`: see Seen; seen with edit stamp `stamp`; `exact`: see Seen).
 
         `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
         """
@@ -153,13 +154,12 @@ class Memo:
         rest = transcript[frozen_upto:] if isinstance(transcript, PVector) else None
         if rest is None or not all(isinstance(m, FrozenMap) for m in rest):
             return
-        given = texts
-        if texts is not None and not isinstance(texts, PVector):
-            texts = pvector(texts)
+        if texts is not None and not isinstance(texts, PVector | tuple):
+            texts = tuple(texts)  # immutable, so what a caller holds cannot change it
         seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
-            self._items[id] = entries = (_sized(seen, kept, given), *kept)[: self._per_id]
+            self._items[id] = entries = (_sized(seen, kept), *kept)[: self._per_id]
             self._items.move_to_end(id)
             size = max(e.size for e in entries)
             self._total += size - self._bytes.get(id, 0)
@@ -236,7 +236,8 @@ class Memo:
         except (ValueError, TypeError):
             return None  # the whole read names the row
         transcript = known.transcript.extend(new) if new else known.transcript
-        self.remember(id, transcript, digest, count, known.texts.extend(texts), stamp, True)
+        rows = _joined(known.texts, _row_bytes(new, _utf8(texts)))
+        self.remember(id, transcript, digest, count, rows, stamp, True)
         with self._lock:
             self._unchecked[id] = self._unchecked.get(id, 0) + 1
         return transcript
@@ -296,35 +297,39 @@ class Memo:
         version, count, digest = head
         with self._lock:  # every row is compared below
             self._unchecked.pop(id, None)
+        # The rows' UTF-8: what the memo keeps and compares (the bytes a driver gave).
+        raw = tuple(encoded) if encoded is not None else None if texts is None else _utf8(texts)
         best = None
         for seen in self._seen(id):
             if seen.texts is None:
                 continue
-            same = texts is not None and len(seen.texts) == len(texts)
+            same = raw is not None and len(seen.texts) == len(raw)
             if same and seen.digest == digest and version == FORMAT_VERSION:
-                if seen.exact and numbered and tuple(seen.texts) == texts:
-                    self.remember(id, seen.transcript, digest, len(texts), texts, stamp, True)
+                if seen.exact and numbered and _equal(seen.texts, raw):
+                    self.remember(id, seen.transcript, digest, len(raw), seen.texts, stamp, True)
                     return seen.transcript
             if best is None or len(seen.texts) > len(best.texts):
                 best = seen
-        if best is not None and best.exact and texts is not None and version == FORMAT_VERSION:
+        if best is not None and best.exact and raw is not None and version == FORMAT_VERSION:
             k = len(best.texts)
-            if numbered and texts[:k] == tuple(best.texts):
+            if numbered and len(raw) >= k and _equal(best.texts, raw[:k]):
                 new = decode_rows(backend, id, version, count - k, rows()[k:], start=k)
                 transcript = best.transcript.extend(new)
-                self.remember(id, transcript, digest, count, texts, stamp, True)
+                rows_now = _joined(best.texts, _row_bytes(new, raw[k:]))
+                self.remember(id, transcript, digest, count, rows_now, stamp, True)
                 return transcript
-        if best is None and numbered and texts is not None and version == FORMAT_VERSION:
-            # The usual cold read: every row checked at once, its plain text messages
-            # built when first read (a RowVector; the bytes a driver gave, or the texts'
-            # own UTF-8, kept as each message's JSON), no pairs built, nothing re-checked.
-            at_once = read_rows_lazily(texts, encoded)
+        if best is None and numbered and raw is not None and version == FORMAT_VERSION:
+            # The usual cold read: every row checked at once, its plain messages built
+            # when first read (a RowVector keeping each row once, as its UTF-8, which
+            # the memo shares), no pairs built, nothing re-checked.
+            at_once = read_rows_lazily(texts, raw)  # type: ignore[arg-type]
             if at_once is not None and len(at_once) == count:
-                self.remember(id, at_once, digest, count, texts, stamp, True)
+                self.remember(id, at_once, digest, count, raw, stamp, True)
                 return at_once
         reuse = (best.transcript, best.texts) if best is not None else None
         transcript = decode_rows(backend, id, version, count, rows(), reuse)
-        self.remember(id, transcript, digest, len(transcript), texts, stamp, texts is not None)
+        kept = _row_bytes(transcript, raw) if raw is not None else None
+        self.remember(id, transcript, digest, len(transcript), kept, stamp, raw is not None)
         return transcript
 
     def forget(self, id: str) -> None:
@@ -365,6 +370,31 @@ def _texts(rows: Sequence) -> tuple[str, ...] | None:
         return None
 
 
+def _utf8(texts: Sequence[str]) -> tuple[bytes, ...] | None:
+    """Return the UTF-8 of str rows, or None if one cannot be (decoding names the row)."""
+    try:
+        return tuple(map(str.encode, texts))
+    except UnicodeEncodeError:
+        return None
+
+
+def _utf8_of(text: object) -> object:
+    """Return a row's UTF-8 to compare (a str row encoded: a lone surrogate equals none)."""
+    return text.encode(errors="surrogatepass") if type(text) is str else text  # type: ignore
+
+
+def _equal(a: Sequence, b: Sequence) -> bool:
+    """Whether two sequences of rows are equal item by item (at C speed, no copy)."""
+    return len(a) == len(b) and all(map(operator.eq, a, b))
+
+
+def _row_bytes(messages: Sequence, rows: Sequence[bytes]) -> Sequence[bytes]:
+    """Return the rows' UTF-8 as the messages keep it for their JSON (the very objects:
+    a row held once) when each message keeps exactly its row, else `rows`."""
+    kept = known_jsons(messages)
+    return kept if _equal(kept, rows) else rows
+
+
 def _list_texts(bodies: list) -> tuple[tuple[str, ...] | None, list | None]:
     """`_texts` of rows given as a list of bodies (bytes from most drivers), decoded at C
     speed, and the bodies when they are those texts' UTF-8 (all bytes), else None."""
@@ -396,8 +426,19 @@ def _numbered(rows: Sequence, count: object) -> bool:
     return count == len(rows) and all(map(operator.eq, _seqs(rows), range(len(rows))))
 
 
-def _joined(texts: PVector | None, tail: tuple[str | None, ...]) -> PVector | None:
-    return None if texts is None else texts.extend(tail)
+def _joined(texts: Sequence | None, tail: Sequence) -> PVector | None:
+    """Return the rows' UTF-8 `texts` extended by `tail`, as a pvector (None: unknown)."""
+    if texts is None:
+        return None
+    return (texts if isinstance(texts, PVector) else pvector(texts)).extend(tail)
+
+
+def _saved_rows(messages: Sequence[Mapping], kept: Sequence[str | None]) -> tuple:
+    """Return the UTF-8 of the rows `encode_rows` kept for `messages` (None stays None):
+    a message's own JSON where it is that row (the very object: held once)."""
+    rows = [None if t is None else t.encode() for t in kept]
+    jsons = known_jsons(messages)  # None for a message that keeps none
+    return tuple(j if r is not None and j == r else r for j, r in zip(jsons, rows, strict=True))
 
 
 def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Head, Plan] | None:
@@ -412,10 +453,12 @@ def plan_extend(id: str, transcript: Sequence[Mapping], memo: Memo) -> tuple[Hea
     if known is None:
         return None
     count = len(known.transcript)
-    tail, kept = encode_rows(transcript[count:])
+    new = transcript[count:]
+    tail, kept = encode_rows(new)
     head = Head(FORMAT_VERSION, len(transcript), chain(known.digest, tail))
     exact = known.exact and None not in kept
-    plan = Plan(True, count, tail, head, count, _joined(known.texts, kept), known.stamp, exact)
+    texts = _joined(known.texts, _saved_rows(new, kept))
+    plan = Plan(True, count, tail, head, count, texts, known.stamp, exact)
     return Head(FORMAT_VERSION, count, known.digest), plan
 
 
@@ -432,16 +475,18 @@ def plan_save(id: str, stored: Head | None, transcript: Sequence[Mapping], memo:
         seen = memo.prefix_of(id, transcript, stored.count)
         prefix = seen.digest if seen is not None else digest_of(islice(transcript, stored.count))
         if prefix == stored.digest:
-            tail, kept = encode_rows(transcript[stored.count :])
+            new = transcript[stored.count :]
+            tail, kept = encode_rows(new)
             head = Head(FORMAT_VERSION, n, chain(prefix, tail))
             if seen is None:
                 return Plan(True, stored.count, tail, head, 0)
             exact = seen.exact and None not in kept
-            texts = _joined(seen.texts, kept)
+            texts = _joined(seen.texts, _saved_rows(new, kept))
             return Plan(True, stored.count, tail, head, stored.count, texts, seen.stamp, exact)
     encoded, kept = encode_rows(transcript)
     head = Head(FORMAT_VERSION, n, chain(GENESIS, encoded))
-    return Plan(False, 0, encoded, head, 0, kept, UNKNOWN, None not in kept)
+    rows = _saved_rows(transcript, kept)
+    return Plan(False, 0, encoded, head, 0, rows, UNKNOWN, None not in kept)
 
 
 def _fail(backend: str, id: str, why: str) -> StoreCorruptError:
@@ -456,7 +501,7 @@ def decode_rows(
     version: object,
     count: object,
     rows: Iterable[tuple[object, object]],
-    reuse: tuple[PVector, tuple[str | None, ...]] | None = None,
+    reuse: tuple[PVector, Sequence[bytes | None]] | None = None,
     start: int = 0,
 ) -> PVector:
     """Return the transcript of a head and its `(seq, text)` rows, in seq order.
@@ -465,7 +510,7 @@ def decode_rows(
     readable messages is a StoreCorruptError naming the id: a missing, extra or
     unreadable row is never skipped. `reuse` is a known transcript and its row texts: a
     row with the same text at the same place is that message (equal text, equal
-    immutable value), not decoded again.
+    immutable value), not decoded again (`reuse`'s texts: the rows' UTF-8).
     """
     seen, seen_texts = reuse or ((), ())
     known = len(seen_texts)
@@ -485,7 +530,7 @@ def decode_rows(
     for expected, (seq, text) in enumerate(rows, start):
         if seq != expected:
             raise _fail(backend, id, f"message row {expected} is missing (found row {seq!r})")
-        if expected < known and reader is _read_v1 and text == seen_texts[expected]:
+        if expected < known and reader is _read_v1 and _utf8_of(text) == seen_texts[expected]:
             messages.append(seen[expected])
             continue
         try:
