@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 
 import pytest
 from dialect_kit import STYLES, path_of, results, said, sent
@@ -206,15 +207,9 @@ def test_arun_feeds_plain_tools_back_in_call_order_when_they_end_out_of_order():
     assert [m["content"] for m in fp.requests[1]["body"]["messages"][-3:]] == ["r0", "r1", "r2"]
 
 
-def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
-    """On the run's deadline arun raises at once; of a turn's plain calls, those that no
-    thread had started yet (more calls than the runtime's tool threads) never start."""
-    import asyncio
-    import time
-
-    from toolnexus import RunTimeoutError, arun
-    from toolnexus.runtime import TOOL_THREADS
-
+def _waiting_tool() -> tuple:
+    """Return (a tool that waits until released, the calls it started, those that ended,
+    the release)."""
     started, ended, release = [], [], threading.Event()
 
     @define_tool
@@ -225,6 +220,27 @@ def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
         ended.append(n)
         return str(n)
 
+    return slow, started, ended, release
+
+
+def _until_the_started_end(started: list, ended: list) -> None:
+    """Wait until every started call ended, then a little more (a queued call would run)."""
+    until = time.monotonic() + 10
+    while len(ended) < len(started) and time.monotonic() < until:
+        time.sleep(0.01)
+    time.sleep(0.1)
+
+
+def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
+    """On the run's deadline arun raises at once; of a turn's plain calls, those that no
+    thread had started yet (more calls than the runtime's tool threads) never start."""
+    import asyncio
+
+    from toolnexus import RunTimeoutError, arun
+    from toolnexus.runtime import TOOL_THREADS
+
+    slow, started, ended, release = _waiting_tool()
+
     calls = [("slow", {"n": n}) for n in range(TOOL_THREADS + 4)]
     with fake_provider([tool_calls_reply(*calls), text_reply("never")]) as fp:
         c = create_client(base_url=fp.url, model="m", timeout_ms=1500)
@@ -232,10 +248,7 @@ def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
             asyncio.run(arun(c, "go", toolkit=toolkit(slow)))
         assert not ended and not release.is_set()  # the run did not wait for its tools
         release.set()  # the started calls end; the queued ones are then taken, not run
-        until = time.monotonic() + 10
-        while len(ended) < len(started) and time.monotonic() < until:
-            time.sleep(0.01)
-        time.sleep(0.1)
+        _until_the_started_end(started, ended)
     assert len(started) == TOOL_THREADS and sorted(ended) == sorted(started)
     assert len(fp.requests) == 1
 
@@ -249,15 +262,7 @@ def test_arun_task_cancelled_during_a_turn_ends_at_once_and_its_calls_not_yet_st
     from toolnexus import arun
     from toolnexus.runtime import TOOL_THREADS
 
-    started, ended, release = [], [], threading.Event()
-
-    @define_tool
-    def slow(n: int) -> str:
-        """Wait until the test lets it end."""
-        started.append(n)
-        release.wait(10)
-        ended.append(n)
-        return str(n)
+    slow, started, ended, release = _waiting_tool()
 
     async def cancelled_once_the_threads_are_busy(c) -> None:
         task = asyncio.ensure_future(arun(c, "go", toolkit=toolkit(slow)))
@@ -274,10 +279,7 @@ def test_arun_task_cancelled_during_a_turn_ends_at_once_and_its_calls_not_yet_st
         c = create_client(base_url=fp.url, model="m")
         asyncio.run(cancelled_once_the_threads_are_busy(c))
         release.set()  # the started calls end; the queued ones are then taken, not run
-        until = time.monotonic() + 10
-        while len(ended) < len(started) and time.monotonic() < until:
-            time.sleep(0.01)
-        time.sleep(0.1)
+        _until_the_started_end(started, ended)
     assert len(started) == TOOL_THREADS and sorted(ended) == sorted(started)
     assert len(fp.requests) == 1
 
