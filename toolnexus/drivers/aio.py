@@ -153,8 +153,8 @@ def _async_tool(tk: Any, call: Mapping) -> bool:
 class _Async:
     """The awaiting handlers of one run (see `ahandlers`)."""
 
-    def __init__(self, ctx: Context, guard: Guard, streaming: bool):
-        self.ctx, self.guard, self.streaming = ctx, guard, streaming
+    def __init__(self, ctx: Context, guard: Guard):
+        self.ctx, self.guard = ctx, guard
         self.cancelled: BaseException | None = None  # delivered at the next effect
         # Without a deadline or cancel token nothing is abandoned: work is awaited as it is.
         self.watched = guard.deadline is not None or guard.cancel is not None
@@ -332,7 +332,7 @@ class _Async:
 def ahandlers(ctx: Context, guard: Guard, streaming: bool) -> dict[str, Callable]:
     """Return the effect table of one async run: plain functions, coroutines, or async
     generators (which stream)."""
-    run = _Async(ctx, guard, streaming)
+    run = _Async(ctx, guard)
     plain = plain_handlers(ctx, guard)
     return {
         **plain,
