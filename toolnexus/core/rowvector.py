@@ -32,7 +32,7 @@ import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
 from json.decoder import scanstring
-from operator import add, is_, itemgetter, not_, sub
+from operator import is_, itemgetter, not_, sub
 from typing import Any
 
 from pyrsistent import PVector, pvector
@@ -47,6 +47,8 @@ _USER, _ASSISTANT = '{"role":"user","content":"', '{"role":"assistant","content"
 _ROLE_AT = {len(_USER): "user", len(_ASSISTANT): "assistant"}
 _PLAIN = (_USER, _ASSISTANT)
 _CONTENT = ',"content":"'  # in a plain row, where the prefix ends: its content follows
+_START = {"u": len(_USER), "a": len(_ASSISTANT)}  # by the role's first letter
+_ROLE_LETTER = itemgetter(len('{"role":"'))
 
 
 def _plain_at(text: str) -> int:
@@ -75,7 +77,8 @@ def plain_rows(texts: Sequence[str]) -> list[int]:
     n = len(texts)
     where = list(compress(range(n), map(str.startswith, texts, repeat(_PLAIN, n))))
     rows = texts if len(where) == n else [texts[i] for i in where]
-    starts = list(map(add, map(str.find, rows, repeat(_CONTENT)), repeat(len(_CONTENT))))
+    # Each begins as a plain row: its role's first letter says where its content starts.
+    starts = list(map(_START.__getitem__, map(_ROLE_LETTER, rows)))
     try:
         ends = list(map(itemgetter(1), map(scanstring, rows, starts, repeat(True))))
     except ValueError:  # a string not well formed (a corrupt row): row by row
@@ -162,7 +165,7 @@ class RowVector(PVector):
         not plain text does not decode (`decode`, given rows' texts and their UTF-8, or
         their UTF-8 alone and None, returns their messages or None)."""
         cells: list = plain_rows(texts)
-        odd = [i for i, c in enumerate(cells) if not c]
+        odd = list(compress(range(len(cells)), map(not_, cells)))
         if odd:
             got = decode([texts[i] for i in odd], [encoded[i] for i in odd])
             if got is None or len(got) != len(odd):

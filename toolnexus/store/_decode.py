@@ -161,8 +161,8 @@ def read_rows_lazily(texts: tuple[str, ...], encoded: Sequence[bytes] | None = N
     """Return the transcript of message rows (str texts) as a `RowVector`: every row
     checked now, the plain text ones built when first read; None when the rows need
     reading one by one (as `read_rows_at_once`). `encoded`: their UTF-8, if the caller
-    has it."""
-    if not texts or not all(map(str.__instancecheck__, texts)):
+    has it (then they are str: encoded from them)."""
+    if not texts or (encoded is None and not all(map(str.__instancecheck__, texts))):
         return None
     if max(map(len, texts)) > MAX_BYTES:  # what the bounded loader refuses, named there
         return None
