@@ -113,9 +113,10 @@ class _Rows:
         encoded: Sequence[bytes],
         cells: list,
         decode: Callable[[Sequence[bytes], None], list | None],
+        plain: bytes,
     ) -> None:
         self.encoded, self.cells, self.decode = encoded, cells, decode
-        self.plain = bytes(map(int.__instancecheck__, cells))  # fixed: plain at load
+        self.plain = plain  # per row, 1 when it was plain text at load (fixed)
 
     def message(self, i: int) -> FrozenMap:
         """Return row i's message, built on first read."""
@@ -165,22 +166,25 @@ class RowVector(PVector):
         not plain text does not decode (`decode`, given rows' texts and their UTF-8, or
         their UTF-8 alone and None, returns their messages or None)."""
         cells: list = plain_rows(texts)
-        odd = list(compress(range(len(cells)), map(not_, cells)))
+        odd = list(compress(range(len(cells)), map(not_, cells))) if 0 in cells else []
         if odd:
             got = decode([texts[i] for i in odd], [encoded[i] for i in odd])
             if got is None or len(got) != len(odd):
                 return None
             for i, m in zip(odd, got, strict=True):
                 cells[i] = m
-        rows = _Rows(encoded, cells, decode)  # type: ignore[arg-type]
+        plain = bytes(map(int.__instancecheck__, cells)) if odd else b"\x01" * len(cells)
+        rows = _Rows(encoded, cells, decode, plain)  # type: ignore[arg-type]
         return RowVector(rows, 0, len(texts), pvector())
 
     # ---- what the loop asks of a loaded transcript, without building plain rows
 
     def odd_rows(self) -> list[int]:
         """Return the indexes of the rows that were not plain text at load."""
-        n = self._hi - self._lo
-        return list(compress(range(n), map(not_, self._rows.plain[self._lo : self._hi])))
+        plain = self._rows.plain[self._lo : self._hi]
+        if b"\x00" not in plain:  # the usual chat: every row plain text
+            return []
+        return list(compress(range(len(plain)), map(not_, plain)))
 
     def rows_count(self) -> int:
         """Return how many of the messages are rows (the rest came after them)."""
