@@ -9,7 +9,7 @@ import operator
 import pickle
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from pyrsistent import PVector, pvector
 
@@ -63,6 +63,53 @@ def test_plain_rows_are_exactly_the_plain_messages(messages):
     for row, k in zip(rows, found, strict=True):
         if k:
             assert json.loads(row[k - 1 : -1]) == json.loads(row)["content"]
+
+
+# Pieces a corrupt row (or one written by hand) may be made of: the plain prefixes,
+# ends, quotes, escapes good and bad, newlines and control characters.
+PIECES = st.sampled_from([
+    '{"role":"user","content":"', '{"role":"assistant","content":"', '"}', '"', "}", "{",
+    "\\", "\\\\", '\\"', "\\n", "\\u0041", "\\uZZ", "\\x", "\n", "\x01", "a", "abcde", "é",
+])  # fmt: skip
+NEAR_PLAIN = st.one_of(
+    st.builds("".join, st.lists(PIECES, max_size=6)),
+    st.builds(lambda p, body, end: p + "".join(body) + end,
+              st.sampled_from(['{"role":"user","content":"', '{"role":"assistant","content":"']),
+              st.lists(PIECES, max_size=4),
+              st.sampled_from(['"}', '"} ', '"', "}", '""}', '"]', '"x'])),
+)  # fmt: skip
+
+
+def plain_by_decoding(row: str) -> bool:
+    """A plain row, by decoding: a user or assistant text, not empty, written compact in
+    that key order (its text any well-formed JSON string: escapes as the author wrote)."""
+    try:
+        m = json.loads(row)
+        if type(m) is not dict or list(m) != ["role", "content"] or not m["content"]:
+            return False
+        prefix = '{"role":"' + m["role"] + '","content":'
+        literal = row[len(prefix) : -1]
+        return (
+            m["role"] in ("user", "assistant")
+            and row.startswith(prefix)
+            and row.endswith('"}')
+            and type(json.loads(literal)) is str
+            and json.loads(literal) == m["content"]
+        )
+    except (ValueError, TypeError):
+        return False
+
+
+@given(st.lists(st.one_of(NEAR_PLAIN, PLAIN.map(lambda m: rows_of([m])[0])), max_size=8))
+@example(['{"role":"user","content":"a"x', '{"role":"user","content":"b"}'])  # not "}" after
+@example(['{"role":"user","content":"}', '{"role":"user","content":"abcd"}'])  # cut short
+@example(['{"role":"assistant","content":""}', '{"role":"user","content":"abcde"}'])  # empty
+@example(['{"role":"user","content":"a\\"}', '{"role":"user","content":"a\\\\"}'])  # open, closed
+@example(['{"role":"user","content":"a"} ', '{"role":"user","content":"a"}}'])  # more after
+def test_rows_told_at_once_are_what_decoding_each_says(rows):
+    """However rows are broken, the checks made over all of them at once (C-speed passes)
+    say of each what decoding it says."""
+    assert [bool(k) for k in plain_rows(rows)] == list(map(plain_by_decoding, rows))
 
 
 @given(MESSAGES, st.data())

@@ -32,7 +32,7 @@ import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
 from json.decoder import scanstring
-from operator import is_, itemgetter, not_, sub
+from operator import getitem, is_, itemgetter, not_, sub
 from typing import Any
 
 from pyrsistent import PVector, pvector
@@ -49,6 +49,7 @@ _PLAIN = (_USER, _ASSISTANT)
 _CONTENT = ',"content":"'  # in a plain row, where the prefix ends: its content follows
 _START = {"u": len(_USER), "a": len(_ASSISTANT)}  # by the role's first letter
 _ROLE_LETTER = itemgetter(len('{"role":"'))
+_EMPTY_END = (len(_USER) + 1, len(_ASSISTANT) + 1)  # where an empty content's string ends
 
 
 def _plain_at(text: str) -> int:
@@ -81,15 +82,18 @@ def plain_rows(texts: Sequence[str]) -> list[int]:
     starts = list(map(_START.__getitem__, map(_ROLE_LETTER, rows)))
     try:
         ends = list(map(itemgetter(1), map(scanstring, rows, starts, repeat(True))))
-    except ValueError:  # a string not well formed (a corrupt row): row by row
+        # What follows each string: a "}" (an IndexError: nothing follows it).
+        closed = "".join(map(getitem, rows, ends)) == "}" * len(rows)
+    except (ValueError, IndexError):  # a string not well formed (a corrupt row): row by row
         return list(map(_plain_at, texts))
-    # Each string ends its row but for the row's "}", and none is empty. Every row ends
-    # with "}", so no string ends past its row's last character: equal sums of where
-    # they end and of the rows' lengths then say each ends exactly there.
+    # Each string ends its row but for the row's "}", and none is empty. A "}" follows
+    # each string, so none ends past its row's last character: equal sums of where they
+    # end and of the rows' lengths then say each ends exactly there. An empty one ends
+    # one past its start: at _EMPTY_END[0] or [1], where a short user row may end too.
     if (
-        sum(map(len, rows)) != sum(ends) + len(rows)
-        or not all(map(str.endswith, rows, repeat("}")))
-        or (rows and min(map(sub, ends, starts)) < 2)
+        not closed
+        or sum(map(len, rows)) != sum(ends) + len(rows)
+        or ((_EMPTY_END[0] in ends or _EMPTY_END[1] in ends) and min(map(sub, ends, starts)) < 2)
     ):
         return list(map(_plain_at, texts))
     if len(where) == n:
