@@ -157,14 +157,17 @@ _count_arrays = methodcaller("count", b"[")
 _CALLS = frozenset({list, type(None)})  # what json makes of a list, or null
 
 
-def read_rows_lazily(texts: tuple[str, ...], encoded: Sequence[bytes] | None = None) -> Any:
+def read_rows_lazily(
+    texts: tuple[str, ...], encoded: Sequence[bytes] | None = None, size: int | None = None
+) -> Any:
     """Return the transcript of message rows (str texts) as a `RowVector`: every row
     checked now, the plain text ones built when first read; None when the rows need
     reading one by one (as `read_rows_at_once`). `encoded`: their UTF-8, if the caller
-    has it (then they are str: encoded from them)."""
+    has it (then they are str: encoded from them); `size`: its bytes, if counted."""
     if not texts or (encoded is None and not all(map(str.__instancecheck__, texts))):
         return None
-    if max(map(len, texts)) > MAX_BYTES:  # what the bounded loader refuses, named there
+    # What the bounded loader refuses, named there (no row is longer than all of them).
+    if (size is None or size > MAX_BYTES) and max(map(len, texts)) > MAX_BYTES:
         return None
     raw = list(map(str.encode, texts)) if encoded is None else encoded
     return RowVector.of(texts, raw, read_rows_at_once)

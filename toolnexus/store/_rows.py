@@ -144,9 +144,11 @@ class Memo:
         texts: Sequence[bytes | None] | None = None,
         stamp: object = UNKNOWN,
         exact: bool = False,
+        size: int | None = None,
     ) -> None:
         """Record that `transcript` has chained digest `digest` (and its rows' UTF-8
-        `texts`: see Seen; seen with edit stamp `stamp`; `exact`: see Seen).
+        `texts`: see Seen; seen with edit stamp `stamp`; `exact`: see Seen; `size`: the
+        bytes of `texts`, when the caller counted them already).
 
         `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
         """
@@ -157,9 +159,12 @@ class Memo:
         if texts is not None and not isinstance(texts, PVector | tuple):
             texts = tuple(texts)  # immutable, so what a caller holds cannot change it
         seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
+        if size is not None and texts is not None:
+            seen = seen._replace(size=size)
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
-            self._items[id] = entries = (_sized(seen, kept), *kept)[: self._per_id]
+            sized = seen if size is not None and texts is not None else _sized(seen, kept)
+            self._items[id] = entries = (sized, *kept)[: self._per_id]
             self._items.move_to_end(id)
             size = max(e.size for e in entries)
             self._total += size - self._bytes.get(id, 0)
@@ -322,9 +327,10 @@ class Memo:
             # The usual cold read: every row checked at once, its plain messages built
             # when first read (a RowVector keeping each row once, as its UTF-8, which
             # the memo shares), no pairs built, nothing re-checked.
-            at_once = read_rows_lazily(texts, raw)  # type: ignore[arg-type]
+            size = sum(map(len, raw))  # counted once: the memo's size, and a row's bound
+            at_once = read_rows_lazily(texts, raw, size)  # type: ignore[arg-type]
             if at_once is not None and len(at_once) == count:
-                self.remember(id, at_once, digest, count, raw, stamp, True)
+                self.remember(id, at_once, digest, count, raw, stamp, True, size)
                 return at_once
         reuse = (best.transcript, best.texts) if best is not None else None
         transcript = decode_rows(backend, id, version, count, rows(), reuse)
