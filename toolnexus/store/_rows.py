@@ -146,9 +146,8 @@ class Memo:
         exact: bool = False,
         size: int | None = None,
     ) -> None:
-        """Record that `transcript` has chained digest `digest` (and its rows' UTF-8
-        `texts`: see Seen; seen with edit stamp `stamp`; `exact`: see Seen; `size`: the
-        bytes of `texts`, when the caller counted them already).
+        """Record that `transcript` has chained digest `digest` (its rows' UTF-8 `texts`
+        and their bytes `size`, if counted: see Seen; edit stamp `stamp`; `exact`: see Seen).
 
         `frozen_upto` leading messages are known to be pmaps: only the rest is checked.
         """
@@ -158,13 +157,11 @@ class Memo:
             return
         if texts is not None and not isinstance(texts, PVector | tuple):
             texts = tuple(texts)  # immutable, so what a caller holds cannot change it
-        seen = Seen(transcript, digest, texts, stamp, exact and texts is not None)
-        if size is not None and texts is not None:
-            seen = seen._replace(size=size)
+        seen = Seen(transcript, digest, texts, stamp, exact and texts is not None, size or 0)
         with self._lock:
             kept = [e for e in self._items.get(id, ()) if e.transcript is not transcript]
-            sized = seen if size is not None and texts is not None else _sized(seen, kept)
-            self._items[id] = entries = (sized, *kept)[: self._per_id]
+            first = seen if size else _sized(seen, kept)  # a size given: counted already
+            self._items[id] = entries = (first, *kept)[: self._per_id]
             self._items.move_to_end(id)
             size = max(e.size for e in entries)
             self._total += size - self._bytes.get(id, 0)
@@ -324,10 +321,9 @@ class Memo:
                 self.remember(id, transcript, digest, count, rows_now, stamp, True)
                 return transcript
         if best is None and numbered and raw is not None and version == FORMAT_VERSION:
-            # The usual cold read: every row checked at once, its plain messages built
-            # when first read (a RowVector keeping each row once, as its UTF-8, which
-            # the memo shares), no pairs built, nothing re-checked.
-            size = sum(map(len, raw))  # counted once: the memo's size, and a row's bound
+            # The usual cold read: every row checked at once, its plain messages built when
+            # first read (a RowVector: each row kept once, as the UTF-8 the memo shares).
+            size = sum(map(len, raw))  # the memo's size, and a bound on the longest row
             at_once = read_rows_lazily(texts, raw, size)  # type: ignore[arg-type]
             if at_once is not None and len(at_once) == count:
                 self.remember(id, at_once, digest, count, raw, stamp, True, size)
