@@ -138,3 +138,18 @@ def test_a_process_started_with_toolnexus_memo_bytes_keeps_that_bound(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root,
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert out.split() == ["50000", "[4,", "5]"]  # two of about 20 KB fit in 50,000
+
+
+def test_a_cold_read_counts_its_rows_bytes_once_and_exactly():
+    """A store's memo sizes a transcript read cold by the bytes of its rows (counted once
+    by the read, for the size and the longest row's bound): UTF-8 bytes, not characters."""
+    from toolnexus.core.transcript import FORMAT_VERSION, freeze_transcript
+    from toolnexus.store import _rows
+
+    t = freeze_transcript([*_history(6, 100), {"role": "user", "content": "déjà vu, 東京"}])
+    texts = _rows.encode_rows(t)[0]
+    memo = _rows.Memo()
+    got = memo.read("test", "c", FORMAT_VERSION, len(texts), "d", list(enumerate(texts)))
+    assert got == t and type(got).__name__ == "RowVector"  # the cold read's own way
+    assert memo.remembered_bytes() == sum(len(text.encode()) for text in texts)
+    assert memo.remembered_bytes() > sum(map(len, texts))  # bytes, not characters

@@ -163,9 +163,9 @@ class Memo:
             first = seen if size else _sized(seen, kept)  # a size given: counted already
             self._items[id] = entries = (first, *kept)[: self._per_id]
             self._items.move_to_end(id)
-            size = max(e.size for e in entries)
-            self._total += size - self._bytes.get(id, 0)
-            self._bytes[id] = size
+            largest = max(e.size for e in entries)
+            self._total += largest - self._bytes.get(id, 0)
+            self._bytes[id] = largest
             while len(self._items) > self._size or (
                 self._total > self._max_bytes and len(self._items) > 1
             ):
