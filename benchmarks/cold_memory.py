@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
 import tracemalloc
 import uuid
@@ -39,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import turn_growth as tg  # noqa: E402
 
 import toolnexus as tn  # noqa: E402
+from toolnexus.store._encode import encode_message  # noqa: E402
 
 
 def json_bytes(messages: list) -> int:
-    """Return the bytes of each message's compact UTF-8 JSON, summed (what its row holds)."""
-    dump = lambda m: json.dumps(m, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
-    return sum(len(dump(m).encode()) for m in messages)
+    """Return the bytes of each message's row (its compact UTF-8 JSON), summed."""
+    return sum(len(encode_message(m).encode()) for m in messages)
 
 
 def kept(make: Callable[[], dict], k: int, n: int, mode: str) -> dict:

@@ -47,7 +47,7 @@ _USER, _ASSISTANT = '{"role":"user","content":"', '{"role":"assistant","content"
 _ROLE_AT = {len(_USER): "user", len(_ASSISTANT): "assistant"}
 _PLAIN = (_USER, _ASSISTANT)
 _CONTENT = ',"content":"'  # in a plain row, where the prefix ends: its content follows
-_START = {"u": len(_USER), "a": len(_ASSISTANT)}  # by the role's first letter
+_START = {role[0]: k for k, role in _ROLE_AT.items()}  # by the role's first letter
 _ROLE_LETTER = itemgetter(len('{"role":"'))
 _EMPTY_END = (len(_USER) + 1, len(_ASSISTANT) + 1)  # where an empty content's string ends
 

@@ -238,7 +238,7 @@ class Memo:
         except (ValueError, TypeError):
             return None  # the whole read names the row
         transcript = known.transcript.extend(new) if new else known.transcript
-        rows = _joined(known.texts, _row_bytes(new, _utf8(texts)))
+        rows = _joined(known.texts, _row_bytes(new, _utf8(texts)))  # chain encoded them
         self.remember(id, transcript, digest, count, rows, stamp, True)
         with self._lock:
             self._unchecked[id] = self._unchecked.get(id, 0) + 1
