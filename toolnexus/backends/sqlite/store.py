@@ -7,11 +7,13 @@ import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 
 from ...core.bounds import memo_bytes_bound
 from ...core.transcript import freeze_transcript
 from ...store import _rows
+from ...store._split import Numbered
 from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
 from ...store.fused import derive, fuse, view
 from ...store.locks import paired_lock
@@ -52,11 +54,20 @@ END;
 # process writes. Apart, not joined: a join repeats the head's four columns on every row,
 # which more than doubles what reading a long conversation costs here. The head is read
 # by id alone, so "no head, yet rows" (corrupt) differs from "absent".
-_GET_HEAD = "SELECT version, count, digest, edited FROM toolnexus_conversations WHERE id = ?"
+# With the head, the least and greatest seq of its rows (an index seek each): with the
+# head's count they tell whether the rows can be read as their bodies alone (_numbered).
+_GET_HEAD = """
+SELECT version, count, digest, edited,
+  (SELECT min(seq) FROM toolnexus_messages WHERE id = c.id),
+  (SELECT max(seq) FROM toolnexus_messages WHERE id = c.id)
+FROM toolnexus_conversations AS c WHERE id = ?
+"""
 _GET_ROWS = "SELECT seq, body FROM toolnexus_messages WHERE id = ? AND seq >= ? ORDER BY seq"
+_GET_BODIES = "SELECT body FROM toolnexus_messages WHERE id = ? AND seq >= ? ORDER BY seq"
 # The same on a read-only file made before edit stamps (nothing could give it them): its
 # stamp is never known, so every read compares all rows, as reads always did.
 _GET_HEAD_UNSTAMPED = _GET_HEAD.replace("edited", "NULL")
+_first = itemgetter(0)
 _HEAD = "SELECT version, count, digest FROM toolnexus_conversations WHERE id = ?"
 _PUT_HEAD = """
 INSERT INTO toolnexus_conversations (id, version, count, digest) VALUES (?, ?, ?, ?)
@@ -237,13 +248,35 @@ def _snapshot(c: sqlite3.Connection, head_sql: str, id: str, k: int) -> tuple:
         c.execute("BEGIN")
     try:
         found = c.execute(head_sql, (id,)).fetchone()
-        rows = c.execute(_GET_ROWS, (id, k)).fetchall()
+        rows = _numbered(c, id, k, found)
+        if rows is None:  # read a (seq, body) row per message: decoding names the bad one
+            rows = c.execute(_GET_ROWS, (id, k)).fetchall()
     finally:
         if own:
             c.execute("COMMIT")  # a read transaction: nothing to write, its snapshot ends
     if found is None:
         return (None, None, None), rows, None
     return tuple(found[:3]), rows, found[3]
+
+
+def _numbered(c: sqlite3.Connection, id: str, k: int, found: tuple | None) -> Numbered | None:
+    """Return the rows from seq `k` on as their bodies alone, when the head `found` proves
+    them rows k..count-1 (else None).
+
+    Its count and least and greatest seq say the rows are exactly 0..count-1 whenever
+    count - k rows come from seq k on (seqs are unique: the key). Bodies alone skip a
+    (seq, body) pair per row, a pass checking the seqs, and the row tuples the collector
+    would walk while they are held (each here is dropped as soon as its body is taken).
+    """
+    if found is None or type(found[1]) is not int or not 0 <= k <= found[1]:
+        return None
+    count = found[1]
+    if found[4:] != ((0, count - 1) if count else (None, None)):
+        return None
+    texts = tuple(map(_first, c.execute(_GET_BODIES, (id, k))))
+    if len(texts) != count - k or not all(map(str.__instancecheck__, texts)):
+        return None  # a gap, or a row not text (a BLOB written by another tool)
+    return Numbered(k, texts)
 
 
 def _save(st: _Sqlite, id: str, transcript: Sequence[Mapping]) -> None:
