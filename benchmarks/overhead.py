@@ -161,6 +161,7 @@ def measure(rounds: int) -> dict[str, float]:
                 t = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t)
+    loop.run_until_complete(loop.shutdown_asyncgens())  # as asyncio.run does: arun's closer
     loop.close()
     return {k: statistics.median(v) for k, v in times.items()}
 
