@@ -28,7 +28,13 @@ def _db(seqs, count, bodies=None) -> sqlite3.Connection:
 
 
 def _pairs(c, k):
-    return c.execute(sq._GET_ROWS, ("a", k)).fetchall()
+    """The (seq, body) rows from seq k on, each body as text (a BLOB's decoded)."""
+    rows = c.execute("SELECT seq, body FROM toolnexus_messages WHERE id = 'a' AND seq >= ? ORDER BY seq", (k,))
+    return _as_text(rows)
+
+
+def _as_text(rows):
+    return [(seq, body.decode() if type(body) is bytes else body) for seq, body in rows]
 
 
 @given(
@@ -52,7 +58,7 @@ def test_a_snapshot_reads_what_the_pairs_say_and_bodies_alone_only_when_numbered
     c = _db(sorted(seqs), count, bodies)
     head, rows, stamp = sq._snapshot(c, sq._GET_HEAD, "a", k)
     assert head == (1, count, "d") and stamp == "e"
-    assert list(rows) == _pairs(c, k)  # the very rows, whichever way they were read
+    assert _as_text(rows) == _pairs(c, k)  # the very rows, whichever way they were read
     numbered = (
         type(count) is int
         and sorted(seqs) == list(range(count))
@@ -96,3 +102,21 @@ def test_a_body_stored_as_a_blob_reads_as_its_text(tmp_path):
         body = c.execute("SELECT body FROM toolnexus_messages WHERE seq = 1").fetchone()[0]
     assert type(body) is bytes
     assert thaw(sq.sqlite_store(path)["get"]("a")) == messages
+
+
+@pytest.mark.parametrize("known", [False, True])
+def test_a_row_that_is_not_utf8_is_corrupt_and_named_not_unavailable(tmp_path, known):
+    """SQLite hands back a TEXT value as it was written; one that is not UTF-8 is a
+    corrupt row (named), not an unavailable store (which a caller would retry)."""
+    path = tmp_path / "chat.db"
+    store = sq.sqlite_store(path)
+    store["save"]("a", [{"role": "user", "content": str(i)} for i in range(3)])
+    if known:
+        store["get"]("a")  # what it knows is read past: the new row alone
+        store["save"]("a", [*store["get"]("a"), {"role": "user", "content": "3"}])
+    bad = '{"role":"user","content":"\xff"}'.encode("latin-1").hex()
+    with sqlite3.connect(path) as c:
+        c.execute(f"UPDATE toolnexus_messages SET body = CAST(X'{bad}' AS TEXT) WHERE seq = 2")
+    for reader in (sq.sqlite_store(path), store):
+        with pytest.raises(StoreCorruptError, match="'a'.*row 2"):
+            reader["get"]("a")
