@@ -29,8 +29,8 @@ def _db(seqs, count, bodies=None) -> sqlite3.Connection:
 
 def _pairs(c, k):
     """The (seq, body) rows from seq k on, each body as text (a BLOB's decoded)."""
-    rows = c.execute("SELECT seq, body FROM toolnexus_messages WHERE id = 'a' AND seq >= ? ORDER BY seq", (k,))
-    return _as_text(rows)
+    sql = "SELECT seq, body FROM toolnexus_messages WHERE id = 'a' AND seq >= ? ORDER BY seq"
+    return _as_text(c.execute(sql, (k,)))
 
 
 def _as_text(rows):
