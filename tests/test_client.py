@@ -2,7 +2,6 @@
 
 import json
 import threading
-import time
 
 import pytest
 from dialect_kit import STYLES, path_of, results, said, sent
@@ -223,12 +222,18 @@ def _waiting_tool() -> tuple:
     return slow, started, ended, release
 
 
-def _until_the_started_end(started: list, ended: list) -> None:
-    """Wait until every started call ended, then a little more (a queued call would run)."""
-    until = time.monotonic() + 10
-    while len(ended) < len(started) and time.monotonic() < until:
-        time.sleep(0.01)
-    time.sleep(0.1)
+def _tool_threads() -> set:
+    return {t for t in threading.enumerate() if t.name == "toolnexus-tool"}
+
+
+def _every_offered_call_settled(c, before: set) -> None:
+    """Close the client and join its tool threads: each stops at a stop signal queued
+    after every call it was offered, so each queued call has by then run or been passed
+    over (no wait that a slow machine could outlast)."""
+    c.close()
+    for thread in _tool_threads() - before:
+        thread.join(10)
+        assert not thread.is_alive()
 
 
 def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
@@ -240,6 +245,7 @@ def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
     from toolnexus.runtime import TOOL_THREADS
 
     slow, started, ended, release = _waiting_tool()
+    before = _tool_threads()
 
     calls = [("slow", {"n": n}) for n in range(TOOL_THREADS + 4)]
     with fake_provider([tool_calls_reply(*calls), text_reply("never")]) as fp:
@@ -248,7 +254,7 @@ def test_arun_deadline_abandons_a_turn_and_its_calls_not_yet_started():
             asyncio.run(arun(c, "go", toolkit=toolkit(slow)))
         assert not ended and not release.is_set()  # the run did not wait for its tools
         release.set()  # the started calls end; the queued ones are then taken, not run
-        _until_the_started_end(started, ended)
+        _every_offered_call_settled(c, before)
     assert len(started) == TOOL_THREADS and sorted(ended) == sorted(started)
     assert len(fp.requests) == 1
 
@@ -263,6 +269,7 @@ def test_arun_task_cancelled_during_a_turn_ends_at_once_and_its_calls_not_yet_st
     from toolnexus.runtime import TOOL_THREADS
 
     slow, started, ended, release = _waiting_tool()
+    before = _tool_threads()
 
     async def cancelled_once_the_threads_are_busy(c) -> None:
         task = asyncio.ensure_future(arun(c, "go", toolkit=toolkit(slow)))
@@ -279,7 +286,7 @@ def test_arun_task_cancelled_during_a_turn_ends_at_once_and_its_calls_not_yet_st
         c = create_client(base_url=fp.url, model="m")
         asyncio.run(cancelled_once_the_threads_are_busy(c))
         release.set()  # the started calls end; the queued ones are then taken, not run
-        _until_the_started_end(started, ended)
+        _every_offered_call_settled(c, before)
     assert len(started) == TOOL_THREADS and sorted(ended) == sorted(started)
     assert len(fp.requests) == 1
 
