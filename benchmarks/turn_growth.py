@@ -29,6 +29,9 @@ with its load and save:
   cold     a conversation this process never saw: a new client and store value (fresh
            runtime, empty memo) for each measured exchange (issue 35: at most 1.0x,
            aim 0.5x)
+  unseen   a conversation a worker never saw: a new client (fresh runtime) over the one
+           store value the worker keeps, which has read others but not this one (its
+           connection and buffers warm, as a running service's are; cold is a restart)
 """
 
 from __future__ import annotations
@@ -163,6 +166,22 @@ def cold_path(make: Callable[[], dict]) -> Callable[[int], float]:
     return one
 
 
+def unseen_path(make: Callable[[], dict]) -> Callable[[int], float]:
+    """Return one round: the CPU of an exchange on an n-message conversation a worker's
+    long-lived store value never read, by a new client (a fresh runtime) over it."""
+    writer, kept = make(), make()
+
+    def one(n: int) -> float:
+        cid = f"unseen-{uuid.uuid4().hex[:8]}"
+        writer["save"](cid, history(n - 2))
+        fresh = client(kept)
+        spent = cpu(lambda: tn.run(fresh, "one more", id=cid))
+        writer["delete"](cid)
+        return spent
+
+    return one
+
+
 def other_path(stores: tuple[dict, dict]) -> Callable[[int], float]:
     """Return one round: the CPU of an exchange of one of two clients (own runtime, own
     store value) when the other saved the n-message conversation last."""
@@ -268,6 +287,7 @@ def store_figures(sizes: tuple, rounds: int) -> dict:
                 _growth(figures, (name, "own"), sizes, own_path(make()), rounds)
                 _growth(figures, (name, "other"), sizes, other_path((make(), make())), rounds)
                 _growth(figures, (name, "cold"), sizes, cold_path(make), rounds)
+                _growth(figures, (name, "unseen"), sizes, unseen_path(make), rounds)
         except Exception as e:  # unreachable or not installed: reported, skipped
             print(f"  {name}: skipped ({type(e).__name__}: {e})")
     return figures

@@ -181,11 +181,12 @@ def test_turn_growth_quick(capsys):
         if os.environ.get(var)
     ]
     paths = [(p,) for p in ("memo", "history")]
-    paths += [(s, p) for s in stores for p in ("own", "other", "cold")]
+    paths += [(s, p) for s in stores for p in ("own", "other", "cold", "unseen")]
     assert set(figures) == {(*p, n) for p in paths for n in (10, 1000)}
     assert all(f["cpu_ms"] > 0 for f in figures.values())
     out = capsys.readouterr().out
     assert "json.dumps" in out and "sqlite other" in out and "sqlite cold" in out
+    assert "sqlite unseen" in out
 
 
 def test_service_routing_quick(capsys):
