@@ -112,7 +112,8 @@ def test_a_row_that_is_not_utf8_is_corrupt_and_named_not_unavailable(tmp_path, k
     store = sq.sqlite_store(path)
     store["save"]("a", [{"role": "user", "content": str(i)} for i in range(3)])
     if known:
-        store["get"]("a")  # what it knows is read past: the new row alone
+        store["get"]("a")  # a reader that remembers it (the edit below moves the
+        # edit stamp, so its next read is whole)
         store["save"]("a", [*store["get"]("a"), {"role": "user", "content": "3"}])
     bad = '{"role":"user","content":"\xff"}'.encode("latin-1").hex()
     with sqlite3.connect(path) as c:
