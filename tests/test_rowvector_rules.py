@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pyrsistent import PVector, pvector
 
 from toolnexus.core.frozen import known_json
-from toolnexus.core.rowvector import RowVector, plain_rows, starts_with
+from toolnexus.core.rowvector import RowVector, all_plain, plain_rows, starts_with
 from toolnexus.store._decode import read_rows_at_once, read_rows_lazily
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -110,6 +110,50 @@ def test_rows_told_at_once_are_what_decoding_each_says(rows):
     """However rows are broken, the checks made over all of them at once (C-speed passes)
     say of each what decoding it says."""
     assert [bool(k) for k in plain_rows(rows)] == list(map(plain_by_decoding, rows))
+
+
+def unicode_escaped(row: str) -> bool:
+    """Whether a row holds a \\u escape (backslashes paired from the left, as json reads)."""
+    return "\\u" in row.replace("\\\\", "")
+
+
+@given(st.lists(st.one_of(NEAR_PLAIN, PLAIN.map(lambda m: rows_of([m])[0])), max_size=8))
+@example(['{"role":"user","content":"a"x', '{"role":"user","content":"b"}'])  # not "}" after
+@example(['{"role":"user","content":"}', '{"role":"user","content":"abcd"}'])  # cut short
+@example(['{"role":"assistant","content":""}', '{"role":"user","content":"abcde"}'])  # empty
+@example(['{"role":"user","content":"\\n"}', '{"role":"user","content":"\\n"}'])  # all escape
+@example(['{"role":"user","content":"a\\"}', '{"role":"user","content":"a\\\\"}'])  # open
+@example(['{"role":"user","content":"a\\\\"}', '{"role":"user","content":"a\\\\\\"}'])
+@example(['{"role":"user","content":"a"} ', '{"role":"user","content":"a"}}'])  # more after
+@example(['{"role":"user","content":"a"}"}', '{"role":"user","content":"b"}'])  # a ninth quote
+@example(['{"role":"user","content":"a\x01"}'])  # a control character
+@example(['{"role":"user","content":"a\n"}'])  # a raw newline: a joint where none is
+@example(['{"role":"user","content":"a"}\n{"role":"user","content":"b"}'])  # two in one
+@example(['{"role":"user","content":"a\\q"}', '{"role":"user","content":"a\\u0041"}'])
+@example(['{"role":"user","content":"a"}', '{"role":"user","content":"b"', 'x"}'])
+@example(['{"role":"user","content":"a"}', '{"role":"user","content":"b"}}'])  # last: no end
+@example([' {"role":"user","content":"a"}', '{"role":"user","content":"b"}'])  # first: no start
+def test_rows_told_whole_are_what_decoding_each_says(rows):
+    """However rows are broken, the passes over all of them joined say they are all plain
+    exactly when decoding each says so (but when one holds a \\u escape: not told whole)."""
+    utf8 = [row.encode(errors="surrogatepass") for row in rows]
+    every = bool(rows) and all(map(plain_by_decoding, rows))
+    if any(map(unicode_escaped, rows)):
+        assert not all_plain(utf8)
+    else:
+        assert all_plain(utf8) == every
+
+
+@given(st.lists(PLAIN.map(lambda m: rows_of([m])[0]), min_size=1, max_size=8), st.data())
+def test_a_row_not_utf8_or_not_bytes_is_not_told_whole(rows, data):
+    utf8 = [row.encode() for row in rows]
+    i = data.draw(st.integers(0, len(rows) - 1))
+    bad = data.draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"\xc3"]))  # not UTF-8
+    broken = [*utf8[:i], utf8[i][:-2] + bad + b'"}', *utf8[i + 1 :]]
+    assert not all_plain(broken)
+    assert not all_plain([*utf8[:i], rows[i], *utf8[i + 1 :]])  # a str among them
+    told = all(map(plain_by_decoding, rows)) and not any(map(unicode_escaped, rows))
+    assert all_plain(utf8) == told
 
 
 @given(MESSAGES, st.data())

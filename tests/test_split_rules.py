@@ -113,8 +113,12 @@ def test_split_aggregated_gives_numbered_rows_or_none(k, bodies):
         assert split_aggregated(_aggregated(bodies, k, lo=k + 1), k) is None
         assert split_aggregated(_aggregated(bodies, k, hi=k + len(bodies)), k) is None
         assert split_aggregated(_aggregated([*bodies, "x"], k, n=len(bodies)), k) is None
-        not_text = [*bodies[:-1], bodies[-1].encode()]  # a loader that gives bytes
-        assert split_aggregated(_aggregated(not_text, k), k) is None
+        utf8 = [body.encode(errors="surrogatepass") for body in bodies]  # bytea, say
+        _, rows, _ = split_aggregated(_aggregated(utf8, k), k)
+        assert type(rows) is Numbered and rows == list(enumerate(utf8, k))
+        assert split_aggregated(_aggregated([*bodies[:-1], None], k), k) is None  # a NULL
+        if len(bodies) > 1:  # rows of both kinds
+            assert split_aggregated(_aggregated([*bodies[:-1], utf8[-1]], k), k) is None
 
 
 @pytest.mark.parametrize("as_bytes", [True, False])

@@ -1,6 +1,6 @@
-"""The SQLite store reads a conversation's rows as their bodies alone only when its head
-proves them numbered 0..count-1; any other rows are read as (seq, body) pairs, which name
-the bad one. Over real SQLite files."""
+"""The SQLite store reads a conversation's rows as their bodies alone (their bytes, TEXT
+or BLOB alike) only when its head proves them numbered 0..count-1; any other rows are read
+as (seq, body) pairs, which name the bad one. Over real SQLite files."""
 
 from __future__ import annotations
 
@@ -48,9 +48,10 @@ def _as_text(rows):
 @example(seqs={-1, 0, 1, 2}, count=4, k=0, blob=False)  # as many rows, one below 0
 @example(seqs={-1, 0, 1, 2, 3}, count=4, k=0, blob=False)  # all, and one below 0
 @example(seqs={0, 1, 2}, count=4, k=0, blob=False)  # one short
-@example(seqs={0, 1, 2, 3}, count=4, k=0, blob=True)  # a body stored as a BLOB
+@example(seqs={0, 1, 2, 3}, count=4, k=0, blob=True)  # a body stored as a BLOB: bytes too
 @example(seqs={0, 1, 2, 3}, count="four", k=0, blob=False)  # a count that is not an int
 @example(seqs=set(), count=0, k=0, blob=False)
+@example(seqs={0, 2}, count=3, k=2, blob=False)  # a gap below k: what is read is numbered
 def test_a_snapshot_reads_what_the_pairs_say_and_bodies_alone_only_when_numbered(
     seqs, count, k, blob
 ):
@@ -59,13 +60,11 @@ def test_a_snapshot_reads_what_the_pairs_say_and_bodies_alone_only_when_numbered
     head, rows, stamp = sq._snapshot(c, sq._GET_HEAD, "a", k)
     assert head == (1, count, "d") and stamp == "e"
     assert _as_text(rows) == _pairs(c, k)  # the very rows, whichever way they were read
-    numbered = (
-        type(count) is int
-        and sorted(seqs) == list(range(count))
-        and k <= count
-        and not (blob and seqs)
-    )
-    assert (type(rows) is Numbered) == numbered
+    assert all(type(body) is bytes for _, body in rows)  # as stored: decoding names a bad one
+    if type(rows) is Numbered:  # only rows k..count-1, exactly (rows below k: not read)
+        assert sorted(s for s in seqs if s >= k) == list(range(k, count))
+    if type(count) is int and sorted(seqs) == list(range(count)) and k <= count:
+        assert type(rows) is Numbered
 
 
 def test_an_absent_conversation_reads_no_rows():

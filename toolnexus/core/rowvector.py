@@ -39,7 +39,7 @@ from pyrsistent import PVector, pvector
 
 from .frozen import FrozenMap, keep_json, known_jsons
 
-__all__ = ["RowVector", "plain_rows", "starts_with"]
+__all__ = ["RowVector", "all_plain", "plain_rows", "starts_with"]
 
 # The two plain shapes a row is written in (compact, keys in this order), by the offset
 # of the content's first character.
@@ -49,6 +49,7 @@ _PLAIN = (_USER, _ASSISTANT)
 _CONTENT = ',"content":"'  # in a plain row, where the prefix ends: its content follows
 _START = {role[0]: k for k, role in _ROLE_AT.items()}  # by the role's first letter
 _ROLE_LETTER = itemgetter(len('{"role":"'))
+_UNBUILT = 1  # a cell of a plain row whose message is not built yet (any int says so)
 _EMPTY_END = (len(_USER) + 1, len(_ASSISTANT) + 1)  # where an empty content's string ends
 
 
@@ -66,6 +67,60 @@ def _plain_at(text: str) -> int:
     except ValueError:
         return 0
     return k if end == len(text) - 1 and end > k + 1 and text.endswith("}") else 0
+
+
+# The same shapes as UTF-8, what rows come as from most stores.
+_PLAIN_UTF8 = tuple(p.encode() for p in _PLAIN)
+_EMPTY_UTF8 = tuple(p + b'"}' for p in _PLAIN_UTF8)  # a plain shape with empty content
+# Rows joined by a newline (no plain row holds one: a string's is escaped): where one
+# row ends and a plain one begins, in either shape.
+_BOUNDARY = tuple(b'"}\n' + p for p in _PLAIN_UTF8)
+# What a JSON string may hold as it is: every byte but the quote, the backslash and the
+# control characters (bytes of 0x80 and up are UTF-8 sequences, checked by decoding).
+_STRING_BYTE = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
+# A backslash and what it escapes, but for \uXXXX (rare: json.dumps writes one only for
+# a control character or a lone surrogate), which is left to json's own scanner.
+_SHORT_ESCAPES = tuple(b"\\" + c for c in (b'"', b"/", b"b", b"f", b"n", b"r", b"t"))
+_ROW_QUOTES = b'"' * 8  # a plain row's quotes: its shape's seven and its content's close
+
+
+def all_plain(rows: Sequence[bytes]) -> bool:
+    """Whether every row (UTF-8) is a plain text message (see `_plain_at`), told in a
+    few passes over all of them joined, not a call per row; False also when some row
+    holds a \\u escape (`plain_rows` then tells it, row by row).
+
+    Joined by newlines, every escape dropped (pairs of backslashes first: they pair from
+    the left, as json reads them), the rows are plain exactly when: they are UTF-8; each
+    row keeps exactly eight quotes, and no backslash or control character (deleting
+    every byte a string may hold leaves eight quotes per row between the newlines);
+    each newline sits between a row ending `"}` and one beginning as a plain row (a
+    newline is only ever a joint, so each is counted once), as do the first and last
+    rows; and no row is a plain shape with empty content. Its shape's seven quotes and
+    the `"` before its `}` are then a row's eight: its content holds none unescaped,
+    so it is one well-formed string, closed where the row ends.
+    """
+    n = len(rows)
+    try:
+        joined = b"\n".join(rows)
+    except TypeError:  # a row that is not bytes
+        return False
+    if not n or not rows[0].startswith(_PLAIN_UTF8) or not rows[-1].endswith(b'"}'):
+        return False
+    if not joined.isascii():
+        try:
+            joined.decode()
+        except UnicodeDecodeError:
+            return False
+    if b"\\" in joined:
+        joined = joined.replace(b"\\\\", b"")
+        for escape in _SHORT_ESCAPES:  # what is left of a backslash stays in the skeleton
+            joined = joined.replace(escape, b"")
+    return (
+        joined.translate(None, _STRING_BYTE) == b"\n".join(repeat(_ROW_QUOTES, n))
+        and sum(map(joined.count, _BOUNDARY)) == n - 1
+        and _EMPTY_UTF8[0] not in rows
+        and _EMPTY_UTF8[1] not in rows
+    )
 
 
 def plain_rows(texts: Sequence[str]) -> list[int]:
@@ -109,8 +164,8 @@ def plain_rows(texts: Sequence[str]) -> list[int]:
 class _Rows:
     """Rows shared by every vector made from them: each row once, as its UTF-8 (the JSON
     a request carries; its text is decoded from it again when a plain row is first
-    read), and per row its message once built (or, for a plain row not yet read, where
-    its content starts: an int)."""
+    read), and per row its message once built (or, for a plain row not yet read, an
+    int)."""
 
     __slots__ = ("encoded", "cells", "plain", "decode")  # pragma: no mutate
 
@@ -129,9 +184,10 @@ class _Rows:
         cell = self.cells[i]
         if type(cell) is not int:
             return cell
-        # Its UTF-8 decodes back to the very text the content's offset was found in.
-        content, _ = scanstring(self.encoded[i].decode(), cell, True)
-        built = FrozenMap({"role": _ROLE_AT[cell], "content": content})
+        text = self.encoded[i].decode()  # checked plain at load: UTF-8, its shape known
+        start = _START[_ROLE_LETTER(text)]  # where its content starts: told by its role
+        content, _ = scanstring(text, start, True)
+        built = FrozenMap({"role": _ROLE_AT[start], "content": content})
         keep_json(built, self.encoded[i])
         self.cells[i] = built  # a racing reader may build its own: only a later miss
         return self.cells[i]
@@ -163,14 +219,23 @@ class RowVector(PVector):
 
     @staticmethod
     def of(
-        texts: Sequence[str],
         encoded: Sequence[bytes],
         decode: Callable[[Sequence[str | bytes], Sequence[bytes] | None], list | None],
+        texts: Sequence[str] | None = None,
     ) -> RowVector | None:
-        """Return the transcript of message rows (their texts and UTF-8), every row
-        checked now, only their UTF-8 kept (shared, not copied); None when a row that is
-        not plain text does not decode (`decode`, given rows' texts and their UTF-8, or
-        their UTF-8 alone and None, returns their messages or None)."""
+        """Return the transcript of message rows (their UTF-8, and their texts if the
+        caller has them), every row checked now, only their UTF-8 kept (shared, not
+        copied); None when a row is not UTF-8 or a row that is not plain text does not
+        decode (`decode`, given rows' texts and their UTF-8, or their UTF-8 alone and
+        None, returns their messages or None)."""
+        n = len(encoded)
+        if all_plain(encoded):  # the usual chat: told over all rows joined
+            return RowVector(_Rows(encoded, [_UNBUILT] * n, decode, b"\x01" * n), 0, n, pvector())
+        if texts is None:
+            try:
+                texts = tuple(map(bytes.decode, encoded))
+            except UnicodeDecodeError:
+                return None
         cells: list = plain_rows(texts)
         odd = list(compress(range(len(cells)), map(not_, cells))) if 0 in cells else []
         if odd:
@@ -181,7 +246,7 @@ class RowVector(PVector):
                 cells[i] = m
         plain = bytes(map(int.__instancecheck__, cells)) if odd else b"\x01" * len(cells)
         rows = _Rows(encoded, cells, decode, plain)  # type: ignore[arg-type]
-        return RowVector(rows, 0, len(texts), pvector())
+        return RowVector(rows, 0, n, pvector())
 
     # ---- what the loop asks of a loaded transcript, without building plain rows
 

@@ -158,16 +158,19 @@ _CALLS = frozenset({list, type(None)})  # what json makes of a list, or null
 
 
 def read_rows_lazily(
-    texts: tuple[str, ...], encoded: Sequence[bytes] | None = None, size: int | None = None
+    texts: Sequence[str] | None, encoded: Sequence[bytes] | None = None, size: int | None = None
 ) -> Any:
-    """Return the transcript of message rows (str texts) as a `RowVector`: every row
-    checked now, the plain text ones built when first read; None when the rows need
-    reading one by one (as `read_rows_at_once`). `encoded`: their UTF-8, if the caller
-    has it (then they are str: encoded from them); `size`: its bytes, if counted."""
-    if not texts or (encoded is None and not all(map(str.__instancecheck__, texts))):
+    """Return the transcript of message rows as a `RowVector`: every row checked now, the
+    plain text ones built when first read; None when the rows need reading one by one
+    (as `read_rows_at_once`). The rows as str `texts`, or as their UTF-8 `encoded` (then
+    `texts`, if given, are what they encode); `size`: their bytes, if counted."""
+    if encoded is None:
+        if not texts or not all(map(str.__instancecheck__, texts)):
+            return None
+        encoded = list(map(str.encode, texts))
+    if not encoded:
         return None
     # What the bounded loader refuses, named there (no row is longer than all of them).
-    if (size is None or size > MAX_BYTES) and max(map(len, texts)) > MAX_BYTES:
+    if (size is None or size > MAX_BYTES) and max(map(len, encoded)) > MAX_BYTES:
         return None
-    raw = list(map(str.encode, texts)) if encoded is None else encoded
-    return RowVector.of(texts, raw, read_rows_at_once)
+    return RowVector.of(encoded, read_rows_at_once, texts)

@@ -227,7 +227,7 @@ class Memo:
             return None
         if type(count) is not int or count != k + len(rows):
             return None
-        texts = _texts(rows)
+        texts = _as_str(_bodies(rows))
         if texts is None or chain(known.digest, texts) != digest:
             return None
         if not _numbered_from(rows, k):
@@ -264,9 +264,9 @@ class Memo:
         every text is compared (at C speed: one tuple comparison). Otherwise the rows
         are decoded, reusing the remembered messages whose rows are unchanged.
         """
-        texts, numbered = _texts(rows), _numbered(rows, count)
-        return self._read(backend, id, (version, count, digest), lambda: rows, texts, numbered,
-                          stamp)  # fmt: skip
+        texts, raw = _texts_and_utf8(_bodies(rows))
+        return self._read(backend, id, (version, count, digest), lambda: rows, texts, raw,
+                          _numbered(rows, count), stamp)  # fmt: skip
 
     def read_list(
         self,
@@ -280,10 +280,10 @@ class Memo:
     ) -> PVector:
         """`read` for a backend whose rows are a list (row i is bodies[i]): the same checks,
         without building `(seq, text)` pairs unless rows must be decoded one by one."""
-        texts, encoded = _list_texts(bodies)
+        texts, raw = _texts_and_utf8(bodies)
         rows = lambda: list(enumerate(bodies))  # noqa: E731
-        return self._read(backend, id, (version, count, digest), rows, texts,
-                          count == len(bodies), stamp, encoded)  # fmt: skip
+        return self._read(backend, id, (version, count, digest), rows, texts, raw,
+                          count == len(bodies), stamp)  # fmt: skip
 
     def _read(
         self,
@@ -291,16 +291,15 @@ class Memo:
         id: str,
         head: tuple,
         rows: Callable[[], Sequence],
-        texts: tuple[str, ...] | None,
+        texts: Sequence[str] | None,
+        raw: tuple[bytes, ...] | None,
         numbered: bool,
         stamp: object,
-        encoded: Sequence[bytes] | None = None,
     ) -> PVector:
+        """`read` of rows' UTF-8 `raw` (None: a row has none), and `texts` if they came as str."""
         version, count, digest = head
         with self._lock:  # every row is compared below
             self._unchecked.pop(id, None)
-        # The rows' UTF-8: what the memo keeps and compares (the bytes a driver gave).
-        raw = tuple(encoded) if encoded is not None else None if texts is None else _utf8(texts)
         best = None
         for seen in self._seen(id):
             if seen.texts is None:
@@ -324,7 +323,7 @@ class Memo:
             # The usual cold read: every row checked at once, its plain messages built when
             # first read (a RowVector: each row kept once, as the UTF-8 the memo shares).
             size = sum(map(len, raw))  # the memo's size, and a bound on the longest row
-            at_once = read_rows_lazily(texts, raw, size)  # type: ignore[arg-type]
+            at_once = read_rows_lazily(texts, raw, size)
             if at_once is not None and len(at_once) == count:
                 self.remember(id, at_once, digest, count, raw, stamp, True, size)
                 return at_once
@@ -358,18 +357,30 @@ class Memo:
         return None
 
 
-def _texts(rows: Sequence) -> tuple[str, ...] | None:
-    """Return the rows' texts as str (a driver may give bytes), or None if one is not
-    UTF-8 (decoding then names the row)."""
-    if type(rows) is Numbered:  # split from one text: str, and a tuple already
-        return rows.texts
-    texts = tuple(map(_second, rows))
+def _as_str(texts: Sequence) -> Sequence[str] | None:
+    """Return rows' texts as str (a driver may give bytes), or None if one is not UTF-8
+    (decoding then names the row)."""
     if all(map(str.__instancecheck__, texts)):  # the usual case, checked at C speed
         return texts
     try:
         return tuple(t.decode() if type(t) is bytes else t for t in texts)
     except UnicodeDecodeError:
         return None
+
+
+def _bodies(rows: Sequence) -> Sequence:
+    """Return the texts (str or UTF-8) of `(seq, text)` rows."""
+    return rows.texts if type(rows) is Numbered else tuple(map(_second, rows))
+
+
+def _texts_and_utf8(bodies: Sequence) -> tuple[Sequence[str] | None, tuple[bytes, ...] | None]:
+    """Return rows' texts when they came as str (else None), and their UTF-8: bytes rows
+    as they came (checked when read: a row not UTF-8 is named then), str rows encoded;
+    None when a row has none."""
+    if all(map(bytes.__instancecheck__, bodies)):  # most drivers: bytes, never decoded
+        return None, tuple(bodies)
+    texts = _as_str(bodies)
+    return texts, None if texts is None else _utf8(texts)
 
 
 def _utf8(texts: Sequence[str]) -> tuple[bytes, ...] | None:
@@ -395,17 +406,6 @@ def _row_bytes(messages: Sequence, rows: Sequence[bytes]) -> Sequence[bytes]:
     a row held once) when each message keeps exactly its row, else `rows`."""
     kept = known_jsons(messages)
     return kept if _equal(kept, rows) else rows
-
-
-def _list_texts(bodies: list) -> tuple[tuple[str, ...] | None, list | None]:
-    """`_texts` of rows given as a list of bodies (bytes from most drivers), decoded at C
-    speed, and the bodies when they are those texts' UTF-8 (all bytes), else None."""
-    try:
-        return tuple(map(bytes.decode, bodies)), bodies
-    except TypeError:  # str (a client that decodes its replies itself)
-        return _texts(list(enumerate(bodies))), None
-    except UnicodeDecodeError:
-        return None, None
 
 
 _first, _second = operator.itemgetter(0), operator.itemgetter(1)

@@ -2,8 +2,9 @@
 
 A row per message (`split_joined`), or every row gathered into ONE array by the database
 (`split_aggregated`): one value to receive instead of a row per message, made
-`Numbered` rows: the rows k..k+n-1, held as their texts alone, so a read need not build
-(seq, text) pairs nor check their numbering again (a pass each over the rows). Whatever
+`Numbered` rows: the rows k..k+n-1, held as their texts (or UTF-8) alone, so a read need
+not build (seq, text) pairs nor check their numbering again (a pass each over the rows).
+Whatever
 is not exactly its rows gives None: the caller reads a row per message, which names the
 bad one.
 """
@@ -17,7 +18,8 @@ __all__ = ["Numbered", "split_joined", "split_aggregated"]
 
 
 class Numbered(Sequence):
-    """The `(seq, text)` rows start..start+len(texts)-1, as their texts (str) alone.
+    """The `(seq, text)` rows start..start+len(texts)-1, as their texts alone (str, or
+    UTF-8 bytes: as the database gave them).
 
     >>> rows = Numbered(3, ("a", "b"))
     >>> list(rows), rows[1], rows[1:], len(rows)
@@ -65,8 +67,9 @@ def split_aggregated(rows: Sequence[Sequence], k: int) -> tuple[tuple, Sequence,
     """Return what `split_joined` returns, of ONE row `(version, count, digest, edited, n,
     lo, hi, bodies)`: the head, and the n message rows from seq k on as one array in seq
     order (`bodies`), with their first and last seq; None when they are not exactly the
-    rows k..k+n-1, one text each (read them a row per message then: decode_rows names
-    the bad one). Seqs are unique integers (the key), so first and last tell them."""
+    rows k..k+n-1, one text (or UTF-8) each (read them a row per message then:
+    decode_rows names the bad one). Seqs are unique integers (the key), so first and
+    last tell them."""
     version, count, digest, stamp, n, lo, hi, bodies = rows[0]
     head = (version, count, digest)
     if not n:
@@ -74,6 +77,6 @@ def split_aggregated(rows: Sequence[Sequence], k: int) -> tuple[tuple, Sequence,
     if len(bodies) != n or lo != k or hi != k + n - 1:
         return None
     texts = tuple(bodies)
-    if not all(map(str.__instancecheck__, texts)):
-        return None
+    if not all(map(bytes.__instancecheck__, texts)) and not all(map(str.__instancecheck__, texts)):
+        return None  # a NULL body (another tool's), or rows of both kinds
     return head, Numbered(k, texts), stamp

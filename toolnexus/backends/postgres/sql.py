@@ -57,11 +57,13 @@ def statements(table: str) -> dict:
         # The rows come as ONE array in seq order (received binary: each body as its own
         # length and bytes, nothing to split or unescape), with their count and first and
         # last seq: one value to receive, not a row of six per message (see
-        # _split.split_aggregated).
+        # _split.split_aggregated). Each body as its UTF-8 (bytea: a copy in a UTF-8
+        # database), what the memo keeps and a request carries: not decoded here to be
+        # encoded again.
         "get": """SELECT h.version, h.count, h.digest, h.edited, m.n, m.lo, m.hi, m.bodies
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
             LEFT JOIN LATERAL (SELECT count(*) AS n, min(seq) AS lo, max(seq) AS hi,
-                array_agg(body ORDER BY seq) AS bodies
+                array_agg(convert_to(body, 'UTF8') ORDER BY seq) AS bodies
                 FROM {messages} WHERE id = k.id AND seq >= %s) m ON true""",
         # The same, a row per message: what a read falls back on when the joined text does
         # not split into its rows (a corrupt row, a missing one: decode_rows names it).
@@ -96,7 +98,7 @@ def statements(table: str) -> dict:
         "get_unstamped": """SELECT h.version, h.count, h.digest, NULL, m.n, m.lo, m.hi, m.bodies
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id
             LEFT JOIN LATERAL (SELECT count(*) AS n, min(seq) AS lo, max(seq) AS hi,
-                array_agg(body ORDER BY seq) AS bodies
+                array_agg(convert_to(body, 'UTF8') ORDER BY seq) AS bodies
                 FROM {messages} WHERE id = k.id AND seq >= %s) m ON true""",
         "get_unstamped_rows": """SELECT h.version, h.count, h.digest, NULL, m.seq, m.body
             FROM (SELECT %s::text AS id) k LEFT JOIN {heads} h ON h.id = k.id

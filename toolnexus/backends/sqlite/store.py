@@ -62,13 +62,16 @@ SELECT version, count, digest, edited,
   (SELECT max(seq) FROM toolnexus_messages WHERE id = c.id)
 FROM toolnexus_conversations AS c WHERE id = ?
 """
-# Rows read one by one (see _numbered) come as their bytes: SQLite gives back a TEXT value
-# as it was written, and one that is not UTF-8 is then a corrupt row that decoding names,
-# where reading it as text would fail the whole read as if the file were unavailable.
+# Rows come as their bytes: SQLite gives back a TEXT value as it was written, and one that
+# is not UTF-8 is then a corrupt row that decoding names, where reading it as text would
+# fail the whole read as if the file were unavailable. And bytes are what the memo keeps
+# and a request carries: read as text, each row would be decoded here, then encoded again.
 _GET_ROWS = (
     "SELECT seq, CAST(body AS BLOB) FROM toolnexus_messages WHERE id = ? AND seq >= ? ORDER BY seq"
 )
-_GET_BODIES = "SELECT body FROM toolnexus_messages WHERE id = ? AND seq >= ? ORDER BY seq"
+_GET_BODIES = (
+    "SELECT CAST(body AS BLOB) FROM toolnexus_messages WHERE id = ? AND seq >= ? ORDER BY seq"
+)
 # The same on a read-only file made before edit stamps (nothing could give it them): its
 # stamp is never known, so every read compares all rows, as reads always did.
 _GET_HEAD_UNSTAMPED = _GET_HEAD.replace("edited", "NULL")
@@ -278,13 +281,10 @@ def _numbered(c: sqlite3.Connection, id: str, k: int, found: tuple | None) -> Nu
     count = found[1]
     if found[4:] != ((0, count - 1) if count else (None, None)):
         return None
-    try:
-        texts = tuple(map(_first, c.execute(_GET_BODIES, (id, k))))
-    except sqlite3.OperationalError:  # a body not UTF-8: the rows as bytes name it
-        return None
-    if len(texts) != count - k or not all(map(str.__instancecheck__, texts)):
-        return None  # a gap, or a row not text (a BLOB written by another tool)
-    return Numbered(k, texts)
+    bodies = tuple(map(_first, c.execute(_GET_BODIES, (id, k))))
+    if len(bodies) != count - k or not all(map(bytes.__instancecheck__, bodies)):
+        return None  # a gap, or a NULL body (written by another tool)
+    return Numbered(k, bodies)
 
 
 def _save(st: _Sqlite, id: str, transcript: Sequence[Mapping]) -> None:
