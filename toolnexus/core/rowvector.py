@@ -81,7 +81,8 @@ _STRING_BYTE = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
 # A backslash and what it escapes, but for \uXXXX (rare: json.dumps writes one only for
 # a control character or a lone surrogate), which is left to json's own scanner.
 _SHORT_ESCAPES = tuple(b"\\" + c for c in (b'"', b"/", b"b", b"f", b"n", b"r", b"t"))
-_ROW_QUOTES = b'"' * 8  # a plain row's quotes: its shape's seven and its content's close
+_LAST_QUOTES = b'"' * 8  # a plain row's quotes: its shape's seven and its content's close
+_ROW_QUOTES = _LAST_QUOTES + b"\n"  # and the joint after it, but after the last row
 
 
 def all_plain(rows: Sequence[bytes]) -> bool:
@@ -116,7 +117,7 @@ def all_plain(rows: Sequence[bytes]) -> bool:
         for escape in _SHORT_ESCAPES:  # what is left of a backslash stays in the skeleton
             joined = joined.replace(escape, b"")
     return (
-        joined.translate(None, _STRING_BYTE) == b"\n".join(repeat(_ROW_QUOTES, n))
+        joined.translate(None, _STRING_BYTE) == _ROW_QUOTES * (n - 1) + _LAST_QUOTES
         and sum(map(joined.count, _BOUNDARY)) == n - 1
         and _EMPTY_UTF8[0] not in rows
         and _EMPTY_UTF8[1] not in rows
