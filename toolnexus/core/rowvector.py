@@ -13,9 +13,10 @@ the pvector of its messages) over such rows. Every row is checked when the vecto
 made, as a decode would: a run of plain rows as a whole, over their UTF-8 joined
 (`all_plain`: a few C passes, none per row), else each plain row by its exact shape and
 json's own string scanner (its content a well-formed JSON string that ends the row),
-any other row decoded there and then. So a corrupt row is still named by the load. What is deferred is only
-building a plain row's FrozenMap: on first read, kept (the same object every read after,
-so identity checks hold), all rows at once when the vector is walked.
+any other row decoded there and then. So a corrupt row is still named by the load.
+What is deferred is only building a plain row's FrozenMap: on first read, kept (the
+same object every read after, so identity checks hold), all rows at once when the
+vector is walked.
 
 Each row is kept once, as its UTF-8 (what a request carries, and what the stores' memo
 compares and shares): the texts it was checked as are not kept, so what a process holds
