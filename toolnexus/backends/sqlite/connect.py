@@ -1,9 +1,15 @@
-"""Opening SQLite files for the store and the log: WAL set up, read-only files told apart."""
+"""Opening SQLite files for the store and the log: WAL set up, read-only files told
+apart, and sqlite3's errors made the stores' (read-only, unavailable, corrupt)."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
 
 
 def read_only(e: BaseException) -> bool:
@@ -33,3 +39,22 @@ def sqlite_wal(conn: Any, timeout: float) -> None:
             if "locked" not in str(e) or time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
+
+
+@contextmanager
+def sqlite_errors(desc: str, what: str = "") -> Iterator[None]:
+    """Turn sqlite3's errors into the stores': read-only, unavailable, corrupt (`desc`
+    names the file; `what`, if given, what in it was being read)."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:  # locked past the timeout, unopenable file
+        if read_only(e):
+            raise StoreReadOnlyError(
+                f"{desc} is read-only ({e}): nothing can be saved there; make the file "
+                "and its directory writable, or use another path"
+            ) from None
+        raise StoreUnavailableError(f"{desc} is unavailable: {e}") from None
+    except sqlite3.ProgrammingError:  # a closed connection, a wrong call: a bug, as it is
+        raise
+    except sqlite3.DatabaseError as e:  # not a database, malformed, constraint broken
+        raise StoreCorruptError(f"{what}{desc} is corrupt: {e}") from None

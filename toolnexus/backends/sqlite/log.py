@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ...core.frozen import FrozenMap
 from ...history.entry import check_entry, check_query, cutoff, fold, from_micros, micros
-from .connect import sqlite_wal
+from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
+from .connect import read_only, sqlite_errors, sqlite_wal
 
 __all__ = ["sqlite_log", "trigram_supported", "word_prefilter"]
 
@@ -44,6 +45,11 @@ _FTS = {
 }
 
 _COLUMNS = "id, conversation_id, text, ts, direction"
+# The same read back, the text columns as their bytes (see _to_entry).
+_AS_BYTES = (
+    "CAST(id AS BLOB), CAST(conversation_id AS BLOB), CAST(text AS BLOB), ts, "
+    "CAST(direction AS BLOB)"
+)
 
 
 def trigram_supported() -> bool:
@@ -98,18 +104,23 @@ def _fts_match(kind: str, folded: str) -> str | None:
     return word_prefilter(folded)
 
 
-def _contains(text: str | None, folded_needle: str) -> bool:
-    return text is not None and folded_needle in fold(text)
+def _contains(text: bytes | None, folded_needle: str) -> bool:
+    # The text as its bytes: one that is not UTF-8 (another tool's) is named when read.
+    return text is not None and folded_needle in fold(text.decode(errors="replace"))
 
 
 def _connect(path: str, timeout: float) -> sqlite3.Connection:
     # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE for writes), so two
     # processes never deadlock upgrading a read lock to a write lock.
     con = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
-    con.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    sqlite_wal(con, timeout)  # another process may be setting the same new file up
-    con.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL keeps it safe
-    con.create_function("tn_contains", 2, _contains, deterministic=True)
+    try:
+        con.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        sqlite_wal(con, timeout)  # another process may be setting the same new file up
+        con.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL keeps it safe
+        con.create_function("tn_contains", 2, _contains, deterministic=True)
+    except BaseException:  # not a database, a read-only file: nothing left open
+        con.close()
+        raise
     return con
 
 
@@ -134,8 +145,12 @@ def _setup(con: sqlite3.Connection, fts: str) -> str:
         raise
 
 
-def _to_entry(row: tuple):
-    eid, cid, text, ts, direction = row
+def _to_entry(desc: str, row: tuple):
+    try:  # the text columns come as their bytes: one not UTF-8 is named, not a crash
+        eid, cid, text, ts, direction = (v.decode() if type(v) is bytes else v for v in row)
+    except UnicodeDecodeError:
+        name = row[0].decode(errors="replace") if type(row[0]) is bytes else row[0]
+        raise StoreCorruptError(f"{desc}: entry {name!r:.120} is not UTF-8 text") from None
     return FrozenMap(
         {
             "id": eid,
@@ -165,17 +180,17 @@ def _where(q: Mapping, kind: str) -> tuple[list[str], list]:
         if match is not None:
             conds.append("seq IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)")
             params.append(match)
-        conds.append("tn_contains(text, ?)")  # the final word, whatever the index said
+        # The final word, whatever the index said (the text as its bytes: see _contains).
+        conds.append("tn_contains(CAST(text AS BLOB), ?)")
         params.append(needle)
     return conds, params
 
 
-def _open_error(path: str, e: sqlite3.OperationalError) -> Exception:
+def _open_error(path: str, e: sqlite3.DatabaseError) -> Exception:
     """Return the clear error for a message log file that cannot be opened for writing."""
-    from ...store.errors import StoreReadOnlyError, StoreUnavailableError
-    from .connect import read_only
-
     what = f"message log sqlite_log({path!r})"
+    if not isinstance(e, sqlite3.OperationalError):  # not a database, malformed
+        return StoreCorruptError(f"{what} is corrupt: {e}")
     if read_only(e):
         return StoreReadOnlyError(f"{what} is read-only ({e}): make it writable, or use --log")
     return StoreUnavailableError(
@@ -199,9 +214,9 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
     try:
         con = _connect(path, timeout)
         kind = _setup(con, fts)
-    except sqlite3.OperationalError as e:  # a read-only file or directory, not a crash
+    except sqlite3.DatabaseError as e:  # a read-only file or directory, not a crash
         raise _open_error(path, e) from None
-    st = _SqliteLog(con, kind)
+    st = _SqliteLog(con, kind, f"message log sqlite_log({path!r})")
 
     def record_many(entries: Iterable[Mapping]) -> None:
         _record_many(st, entries)
@@ -241,10 +256,10 @@ class _SqliteLog:
     """What one SQLite log holds: its connection (used under a lock: sqlite3 objects
     must not be shared concurrently) and its text index."""
 
-    __slots__ = ("con", "kind", "lock")
+    __slots__ = ("con", "kind", "lock", "desc")
 
-    def __init__(self, con: sqlite3.Connection, kind: str):
-        self.con, self.kind, self.lock = con, kind, threading.Lock()
+    def __init__(self, con: sqlite3.Connection, kind: str, desc: str):
+        self.con, self.kind, self.lock, self.desc = con, kind, threading.Lock(), desc
 
 
 def _record_many(st: _SqliteLog, entries: Iterable[Mapping]) -> None:
@@ -252,7 +267,7 @@ def _record_many(st: _SqliteLog, entries: Iterable[Mapping]) -> None:
     if not checked:
         return
     con = st.con
-    with st.lock:
+    with st.lock, sqlite_errors(st.desc):
         con.execute("BEGIN IMMEDIATE")
         try:
             for e in checked:
@@ -279,13 +294,13 @@ def _query(st: _SqliteLog, q: Mapping) -> tuple:
     where = f"WHERE {' AND '.join(conds)}" if conds else ""
     # Newest `limit` first in the inner query, then back to oldest first.
     sql = (
-        f"SELECT {_COLUMNS} FROM (SELECT seq, {_COLUMNS} FROM messages {where} "
+        f"SELECT {_AS_BYTES} FROM (SELECT seq, {_COLUMNS} FROM messages {where} "
         "ORDER BY ts DESC, seq DESC LIMIT ?) ORDER BY ts, seq"
     )
-    with st.lock:
+    with st.lock, sqlite_errors(st.desc):
         rows = st.con.execute(sql, (*params, -1 if q["limit"] is None else q["limit"]))
         rows = rows.fetchall()
-    return tuple(_to_entry(r) for r in rows)
+    return tuple(_to_entry(st.desc, r) for r in rows)
 
 
 def _clear(st: _SqliteLog, before: datetime | None, conversation_id: str | None) -> int:
@@ -297,7 +312,7 @@ def _clear(st: _SqliteLog, before: datetime | None, conversation_id: str | None)
         params.append(conversation_id)
     where = " WHERE " + " AND ".join(conds) if conds else ""
     con = st.con
-    with st.lock:
+    with st.lock, sqlite_errors(st.desc):
         con.execute("BEGIN IMMEDIATE")
         try:
             con.execute(

@@ -14,12 +14,11 @@ from ...core.bounds import memo_bytes_bound
 from ...core.transcript import freeze_transcript
 from ...store import _rows
 from ...store._split import Numbered
-from ...store.errors import StoreCorruptError, StoreReadOnlyError, StoreUnavailableError
 from ...store.fused import derive, fuse, view
 from ...store.locks import paired_lock
 from ..file.lock import file_lock_beside
 from ..paths import require_parent_dir
-from .connect import read_only, sqlite_wal
+from .connect import read_only, sqlite_errors, sqlite_wal
 
 __all__ = ["sqlite_store"]
 
@@ -206,21 +205,9 @@ def _conn(st: _Sqlite) -> sqlite3.Connection:
     return c
 
 
-@contextmanager
 def _errors(st: _Sqlite, id: str | None):
     """Turn sqlite3's errors into the store's: read-only, unavailable, corrupt."""
-    try:
-        yield
-    except sqlite3.OperationalError as e:  # locked past the timeout, unopenable file
-        if read_only(e):
-            raise StoreReadOnlyError(
-                f"{st.desc} is read-only ({e}): nothing can be saved there; make the file "
-                "and its directory writable, or use another path"
-            ) from None
-        raise StoreUnavailableError(f"{st.desc} is unavailable: {e}") from None
-    except sqlite3.DatabaseError as e:  # not a database, malformed, constraint broken
-        what = f"conversation {id!r:.120} in " if id is not None else ""
-        raise StoreCorruptError(f"{what}{st.desc} is corrupt: {e}") from None
+    return sqlite_errors(st.desc, f"conversation {id!r:.120} in " if id is not None else "")
 
 
 @contextmanager
