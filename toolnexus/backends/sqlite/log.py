@@ -186,9 +186,8 @@ def _where(q: Mapping, kind: str) -> tuple[list[str], list]:
     return conds, params
 
 
-def _open_error(path: str, e: sqlite3.DatabaseError) -> Exception:
-    """Return the clear error for a message log file that cannot be opened for writing."""
-    what = f"message log sqlite_log({path!r})"
+def _open_error(what: str, e: sqlite3.DatabaseError) -> Exception:
+    """Return the clear error for a message log file (`what`) that cannot be opened."""
     if not isinstance(e, sqlite3.OperationalError):  # not a database, malformed
         return StoreCorruptError(f"{what} is corrupt: {e}")
     if read_only(e):
@@ -211,12 +210,13 @@ def sqlite_log(path: str | Path, *, fts: str = "auto", timeout: float = 10.0) ->
     if fts == "auto":
         fts = "trigram" if trigram_supported() else "unicode61"
     path = str(path)
+    desc = f"message log sqlite_log({path!r})"
     try:
         con = _connect(path, timeout)
         kind = _setup(con, fts)
-    except sqlite3.DatabaseError as e:  # a read-only file or directory, not a crash
-        raise _open_error(path, e) from None
-    st = _SqliteLog(con, kind, f"message log sqlite_log({path!r})")
+    except sqlite3.DatabaseError as e:  # read-only, not a database: a clear error
+        raise _open_error(desc, e) from None
+    st = _SqliteLog(con, kind, desc)
 
     def record_many(entries: Iterable[Mapping]) -> None:
         _record_many(st, entries)
