@@ -258,8 +258,10 @@ def _numbered(c: sqlite3.Connection, id: str, k: int, found: tuple | None) -> Nu
     """Return the rows from seq `k` on as their bodies alone, when the head `found` proves
     them rows k..count-1 (else None).
 
-    Its count and least and greatest seq say the rows are exactly 0..count-1 whenever
-    count - k rows come from seq k on (seqs are unique: the key). Bodies alone skip a
+    Its count and least and greatest seq say the rows from seq k on are exactly
+    k..count-1 whenever count - k of them come (seqs are unique: the key; none lies past
+    count-1, and with k 0 none below 0 goes unread); rows below a k over 0 are not read,
+    what the memo knows of them vouched for by the edit stamp. Bodies alone skip a
     (seq, body) pair per row, a pass checking the seqs, and the row tuples the collector
     would walk while they are held (each here is dropped as soon as its body is taken).
     """
